@@ -1,0 +1,33 @@
+"""Install the `hierarchy` package.
+
+The compiled right-hand-side kernels and the SGD simulator are generated and compiled on
+demand (see ``hierarchy.build``), so installing needs no compiler; using needs one.
+The top-level ``templates/`` folder ships inside the package as ``hierarchy.templates``.
+"""
+from setuptools import setup
+
+setup(
+    name="hierarchy",
+    version="0.1.0",
+    description="Trace-moment ODE hierarchies of online SGD for attention-indexed models",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=["hierarchy", "hierarchy.templates"],
+    package_dir={"hierarchy.templates": "templates"},
+    package_data={"hierarchy": ["*.pyx"], "hierarchy.templates": ["*.j2", "*.pyx"]},
+    install_requires=[
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "sympy>=1.12",
+        "cython>=3.0",
+        "jinja2>=3.0",
+        "filelock>=3.12",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+        "dask": ["dask[distributed]>=2023.1"],
+    },
+    entry_points={"console_scripts": ["hierarchy = hierarchy.cli:main"]},
+)
