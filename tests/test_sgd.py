@@ -1,0 +1,154 @@
+"""Online SGD: the compiled and numpy engines, recording, interruption and ``hierarchy sgd``."""
+import numpy as np
+import pytest
+
+from hierarchy import sgd
+from hierarchy.config import load_config
+from hierarchy.flows import matrix_flow
+from hierarchy.initial import initial_matrices
+from hierarchy.losses import make_loss
+from hierarchy.operators import build_field
+from hierarchy.outputs import read_result
+from hierarchy.study import make_study_coefficients
+
+PARAMETERIZATIONS = ["tied", "untied", "direct"]
+
+
+def _problem(parameterization, L=2, d=24, batch=5, weight_decay=0.3, lr=0.01, loss_spec=None):
+    rng = np.random.default_rng(7)
+    A = rng.normal(size=(L, L))
+    C = A @ A.T / L + 0.5 * np.eye(L)
+    loss = make_loss(loss_spec or {"name": "mse", "student": "tanh", "teacher": "h1"}, L, 2)
+    return sgd.Problem(parameterization, 2, (1,), d, C, lr, batch, loss, weight_decay=weight_decay)
+
+
+def _matrices(parameterization, d, rng):
+    widths = (17, 31)  # d_k != d
+    if parameterization == "tied":
+        return [rng.normal(size=(d, w)) / np.sqrt(d) for w in widths]
+    if parameterization == "untied":
+        return [(rng.normal(size=(d, w)) / np.sqrt(d), rng.normal(size=(d, w)) / np.sqrt(d)) for w in widths]
+    return [rng.normal(size=(d, d)) / np.sqrt(d) for _ in widths]  # not symmetric: St letters matter
+
+
+@pytest.mark.parametrize("parameterization", PARAMETERIZATIONS)
+def test_engines_agree_step_by_step(parameterization):
+    problem = _problem(parameterization)
+    mats = _matrices(parameterization, problem.d, np.random.default_rng(1))
+    numpy_stepper = sgd.make_stepper(problem, mats, "numpy")
+    cython_stepper = sgd.make_stepper(problem, mats, "cython")
+    rng = sgd.sample_rng(3)
+    z = np.empty((problem.batch * problem.L, problem.d))
+    start = sgd.flat_state(parameterization, mats)
+    for _ in range(15):
+        sgd.draw_samples(rng, problem, out=z)
+        G_numpy = numpy_stepper.step(z).copy()
+        G_cython = cython_stepper.step(z).copy()
+        np.testing.assert_allclose(G_cython, G_numpy, rtol=0, atol=1e-10)
+        a = sgd.flat_state(parameterization, numpy_stepper.matrices())
+        b = sgd.flat_state(parameterization, cython_stepper.matrices())
+        assert np.max(np.abs(a - b)) < 1e-10
+    moved = np.max(np.abs(a - start))
+    assert moved > 1e-3  # the trainable matrices really moved
+
+
+@pytest.mark.parametrize("parameterization", PARAMETERIZATIONS)
+def test_fixed_index_stays_fixed(parameterization):
+    problem = _problem(parameterization, L=1)
+    mats = _matrices(parameterization, problem.d, np.random.default_rng(2))
+    stepper = sgd.make_stepper(problem, mats, "cython")
+    rng, z = sgd.sample_rng(0), np.empty((problem.batch, problem.d))
+    for _ in range(5):
+        stepper.step(sgd.draw_samples(rng, problem, out=z))
+    before, after = mats[1], stepper.matrices()[1]
+    for x, y in zip(np.atleast_3d(before) if parameterization != "untied" else before,
+                    np.atleast_3d(after) if parameterization != "untied" else after):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_time_maps():
+    for parameterization, factor in (("tied", 4.0), ("untied", 1.0), ("direct", 1.0)):
+        problem = _problem(parameterization, d=50, lr=0.02)
+        assert problem.step_time == pytest.approx(factor * 0.02 / 50)
+
+
+def test_interrupted_run_resumes_to_the_same_trajectory():
+    problem = _problem("tied", L=1, d=20, batch=4)
+    mats = _matrices("tied", 20, np.random.default_rng(3))
+    words = build_field("tied", 2, (1,), 3).words
+    times = np.linspace(0.0, 40 * problem.step_time, 5)
+    full = sgd.simulate(problem, mats, seed=5, times=times, words=words)
+    assert full.complete and full.recorded == 5
+
+    class Interrupting:
+        def __init__(self, loss, after):
+            self.loss, self.calls, self.after = loss, 0, after
+
+        def gradient(self, G):
+            self.calls += 1
+            if self.calls == self.after:
+                raise KeyboardInterrupt
+            return self.loss.gradient(G)
+
+        def value(self, G):
+            return self.loss.value(G)
+
+    import dataclasses
+    broken = dataclasses.replace(problem, loss=Interrupting(problem.loss, after=23))
+    saved = []
+    partial = sgd.simulate(broken, mats, seed=5, times=times, words=words, on_checkpoint=saved.append)
+    assert not partial.complete and 0 < partial.recorded < 5 and saved
+    np.testing.assert_array_equal(partial.mu[:partial.recorded], full.mu[:partial.recorded])
+    assert np.all(np.isnan(partial.mu[partial.recorded:]))
+    resumed = sgd.simulate(problem, mats, seed=5, times=times, words=words, resume=partial.state)
+    assert resumed.complete
+    np.testing.assert_allclose(resumed.mu, full.mu, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(resumed.loss, full.loss, rtol=0, atol=1e-12)
+
+
+def test_sgd_approaches_the_matrix_flow_as_d_grows():
+    # Theorem 2 needs α_d·d → 0: the SGD-to-flow gap is O(α_d d / B) (Itô correction), so the
+    # learning rate shrinks like d^{-3/2}; the horizon is short and two seeds suffice.
+    config = load_config(None, {"loss": {"name": "quadratic"}, "init": {"scale": [0.8, 1.0]}})
+    field = build_field("tied", 2, (1,), 2)
+    coefficients = make_study_coefficients(config, field)
+    times = np.linspace(0.0, 0.1, 3)
+    errors = []
+    for d in (50, 100, 200):
+        mats = initial_matrices(config, d=d)
+        flow = matrix_flow(field, mats, coefficients, times)
+        lr = 0.5 / d / np.sqrt(d / 50)
+        problem = sgd.Problem("tied", 2, (1,), d, np.eye(1), lr, 8, make_loss({"name": "quadratic"}, 1, 2))
+        runs = [sgd.simulate(problem, mats, seed=s, times=times, field=field) for s in (0, 1)]
+        gap = np.mean([np.max(np.abs(run.mu - flow.mu)) for run in runs])
+        errors.append(gap)
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 0.75 * errors[0]
+
+
+def test_run_sgd_writes_complete_results_and_resumes(tmp_path):
+    config = load_config(None, {"sgd": {"d": 30, "batch": 8, "seeds": [0, 1], "learning_rate": 0.02},
+                                "hierarchy": {"degree": 3}, "solve": {"t_final": 0.2, "points": 6}})
+    summary = sgd.run_sgd(config, tmp_path, progress=False)
+    result = read_result(tmp_path)
+    assert result["complete"] and summary["complete"]
+    assert result["mu_seeds"].shape == (2, 6, len(result["labels"]))
+    np.testing.assert_allclose(result["mu"], result["mu_seeds"].mean(axis=0))
+    assert result["config"]["sgd"]["d"] == 30 and result["version"]
+    assert result["labels"] == sgd_labels(config)
+    assert np.all(np.isfinite(result["loss"])) and result["samples"][-1] == summary["samples"]
+    assert (tmp_path / "sgd.png").stat().st_size > 0
+    again = sgd.run_sgd(config, tmp_path, resume=True, progress=False)
+    assert again == read_result(tmp_path)["summary"]
+
+
+def sgd_labels(config):
+    return sgd.sgd_field(config).labels
+
+
+def test_moment_source_is_rejected():
+    config = load_config(None)
+    config["init"]["source"] = "moments"
+    from hierarchy.errors import HierarchyError
+    with pytest.raises(HierarchyError):
+        sgd.sgd_initial_matrices(config)
