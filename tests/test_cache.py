@@ -1,0 +1,196 @@
+"""The build cache: keys, reuse without compiling, rebuilds, locking, fallbacks, errors."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+import hierarchy
+from hierarchy import cache, codegen
+from hierarchy.errors import HierarchyError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tiny_source(tag):
+    """A minimal module; ``tag`` makes its source (and so its cache key) unique."""
+    return f"# {tag}\ndef triple(double x):\n    return 3.0 * x\n"
+
+
+def run_python(code, cache_folder, extra_env=None):
+    env = dict(os.environ, PYTHONPATH=str(REPO), HIERARCHY_GENERATED=str(cache_folder))
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, cwd=str(REPO), timeout=300)
+
+
+COUNTING_BUILD = """
+    import sys
+    from hierarchy import cache
+    real = cache._build_module
+    def counting(*args, **kwargs):
+        print("COMPILED", flush=True)
+        return real(*args, **kwargs)
+    cache._build_module = counting
+"""
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    folder = tmp_path / "generated"
+    monkeypatch.setenv("HIERARCHY_GENERATED", str(folder))
+    return folder
+
+
+def test_compile_and_reuse_without_compiler(tmp_cache, monkeypatch):
+    source = tiny_source(uuid.uuid4().hex)
+    module = cache.compile_pyx(source, "tiny")
+    assert module.triple(2.0) == 6.0
+    assert module.__name__.startswith("tiny_") and len(module.__name__) == len("tiny_") + 16
+    entry = cache.module_dir(module)
+    assert entry.parent == tmp_cache and (entry / cache.BUILD_FILE).exists()
+    assert module.__name__ in [m["name"] for m in cache.list_modules()]
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("the compiler was called for a cached module")
+
+    monkeypatch.setattr(cache, "_build_module", no_compiler)
+    assert cache.compile_pyx(source, "tiny") is module
+    # A fresh process imports the built module from disk without compiling either.
+    proc = run_python(COUNTING_BUILD + f"""
+    m = cache.compile_pyx({source!r}, "tiny")
+    print(m.__name__, m.triple(1.5))
+    """, tmp_cache)
+    assert proc.returncode == 0, proc.stderr
+    assert "COMPILED" not in proc.stdout
+    assert f"{module.__name__} 4.5" in proc.stdout
+
+
+def test_key_depends_on_source_flags_and_files():
+    base = cache.module_key("x = 1\n")
+    assert base == cache.module_key("x = 1\n")
+    assert base != cache.module_key("x = 2\n")
+    assert base != cache.module_key("x = 1\n", cache.DEFAULT_COMPILE_ARGS + ("-O1",))
+    assert base != cache.module_key("x = 1\n", files={"t.npy": b"\x00"})
+
+
+def test_corrupted_entry_is_detected_and_rebuilt(tmp_cache):
+    source = tiny_source(uuid.uuid4().hex)
+    first = run_python(COUNTING_BUILD + f"""
+    m = cache.compile_pyx({source!r}, "tiny")
+    print(m.__name__)
+    """, tmp_cache)
+    assert first.returncode == 0, first.stderr
+    name = first.stdout.split()[-1]
+    extension = tmp_cache / name / (name + cache.sysconfig.get_config_var("EXT_SUFFIX"))
+    extension.write_bytes(extension.read_bytes()[:1000])  # a half-written file
+    assert cache.find_module(name) is None
+    second = run_python(COUNTING_BUILD + f"""
+    m = cache.compile_pyx({source!r}, "tiny")
+    print(m.triple(1.0))
+    """, tmp_cache)
+    assert second.returncode == 0, second.stderr
+    assert "COMPILED" in second.stdout and "3.0" in second.stdout
+    assert cache.find_module(name) == tmp_cache / name
+
+
+def test_concurrent_processes_build_once_and_both_succeed(tmp_cache):
+    source = tiny_source(uuid.uuid4().hex)
+    code = COUNTING_BUILD + f"""
+    m = cache.compile_pyx({source!r}, "tiny")
+    print("RESULT", m.__name__, m.triple(2.0))
+    """
+    env = dict(os.environ, PYTHONPATH=str(REPO), HIERARCHY_GENERATED=str(tmp_cache))
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outputs]
+    results = {line for out, _ in outputs for line in out.splitlines() if line.startswith("RESULT")}
+    assert len(results) == 1 and results.pop().endswith(" 6.0")
+    assert sum(out.count("COMPILED") for out, _ in outputs) == 1
+
+
+def test_compile_errors_carry_the_compiler_message(tmp_cache):
+    bad_c = textwrap.dedent(f"""
+        # {uuid.uuid4().hex}
+        cdef extern from *:
+            '''
+            static int broken(void) {{ return no_such_symbol_here; }}
+            '''
+            int broken()
+        def f():
+            return broken()
+    """)
+    with pytest.raises(HierarchyError, match="no_such_symbol_here") as info:
+        cache.compile_pyx(bad_c, "broken")
+    assert info.value.field == "compiler"
+    with pytest.raises(HierarchyError, match="Expected") as info:
+        cache.compile_pyx(f"# {uuid.uuid4().hex}\ndef f(:\n    pass\n", "syntax")
+    assert info.value.field == "source"
+    assert not [p for p in tmp_cache.iterdir() if p.name.startswith(".build-")]
+
+
+def test_missing_compiler_says_what_to_install(tmp_cache, monkeypatch):
+    monkeypatch.setenv("CC", "no-such-compiler-9d1f")
+    with pytest.raises(HierarchyError, match="apt-get install gcc"):
+        cache.compile_pyx(tiny_source(uuid.uuid4().hex), "tiny")
+
+
+def test_unwritable_generated_falls_back_to_user_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("HIERARCHY_GENERATED", str(blocker / "generated"))
+    monkeypatch.setattr(cache, "_repo_generated_dir", lambda: blocker / "generated")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_dir() == tmp_path / "xdg" / "hierarchy"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.cache_dir() == tmp_path / "home" / ".cache" / "hierarchy"
+
+
+def test_repo_generated_folder_is_the_default(monkeypatch):
+    monkeypatch.delenv("HIERARCHY_GENERATED", raising=False)
+    if os.access(REPO / "generated", os.W_OK):
+        assert cache.cache_dir() == REPO / "generated"
+
+
+def test_second_build_imports_without_compiling(tmp_cache, monkeypatch):
+    first = hierarchy.build("tied", 2, [1], 2)
+    calls = []
+    monkeypatch.setattr(cache, "_build_module", lambda *a, **k: calls.append(a))
+    again = hierarchy.build("tied", 2, [1], 2)
+    assert again.name == first.name and not calls
+    reopened = hierarchy.load(first.name)
+    assert reopened.labels == first.labels and reopened.form == first.form
+    assert hierarchy.load(first.path).name == first.name
+    meta = json.loads((first.path / "meta.json").read_text())
+    assert meta["labels"] == first.labels
+
+
+def test_changed_template_rebuilds(tmp_cache, monkeypatch):
+    original = hierarchy.build("tied", 2, [1], 2, kernel="unrolled")
+    real_text = codegen._template_text
+
+    def edited(name):
+        text = real_text(name)
+        return text + "\n# edited template\n" if name == "rhs_unrolled.pyx.j2" else text
+
+    monkeypatch.setattr(codegen, "_template_text", edited)
+    built = []
+    real_build = cache._build_module
+    monkeypatch.setattr(cache, "_build_module",
+                        lambda *a, **k: built.append(a[1]) or real_build(*a, **k))
+    changed = hierarchy.build("tied", 2, [1], 2, kernel="unrolled")
+    assert changed.name != original.name and built == [changed.name]
+    assert "# edited template" in (changed.path / f"{changed.name}.pyx").read_text()
+
+
+def test_load_unknown_name_is_a_clear_error(tmp_cache):
+    with pytest.raises(HierarchyError, match="hierarchy list"):
+        hierarchy.load("rhs_nothing_0123456789abcdef")

@@ -1,0 +1,208 @@
+"""Solving compiled hierarchies: the exactly solvable case (MATH.md §2, D.3), blow-up
+handling, implicit methods with the analytic Jacobian."""
+
+import numpy as np
+import pytest
+
+import hierarchy
+from hierarchy.errors import HierarchyError
+from hierarchy.moments import moments_of
+
+GAMMA = {"Gamma[1,1]": 2.0, "Gamma[1,2]": -2.0, "gamma": 0.0}  # L = (G1 - G2)^2, L = 1, C = 1
+TIGHT = dict(rtol=1e-12, atol=1e-14)
+
+
+@pytest.fixture(scope="module")
+def solvers():
+    return {m: hierarchy.build("tied", 2, [1], m) for m in (2, 3, 5, 7, 9)}
+
+
+def gaussian_moments(solver, d=40, seed=0, scale=1.0, c=None):
+    rng = np.random.default_rng(seed)
+    W1 = rng.normal(0.0, scale / np.sqrt(d), (d, d))
+    W2 = rng.normal(0.0, 1.0 / np.sqrt(d), (d, d)) if c is None else np.sqrt(c) * np.eye(d)
+    return moments_of(solver.field, [W1, W2]), W1
+
+
+def test_degree_two_is_the_polynomial_340(solvers):
+    s = solvers[2]
+    mu0, _ = gaussian_moments(s, seed=1)
+    t = np.linspace(0.0, 1.5, 7)
+    r = s.solve(mu0, (0.0, 1.5), GAMMA, t_eval=t, **TIGHT)
+    assert r.success, r.message
+    m = {label: mu0[s.index(label)] for label in s.labels}
+    assert np.allclose(r["1"], m["1"] - 4 * t * (m["1.1"] - m["1.2"]), rtol=0, atol=1e-10)
+    for label in ("2", "1.1", "1.2", "2.2"):
+        assert np.allclose(r[label], m[label], rtol=0, atol=1e-12)
+
+
+def test_degree_three_is_the_polynomial_341(solvers):
+    s = solvers[3]
+    mu0, _ = gaussian_moments(s, seed=2)
+    t = np.linspace(0.0, 1.0, 6)
+    for method in ("LSODA", "RK45", "BDF"):
+        r = s.solve(mu0, (0.0, 1.0), GAMMA, t_eval=t, method=method, **TIGHT)
+        assert r.success, r.message
+        m = {label: mu0[s.index(label)] for label in s.labels}
+        q11 = m["1.1"] - 8 * t * (m["1.1.1"] - m["1.1.2"])
+        q12 = m["1.2"] - 4 * t * (m["1.1.2"] - m["1.2.2"])
+        mu1 = (m["1"] - 4 * t * (m["1.1"] - m["1.2"])
+               + 8 * t ** 2 * (2 * m["1.1.1"] - 3 * m["1.1.2"] + m["1.2.2"]))
+        tol = 1e-9 if method != "BDF" else 1e-7
+        assert np.allclose(r["1.1"], q11, rtol=0, atol=tol)
+        assert np.allclose(r["1.2"], q12, rtol=0, atol=tol)
+        assert np.allclose(r["1"], mu1, rtol=0, atol=tol)
+
+
+def test_truncations_converge_to_closed_form_347(solvers):
+    """S_2 = cI: μ_(1^w)(t) = mean over eigenvalues λ of S_1(0) of (cλ/(λ+(c−λ)e^{−4ct}))^w.
+
+    With the spectrum of S_1(0) inside (0, c) the Taylor series in t has radius ≥ π/(4c),
+    so at t = 0.2 the truncation error falls geometrically with the degree.
+    """
+    c, t_final = 1.0, 0.2
+    errors = {1: [], 2: []}
+    for degree in (3, 5, 7, 9):
+        s = solvers[degree]
+        mu0, W1 = gaussian_moments(s, d=60, seed=0, scale=0.5, c=c)
+        lam = np.linalg.eigvalsh(W1 @ W1.T)
+        assert 0 < lam.min() and lam.max() < c
+        r = s.solve(mu0, (0.0, t_final), GAMMA, t_eval=[t_final], **TIGHT)
+        assert r.success, r.message
+        flow = c * lam / (lam + (c - lam) * np.exp(-4 * c * t_final))
+        for w, label in ((1, "1"), (2, "1.1")):
+            errors[w].append(abs(r[label][-1] - np.mean(flow ** w)))
+    for w, errs in errors.items():
+        assert all(b < 0.5 * a for a, b in zip(errs, errs[1:])), (w, errs)
+        assert errs[-1] < 1e-6, (w, errs)
+
+
+def test_blowup_stops_with_message_and_keeps_trajectory(solvers):
+    s = solvers[3]
+    mu0, _ = gaussian_moments(s, seed=3)
+    growing = dict(GAMMA, gamma=-40.0)  # weight decay of the wrong sign: μ_α ~ e^{20|α|t}
+    r = s.solve(np.abs(mu0) + 1.0, (0.0, 5.0), growing, t_eval=np.linspace(0, 5, 501),
+                blowup=1e6, method="RK45")
+    assert r.status == 1 and not r.success
+    assert "blew up at t =" in r.message
+    assert r.diverged_labels and all(label in r.message for label in r.diverged_labels)
+    assert r.diverged_labels[0] == "1.1.1"  # fastest growth: three trainable letters
+    assert 0.0 < r.t[-1] <= r.t_stop < 5.0 and len(r.t) > 5
+    assert np.allclose(r.t, np.linspace(0, 5, 501)[:len(r.t)])  # output times kept
+    assert np.all(np.isfinite(r.mu)) and np.abs(r.mu).max() < 1e6
+    assert np.abs(r.mu_stop).max() == pytest.approx(1e6, rel=1e-3)
+    assert r.mu.shape == (len(r.t), len(s))
+
+
+@pytest.mark.parametrize("method", ["RK45", "LSODA", "BDF"])
+def test_nan_coefficients_stop_the_run_with_partial_trajectory(solvers, method):
+    s = solvers[3]
+    mu0, _ = gaussian_moments(s, seed=4)
+    kappa = s.coefficient_vector(GAMMA)
+
+    def breaks_late(mu):
+        return kappa if abs(mu[0] - mu0[0]) < 0.05 else np.full_like(kappa, np.nan)
+
+    t_eval = np.linspace(0.0, 1.0, 1001)
+    r = s.solve(mu0, (0.0, 1.0), breaks_late, method=method, t_eval=t_eval)
+    assert r.status in (1, -1)
+    assert r.t.size >= 2 and r.t[-1] <= r.t_stop < 1.0 and np.all(np.isfinite(r.mu))
+    assert np.array_equal(r.t, t_eval[:r.t.size])
+    assert r.diverged_labels and f"t = {r.t_stop:.6g}" in r.message
+
+
+class SmoothCoefficients:
+    """Γ(μ) depending on q11 and q12, with ``inputs`` as the potentials provide."""
+
+    def __init__(self, solver):
+        self.inputs = np.array([solver.index("1.1"), solver.index("1.2")])
+        self.names = solver.coefficient_names
+
+    def __call__(self, mu):
+        q11, q12 = mu[self.inputs]
+        return np.array([2.0 / (1.0 + q11 ** 2), -2.0 + 0.5 * q12, 0.1])
+
+
+@pytest.mark.parametrize("method", ["BDF", "Radau"])
+def test_implicit_methods_with_analytic_jacobian_match_explicit(solvers, method):
+    s = solvers[5]
+    mu0, _ = gaussian_moments(s, seed=5, scale=0.5)
+    coefficients = SmoothCoefficients(s)
+    t = np.linspace(0.0, 0.3, 4)
+    reference = s.solve(mu0, (0.0, 0.3), coefficients, t_eval=t, method="DOP853", **TIGHT)
+    implicit = s.solve(mu0, (0.0, 0.3), coefficients, t_eval=t, method=method,
+                       rtol=1e-10, atol=1e-12)
+    assert reference.success and implicit.success
+    assert implicit.njev > 0
+    assert np.allclose(implicit.mu, reference.mu, rtol=0, atol=1e-7)
+
+
+def test_solve_input_errors(solvers):
+    s = solvers[2]
+    mu0 = np.zeros(len(s))
+    with pytest.raises(HierarchyError, match="method"):
+        s.solve(mu0, (0, 1), GAMMA, method="Euler")
+    with pytest.raises(HierarchyError, match="missing"):
+        s.solve(mu0, (0, 1), {"Gamma[1,1]": 1.0})
+    with pytest.raises(HierarchyError, match="shape"):
+        s.solve(mu0[:-1], (0, 1), GAMMA)
+    with pytest.raises(HierarchyError, match="coefficient function"):
+        s.solve(mu0, (0, 1), lambda mu: np.zeros(2))
+    r = s.solve(mu0, (0, 1), GAMMA, t_eval=[0.0, 1.0])
+    with pytest.raises(HierarchyError, match="not a word"):
+        r["9.9"]
+
+
+# ----------------------------------------------------------------------------- solve job
+
+def small_config(**sections):
+    from hierarchy.config import load_config
+
+    overrides = {"model": {"parameterization": "tied", "K": 2, "trainable": [1]},
+                 "hierarchy": {"degree": 3}, "init": {"d": 30, "seed": 3},
+                 "solve": {"t_final": 0.2, "points": 11}}
+    for name, values in sections.items():
+        overrides.setdefault(name, {}).update(values)
+    return load_config(None, overrides)
+
+
+def test_run_solve_writes_results_matching_polynomial_341(tmp_path):
+    from hierarchy.initial import initial_moments
+    from hierarchy.outputs import read_result
+    from hierarchy.solve_job import PLOT_FILE, run_solve
+
+    config = small_config()
+    summary = run_solve(config, tmp_path)
+    assert summary["status"] == 0 and summary["words"] == 8
+    assert (tmp_path / PLOT_FILE).stat().st_size > 1000
+    with np.load(tmp_path / "result.npz") as data:
+        t, mu, labels = data["t"], data["mu"], list(data["labels"])
+    assert np.allclose(t, np.linspace(0, 0.2, 11)) and mu.shape == (11, 8)
+    solver = hierarchy.build("tied", 2, [1], 3)
+    assert labels == solver.labels
+    m = dict(zip(labels, initial_moments(solver.field, config)))
+    mu1 = (m["1"] - 4 * t * (m["1.1"] - m["1.2"])
+           + 8 * t ** 2 * (2 * m["1.1.1"] - 3 * m["1.1.2"] + m["1.2.2"]))
+    assert np.allclose(mu[:, labels.index("1")], mu1, rtol=1e-6, atol=1e-8)
+    assert read_result(tmp_path) is not None
+
+
+def test_run_solve_from_a_moments_file(tmp_path):
+    import json
+
+    from hierarchy.solve_job import run_solve
+
+    solver = hierarchy.build("tied", 2, [1], 2)
+    values = {"1": 0.5, "2": 0.8, "1.1": 1.0, "1.2": 0.3, "2.2": 1.2}
+    assert sorted(values) == sorted(solver.labels)
+    moments = tmp_path / "moments.json"
+    moments.write_text(json.dumps(values))
+    config = small_config(hierarchy={"degree": 2},
+                          init={"source": "moments", "moments": str(moments)})
+    run_solve(config, tmp_path / "out")
+    with np.load(tmp_path / "out" / "result.npz") as data:
+        mu = data["mu"]
+    assert np.allclose(mu[0], [values[label] for label in solver.labels])
+    # Degree 2: μ_1(t) = μ_1(0) − 4t(q11 − q12), the rest constant.
+    expected = values["1"] - 4 * 0.2 * (values["1.1"] - values["1.2"])
+    assert mu[-1, solver.index("1")] == pytest.approx(expected, abs=1e-8)
