@@ -1,0 +1,52 @@
+"""Quick-mode figure scripts run end to end (slow: deselected by default; ``-m slow``)."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+TOOLS = pathlib.Path(__file__).resolve().parent.parent / "tools"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("number", [1, 2, 3, 4])
+def test_quick_figure_writes_png_csv_and_result(number, tmp_path):
+    out = tmp_path / f"figure{number}"
+    done = subprocess.run([sys.executable, str(TOOLS / f"figure{number}.py"), "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / f"figure{number}.png").stat().st_size > 10_000
+    assert list(out.glob("*.csv"))
+    record = json.loads((out / "result.json").read_text())
+    assert record["config"]["figure"]["mode"] == "quick"
+    assert record["version"]
+
+
+def _summary(tmp_path, number):
+    out = tmp_path / f"figure{number}"
+    subprocess.run([sys.executable, str(TOOLS / f"figure{number}.py"), "--quick", "--out",
+                    str(out)], check=True, capture_output=True, timeout=900)
+    return json.loads((out / "result.json").read_text())["summary"]
+
+
+@pytest.mark.slow
+def test_figure2_direct_h2_is_invariant_and_tied_escapes(tmp_path):
+    summary = _summary(tmp_path, 2)
+    assert summary["direct_h2"]["ode_invariant"] is True
+    assert summary["direct_h1"]["ode_invariant"] is False
+    for act in ("h1", "h2", "h3"):
+        v = summary[f"tied_{act}"]
+        assert v["escape_velocity_formula"]["p"] > 0
+        assert v["escape_velocity_formula"]["p"] == pytest.approx(v["escape_velocity_field"]["p"],
+                                                                  rel=1e-8)
+        assert v["rho_final_sgd"] > 0.3
+    assert summary["direct_h2"]["rho_final_sgd"] < 0.2
+
+
+@pytest.mark.slow
+def test_figure4_sgd_follows_the_exact_flow(tmp_path):
+    summary = _summary(tmp_path, 4)
+    assert max(summary["sgd_max_error_vs_exact"].values()) < 0.05
+    errors = [summary["degrees"][str(M)]["max_error_vs_exact"]["1"] for M in (2, 4, 8)]
+    assert errors[0] > errors[1] > errors[2]

@@ -1,0 +1,115 @@
+"""Shared plumbing of the figure scripts (tools/figure1.py … figure4.py).
+
+Each script defines its settings twice — the paper's (MATH.md §5) and a ``--quick`` variant
+that runs in a few minutes on 2 cores — and writes PNG, CSV and ``result.json`` (config,
+package version, summary) into ``--out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def parse_args(description, default_out):
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true",
+                        help="small d, fewer steps and seeds (a few minutes on 2 cores)")
+    parser.add_argument("--out", default=default_out, help="output folder (default: %(default)s)")
+    parser.add_argument("--engine", default="cython", choices=("cython", "numpy"),
+                        help="SGD engine (default: %(default)s)")
+    args = parser.parse_args()
+    pathlib.Path(args.out).mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def settings(args, full, quick):
+    """The settings dict of this run (``quick`` overrides ``full``)."""
+    chosen = dict(full)
+    if args.quick:
+        chosen.update(quick)
+    chosen["mode"] = "quick" if args.quick else "full"
+    return chosen
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_png(fig, path):
+    """Small PNGs (README-friendly): 90 dpi, tight box."""
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+
+
+def write_csv(path, columns):
+    """Columns ``{name: 1-d array}`` of equal length (shorter ones padded with blanks)."""
+    names = list(columns)
+    length = max(len(np.atleast_1d(c)) for c in columns.values())
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(names)
+        for i in range(length):
+            row = []
+            for name in names:
+                col = np.atleast_1d(columns[name])
+                row.append(f"{col[i]:.10g}" if i < len(col) and _is_number(col[i]) else
+                           (str(col[i]) if i < len(col) else ""))
+            writer.writerow(row)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float, np.integer, np.floating))
+
+
+def write_summary(out, settings, summary, t, mu, labels):
+    """``result.json``/``result.npz`` through :func:`hierarchy.outputs.write_result`."""
+    from hierarchy.outputs import write_result
+
+    write_result(out, t=np.asarray(t, dtype=float), mu=np.asarray(mu, dtype=float),
+                 labels=list(labels), config={"figure": settings}, summary=summary)
+
+
+def sgd_runs(problem, mats, times, words, seeds, engine, title):
+    """Moments of ``words`` along SGD, one row per seed: ``(t, steps, samples, mu (S,T,n))``."""
+    from hierarchy.sgd import simulate
+
+    runs = []
+    for seed in seeds:
+        start = time.perf_counter()
+        run = simulate(problem, mats, seed=seed, times=times, words=words, engine=engine)
+        print(f"  {title} seed {seed}: {len(run.steps)} records, {run.steps[-1]} steps, "
+              f"{time.perf_counter() - start:.1f}s", flush=True)
+        runs.append(run)
+    mu = np.array([r.mu for r in runs])
+    first = runs[0]
+    return first.t, first.steps, first.samples, mu
+
+
+def gaussian(d, width, scale, rng):
+    """A ``d × width`` matrix with i.i.d. ``N(0, scale²/d)`` entries."""
+    return rng.normal(0.0, scale / np.sqrt(d), size=(d, width))
+
+
+def unit_teacher(W, d):
+    """Rescale a tied teacher so that its pre-activation has unit variance: ``2 q22 = 1``.
+
+    Hermite teachers ``h_k`` (``k ≥ 2``) then have ``E[h_k'(G_2)] = 0``: the information
+    exponent the weak-recovery results are about.
+    """
+    S = W @ W.T
+    q22 = np.sum(S * S) / d
+    return W * (1.0 / (2.0 * q22)) ** 0.25
