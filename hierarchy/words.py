@@ -180,7 +180,9 @@ def _label_examples(alph):
 
 
 def max_length(alph):
-    """Longest word whose code fits in int64."""
+    """Longest word whose code fits in int64 (capped at 1000 for a one-letter alphabet)."""
+    if alph.size == 1:
+        return 1000
     w = 1
     while alph.size ** (w + 1) < 2**62:
         w += 1

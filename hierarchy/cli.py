@@ -1,0 +1,344 @@
+"""The ``hierarchy`` command line (INTERFACE.md, "CLI").
+
+::
+
+    hierarchy show     --parameterization P --K K --trainable 1[,2..] --degree M
+                       [--observables L1,L2] [--all-words] [--format text|latex|json] [--why LABEL]
+    hierarchy generate --parameterization P --K K --trainable ... --degree M [--observables ...] [--all-words]
+    hierarchy solve    CONFIG.toml --out DIR
+    hierarchy sgd      CONFIG.toml --out DIR [--resume]
+    hierarchy study    [CONFIG.toml] --out DIR [--scheduler ADDRESS] [--resume]
+    hierarchy list
+
+``--quiet`` (anywhere) silences progress output: it sets ``HIERARCHY_QUIET=1`` in the
+environment, and sgd/study get ``progress=False``/``quiet=True``. Exit status: 0 success,
+1 a solve that blew up (the message names the time and the words; the trajectory so far is
+kept, marked incomplete), 2 bad input (one line on stderr, no traceback), 130 interrupted
+(partial results kept, marked incomplete; ``--resume`` continues sgd and study).
+"""
+import argparse
+import logging
+import os
+import sys
+
+from .errors import HierarchyError
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+# CLI flags of show/generate and the config fields they set.
+FLAG_FIELDS = {
+    "model.parameterization": "--parameterization",
+    "model.K": "--K",
+    "model.trainable": "--trainable",
+    "hierarchy.degree": "--degree",
+    "hierarchy.observables": "--observables",
+}
+
+
+class _UsageError(Exception):
+    """An argparse error, reported as one line by :func:`main`."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def main(argv=None):
+    """Run the ``hierarchy`` command line.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name; default ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: 0, 1 (a solve that blew up), 2 (bad input) or 130 (interrupted).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as error:
+        _fail(str(error))
+        return EXIT_BAD_INPUT
+    if getattr(args, "quiet", False):
+        os.environ["HIERARCHY_QUIET"] = "1"
+    logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
+                        format="%(message)s")
+    from .outputs import interruptible
+
+    try:
+        with interruptible():  # SIGTERM anywhere in a run ends like Ctrl-C
+            return args.handler(args) or EXIT_OK
+    except HierarchyError as error:
+        # Bad input is one line; a failed compile carries the compiler's own lines after it.
+        _fail(f"error: {str(error).strip()}")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        out = getattr(args, "out", None)
+        where = f"; partial results kept in {out}" if out else ""
+        if out and getattr(args, "resume", None) is not None:
+            where += " (continue with --resume)"
+        _fail(f"interrupted{where}")
+        return EXIT_INTERRUPTED
+    except MemoryError:
+        _fail("error: out of memory; lower hierarchy.degree, K or d")
+        return EXIT_BAD_INPUT
+
+
+def build_parser():
+    """The argparse parser of every subcommand."""
+    parser = _Parser(prog="hierarchy", description="Trace-moment ODE hierarchies of online SGD.")
+    parser.add_argument("--version", action="version", version=f"hierarchy {_version()}")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    show = commands.add_parser("show", help="print the truncated equations")
+    _add_field_arguments(show)
+    show.add_argument("--format", choices=("text", "latex", "json"), default="text")
+    show.add_argument("--why", metavar="LABEL", help="explain where the terms of one word's equation come from")
+    show.set_defaults(handler=_run_show)
+
+    generate = commands.add_parser("generate", help="generate and compile a solver; print its module and path")
+    _add_field_arguments(generate)
+    generate.set_defaults(handler=_run_generate)
+
+    solve = commands.add_parser("solve", help="solve the hierarchy of a config")
+    solve.add_argument("config", metavar="CONFIG.toml")
+    _add_out(solve)
+    solve.set_defaults(handler=_run_solve)
+
+    sgd = commands.add_parser("sgd", help="run online SGD and record its moments")
+    sgd.add_argument("config", metavar="CONFIG.toml")
+    _add_out(sgd)
+    _add_resume(sgd)
+    sgd.set_defaults(handler=_run_sgd)
+
+    study = commands.add_parser("study", help="truncation error against degree (default: the embedded study)")
+    study.add_argument("config", metavar="CONFIG.toml", nargs="?")
+    _add_out(study)
+    _add_resume(study)
+    study.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="address of a running Dask scheduler (default: local worker processes)")
+    study.set_defaults(handler=_run_study)
+
+    listing = commands.add_parser("list", help="list cached and generated solvers")
+    listing.set_defaults(handler=_run_list)
+
+    for sub in (show, generate, solve, sgd, study, listing):
+        # SUPPRESS keeps a --quiet given before the command from being reset by the default.
+        sub.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress output")
+    return parser
+
+
+def _add_field_arguments(sub):
+    from .config import DEFAULTS, PARAMETERIZATIONS
+
+    model, hierarchy = DEFAULTS["model"], DEFAULTS["hierarchy"]
+    sub.add_argument("--parameterization", default=model["parameterization"],
+                     help=f"{' | '.join(PARAMETERIZATIONS)} (default {model['parameterization']})")
+    sub.add_argument("--K", default=str(model["K"]), help=f"number of indices (default {model['K']})")
+    sub.add_argument("--trainable", default=",".join(map(str, model["trainable"])),
+                     help="trainable indices, 1-based, comma-separated (default 1)")
+    sub.add_argument("--degree", default=str(hierarchy["degree"]),
+                     help=f"truncation degree M >= 2 (default {hierarchy['degree']})")
+    sub.add_argument("--observables", default="", help="extra word labels to keep, comma-separated")
+    sub.add_argument("--all-words", action="store_true", help="keep every canonical word up to the degree")
+
+
+def _add_out(sub):
+    sub.add_argument("--out", metavar="DIR", required=True, help="output folder")
+
+
+def _add_resume(sub):
+    sub.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+
+
+# ---------------------------------------------------------------------------------------
+# Argument parsing helpers
+
+
+def parse_index_list(text, flag="--trainable"):
+    """Parse ``"1,2"`` (commas and/or spaces) into ``[1, 2]``.
+
+    Raises
+    ------
+    HierarchyError
+        Empty text or an entry that is not a positive integer.
+    """
+    parts = [part for part in str(text).replace(",", " ").split()]
+    if not parts:
+        raise HierarchyError(f"{flag} is empty; give 1-based indices like 1 or 1,2", field=flag)
+    indices = []
+    for part in parts:
+        if not part.lstrip("+").isdigit():
+            raise HierarchyError(
+                f"{flag}: {part!r} is not an index; give 1-based integers separated by commas, like 1,2",
+                field=flag,
+            )
+        indices.append(int(part))
+    return indices
+
+
+def parse_int(text, flag):
+    """Parse an integer flag value with a one-line error naming the flag."""
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise HierarchyError(f"{flag}: {text!r} is not an integer", field=flag) from None
+
+
+def _field_arguments(args):
+    """Validated (parameterization, K, trainable, degree, observables) of show/generate."""
+    from .config import DEFAULTS, deep_merge, validate_config
+
+    overrides = {
+        "model": {
+            "parameterization": args.parameterization,
+            "K": parse_int(args.K, "--K"),
+            "trainable": parse_index_list(args.trainable, "--trainable"),
+        },
+        "hierarchy": {
+            "degree": parse_int(args.degree, "--degree"),
+            "observables": [label for label in args.observables.replace(",", " ").split()],
+        },
+    }
+    try:
+        cfg = validate_config(deep_merge(DEFAULTS, overrides), sections=("model", "hierarchy"))
+    except HierarchyError as error:
+        raise _with_flag_names(error) from None
+    model, hierarchy = cfg["model"], cfg["hierarchy"]
+    return model["parameterization"], model["K"], model["trainable"], hierarchy["degree"], hierarchy["observables"]
+
+
+def _with_flag_names(error):
+    message = str(error)
+    for field, flag in FLAG_FIELDS.items():
+        message = message.replace(field, flag)
+    return HierarchyError(message, field=FLAG_FIELDS.get(error.field, error.field))
+
+
+# ---------------------------------------------------------------------------------------
+# Subcommands
+
+
+def _run_show(args):
+    parameterization, K, trainable, degree, observables = _field_arguments(args)
+    from .display import render
+    from .operators import build_field
+
+    field = build_field(parameterization, K, trainable, degree, observables=observables, all_words=args.all_words)
+    if args.why is not None:
+        _check_why(field, args.why)
+    print(render(field, args.format, why=args.why))
+
+
+def _check_why(field, label):
+    try:
+        field.index(label)
+    except (HierarchyError, KeyError, ValueError, IndexError) as error:
+        message = " ".join(str(error).split())
+        raise HierarchyError(f"--why: {message or label + ' is not a word of this system'}", field="--why") from None
+
+
+def _run_generate(args):
+    parameterization, K, trainable, degree, observables = _field_arguments(args)
+    from .solver import build
+
+    solver = build(parameterization, K=K, trainable=trainable, degree=degree,
+                   observables=observables, all_words=args.all_words)
+    name, path = module_name_and_path(solver)
+    print(f"{name} {path}")
+
+
+def module_name_and_path(solver):
+    """The importable module name and file of a built solver."""
+    module = getattr(solver, "module", None)
+    name = getattr(solver, "module_name", None) or getattr(module, "__name__", None)
+    path = getattr(solver, "path", None) or getattr(module, "__file__", None)
+    return name, path
+
+
+def _run_solve(args):
+    from .config import load_config
+
+    config = load_config(args.config)
+    from .solve_job import run_solve
+
+    summary = run_solve(config, args.out) or {}
+    if summary.get("status", 0) != 0:
+        # A blow-up is a result, not bad input: the trajectory so far is on disk.
+        _fail(f"{summary.get('message', 'the solve stopped early')}; the trajectory so far is kept in "
+              f"{args.out} (marked incomplete)")
+        return EXIT_INCOMPLETE
+    _report_written(args.out)
+
+
+def _run_sgd(args):
+    from .config import load_config
+
+    config = load_config(args.config)
+    from .sgd import run_sgd
+
+    summary = run_sgd(config, args.out, resume=args.resume, progress=not _quiet(args))
+    return _finish_resumable(summary, args.out)
+
+
+def _run_study(args):
+    from .config import load_config
+
+    config = load_config(args.config) if args.config is not None else None
+    from .study import run_study
+
+    summary = run_study(config, args.out, scheduler=args.scheduler, resume=args.resume, quiet=_quiet(args))
+    return _finish_resumable(summary, args.out)
+
+
+def _finish_resumable(summary, out):
+    """Exit status of a run that may have stopped early and saved what it had."""
+    if isinstance(summary, dict) and summary.get("complete") is False:
+        raise KeyboardInterrupt  # reported by main() with the folder and exit status 130
+    _report_written(out)
+    return EXIT_OK
+
+
+def _quiet(args):
+    return bool(getattr(args, "quiet", False))
+
+
+def _run_list(args):
+    from .cache import list_modules
+
+    entries = list_modules()
+    if not entries:
+        print("no generated solvers yet (hierarchy generate ... builds one)")
+    for entry in entries:
+        print(_format_entry(entry))
+
+
+def _format_entry(entry):
+    if isinstance(entry, dict):
+        return "  ".join(f"{key}={value}" for key, value in entry.items())
+    return str(entry)
+
+
+def _report_written(out):
+    if not os.environ.get("HIERARCHY_QUIET"):
+        print(f"results written to {out}")
+
+
+def _fail(message):
+    prefix = "" if message.startswith("hierarchy") else "hierarchy: "
+    print(f"{prefix}{message}", file=sys.stderr)
+
+
+def _version():
+    from . import __version__
+
+    return __version__
