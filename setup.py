@@ -3,6 +3,13 @@
 The compiled right-hand-side kernels and the SGD simulator are generated and compiled on
 demand (see ``hierarchy.build``), so installing needs no compiler; using needs one.
 The top-level ``templates/`` folder ships inside the package as ``hierarchy.templates``.
+
+Pre-building the solvers of the README and the figures is a separate, optional step run
+after the install, with the installed package: ``python tools/prebuild.py``. It is not an
+install hook on purpose: pip builds in an isolated environment without numpy/sympy/Cython,
+and a build step cannot know which cache folder the installed package will search (the
+checkout's ``generated/`` for ``pip install -e``, ``~/.cache/hierarchy`` otherwise), so a
+hook would either fail or compile into a folder nobody reads.
 """
 from setuptools import setup
 

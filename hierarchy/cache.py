@@ -10,12 +10,18 @@ Layout of the cache (one folder per module, named like the module)::
     <cache_dir>/<name>/<extra files>        sidecars passed as ``files=`` (tables, metadata)
     <cache_dir>/<name>/BUILD.json           cache key + sha256 of every file above
     <cache_dir>/.<name>.lock                the per-module file lock
+    <cache_dir>/.index/<key>.json           optional aliases: a caller's own key -> name
 
 ``name = f"{name_hint}_{key[:16]}"`` where ``key`` is the sha256 of the source, the sidecar
 contents, the compiler flags and the Python/Cython/numpy/platform versions, so any change to
 a template or to a table produces a new module. A module folder is built in a temporary
 folder and moved into place with one ``os.replace``; ``BUILD.json`` is checked on every load,
 so a half-written or corrupted entry is detected and rebuilt.
+
+The alias index lets a caller whose inputs are expensive to turn into a source (a field
+that takes seconds to build) find its module from a cheap key of those inputs instead:
+:func:`index_record` after a build, :func:`index_lookup` before the next one. Entries are
+written atomically; a missing, unreadable or dangling entry reads as a miss.
 
 The cache folder is ``generated/`` at the repository root when that folder exists and is
 writable, otherwise ``$XDG_CACHE_HOME/hierarchy`` (default ``~/.cache/hierarchy``). The
@@ -47,6 +53,7 @@ if sys.platform == "win32":
 else:
     DEFAULT_COMPILE_ARGS = ("-O3", "-g0", "-Wno-unused-function", "-Wno-unreachable-code")
 BUILD_FILE = "BUILD.json"
+INDEX_DIR = ".index"
 LOCK_TIMEOUT_S = 900
 
 _loaded = {}  # module name -> module, so one process imports each module once
@@ -447,3 +454,59 @@ def compile_pyx(source: str, name_hint: str, *, extra_compile_args=(), force=Fal
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return _import_extension(name, entry)
+
+
+# ----------------------------------------------------------------------------- alias index
+
+def _index_path(folder, key):
+    if not re.fullmatch(r"[0-9a-f]{16,128}", key):
+        raise ValueError(f"index keys are hex digests, got {key!r}")
+    return Path(folder) / INDEX_DIR / f"{key}.json"
+
+
+def index_lookup(key):
+    """The module name recorded under ``key``, or None.
+
+    Parameters
+    ----------
+    key : str
+        A hex digest chosen by the caller (e.g. of build arguments and source versions).
+
+    Returns
+    -------
+    str or None
+        The name of a module with a valid build in :func:`search_dirs`; None when no folder
+        has a readable entry for ``key`` or the module it names is gone or corrupted.
+    """
+    for folder in search_dirs():
+        try:
+            record = json.loads(_index_path(folder, key).read_text())
+            name = record["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if record.get("key") == key and isinstance(name, str) and find_module(name) is not None:
+            return name
+    return None
+
+
+def index_record(key, name, **info):
+    """Record ``key -> name`` in the index of :func:`cache_dir` (atomically; best effort).
+
+    ``info`` (JSON-serializable) is stored alongside for people reading the index. A failure
+    to write (read-only or full disk) is ignored: the index only saves time.
+    """
+    tmp = None
+    try:
+        path = _index_path(cache_dir(), key)
+        record = json.dumps({"key": key, "name": name, **info}, sort_keys=True)
+        path.parent.mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".tmp-", suffix=".json",
+                                         delete=False) as handle:
+            tmp = handle.name
+            handle.write(record)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's index from others
+        os.replace(tmp, path)
+    except (HierarchyError, OSError, TypeError, ValueError):  # no writable folder, full disk
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

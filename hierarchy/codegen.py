@@ -15,7 +15,8 @@ Two kernel forms, chosen by size (``kernel="auto"``):
 Table layout (one fused pass over the rows, entries sorted by row then column)::
 
     row_ptr[i] .. row_ptr[i+1]   the entries of row i (all coefficients together)
-    cols[j]                      column of entry j (int32)
+    cols[j]                      column of entry j (uint16 when the system has at most
+                                 65536 words, else int32)
     codes[j]                     the (coefficient, value) pair of entry j (uint8 when the
                                  operators have at most 256 distinct pairs -- they are small
                                  integers and halves -- else uint16/int32)
@@ -24,8 +25,12 @@ Table layout (one fused pass over the rows, entries sorted by row then column)::
 
 Each call first forms the weights ``w[p] = κ[pair_coef[p]] · pair_value[p]`` and then
 ``out[i] = Σ_j w[codes[j]] μ[cols[j]]`` with four independent partial sums (so the loop is
-not bound by the latency of one chain of additions): five bytes per entry instead of the
-twelve of a float64 CSR matrix, in one pass for all coefficients.
+not bound by the latency of one chain of additions): three bytes per entry (uint16 column,
+uint8 code) instead of the twelve of a float64 CSR matrix, in one pass for all
+coefficients. The loop is bound by its four loads per entry, so the byte count decides
+whether the tables of a 10k--100k word system stay in the L2 cache (measured by
+``tools/bench_rhs.py``; a word reordering for locality, run-length grouping by code and
+packed 64-bit loads were measured too and were not faster).
 
 Both forms export the same functions: ``rhs(mu, kappa, out)`` and
 ``jac_data(kappa, data)`` (``data`` holds ``Σ_c κ_c A_c`` on the union sparsity pattern
@@ -45,6 +50,7 @@ import scipy.sparse as sps
 from .errors import HierarchyError
 
 _CODE_TYPES = ((np.uint8, "unsigned char"), (np.uint16, "unsigned short"), (np.int32, "int"))
+_COLUMN_TYPES = ((np.uint16, "unsigned short"), (np.int32, "int"))
 _TYPE_CODES = {"unsigned char": "B", "unsigned short": "H", "int": "il"}  # buffer formats
 STACK_PAIRS = 2048  # weight tables up to this size live on the stack, larger ones are malloc'd
 KERNELS = ("auto", "unrolled", "table")
@@ -141,24 +147,29 @@ def _entries(ops, n, indptr, indices):
     return row, col, coef, val, jpos
 
 
+def _smallest_type(types, count):
+    """The first ``(dtype, ctype)`` of ``types`` that can hold ``count`` distinct values."""
+    return next((d, c) for d, c in types if count <= np.iinfo(d).max + 1)
+
+
 def _tables(row, col, coef, val, jpos, n):
-    """The tables of the table kernel (see the module docstring)."""
+    """The tables of the table kernel and the C types of codes and columns (module docstring)."""
     pairs = np.stack([coef.astype(np.float64), val], axis=1) if row.size else np.zeros((0, 2))
     distinct, codes = np.unique(pairs, axis=0, return_inverse=True)
     codes = codes.ravel()
-    code_dtype, code_ctype = next((d, c) for d, c in _CODE_TYPES
-                                  if distinct.shape[0] <= np.iinfo(d).max + 1)
+    code_dtype, code_ctype = _smallest_type(_CODE_TYPES, distinct.shape[0])
+    col_dtype, col_ctype = _smallest_type(_COLUMN_TYPES, n)
     row_ptr = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(row, minlength=n), out=row_ptr[1:])
     tables = {
         "row_ptr": row_ptr,
-        "cols": col.astype(np.int32),
+        "cols": col.astype(col_dtype),
         "codes": codes.astype(code_dtype),
         "pair_coef": distinct[:, 0].astype(np.int32),
         "pair_value": distinct[:, 1].astype(np.float64),
         "jpos": jpos.astype(np.int32),
     }
-    return tables, code_ctype
+    return tables, code_ctype, col_ctype
 
 
 # ----------------------------------------------------------------------------- unrolled form
@@ -255,12 +266,13 @@ def generate(field, kernel="auto"):
         source = _render("rhs_unrolled.pyx.j2", rhs_chunks=_chunks(rhs, ROWS_PER_FUNCTION),
                          jac_chunks=_chunks(jac, 4 * ROWS_PER_FUNCTION), **context)
     else:
-        kernel_tables, code_ctype = _tables(row, col, coef, val, jpos, n)
+        kernel_tables, code_ctype, col_ctype = _tables(row, col, coef, val, jpos, n)
         tables.update(kernel_tables)
         digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes()
                                          for a in kernel_tables.values())).hexdigest()
         source = _render("rhs_table.pyx.j2", code_ctype=code_ctype,
-                         code_codes=_TYPE_CODES[code_ctype], n_entries=int(row.size),
+                         code_codes=_TYPE_CODES[code_ctype], col_ctype=col_ctype,
+                         col_codes=_TYPE_CODES[col_ctype], n_entries=int(row.size),
                          n_pairs=int(kernel_tables["pair_value"].size),
                          stack_pairs=int(kernel_tables["pair_value"].size) <= STACK_PAIRS,
                          tables_sha256=digest, **context)

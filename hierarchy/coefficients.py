@@ -219,6 +219,16 @@ class UntiedCoefficients(CoefficientFunction):
         self.newton_tol, self.max_newton = float(newton_tol), int(max_newton)
         self.m_star = self._m.copy()
 
+    @property
+    def teacher_means(self):
+        """The means ``m_k`` this function was built with (non-trainable entries stay fixed).
+
+        A read-only copy, shape ``(K,)``: trainable entries are the first Newton guess.
+        """
+        out = self._m.copy()
+        out.setflags(write=False)
+        return out
+
     def _initial_mean(self, teacher_mean):
         m = np.zeros(self.K)
         if teacher_mean is None:

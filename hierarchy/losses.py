@@ -86,12 +86,30 @@ def _parse(text, names, field):
     global_dict.update(_NAMED_FUNCTIONS)
     global_dict.update(_NONSMOOTH_FUNCTIONS)
     try:
+        # Unevaluated first: refuse huge constant powers (9**9**9) before sympy computes them.
+        unevaluated = dict(global_dict, Add=sympy.Add, Mul=sympy.Mul, Pow=sympy.Pow)
+        _check_exponents(parse_expr(text, local_dict=dict(names), global_dict=unevaluated,
+                                    transformations=standard_transformations, evaluate=False),
+                         field)
         return parse_expr(text, local_dict=dict(names), global_dict=global_dict,
                           transformations=standard_transformations, evaluate=True)
     except HierarchyError:
         raise
     except Exception as exc:  # sympy raises many types on bad syntax
         raise HierarchyError(f"{field}: cannot parse {text!r} ({type(exc).__name__})", field=field) from None
+
+
+_MAX_EXPONENT = 100
+
+
+def _check_exponents(expr, field):
+    """Refuse constant exponents larger than ``_MAX_EXPONENT`` in an unevaluated expression."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Pow) and not node.exp.free_symbols:
+            size = abs(complex(sympy.N(node.exp, 15)))
+            if not size <= _MAX_EXPONENT:
+                raise HierarchyError(f"{field}: exponent {node.exp} is too large "
+                                     f"(at most {_MAX_EXPONENT})", field=field)
 
 
 def _check_smooth(expr, field):

@@ -5,10 +5,17 @@
 through the cache (:mod:`hierarchy.cache`). The metadata a solver needs (labels, words,
 coefficient names, the model) and the kernel tables are stored with the compiled module, so
 ``load(name)`` re-opens a solver without rebuilding the field or compiling.
+
+``build`` also records its arguments in the cache's alias index (:func:`build_key`), so a
+repeated ``build`` loads the module straight away, without building the field or rendering
+the kernel; the key covers the sources that decide the kernel (templates, ``rules``,
+``operators``, ``words``, ``codegen``), the package version and the toolchain, so any change
+to them misses the index and takes the full path.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import sys
@@ -53,6 +60,63 @@ def _metadata(field, form):
     }
 
 
+KEY_SOURCES = ("rules.py", "operators.py", "words.py", "codegen.py")
+KEY_TEMPLATES = ("rhs_table.pyx.j2", "rhs_unrolled.pyx.j2", "_buffers.pyx.j2")
+
+
+def _sources_digest():
+    """sha256 of everything that decides a kernel's source besides the build arguments."""
+    from . import __version__
+
+    digest = hashlib.sha256()
+    digest.update(json.dumps([__version__, META_FORMAT, cache._toolchain_description(
+        cache.DEFAULT_COMPILE_ARGS)], sort_keys=True).encode())
+    package = Path(__file__).resolve().parent
+    for name in KEY_SOURCES:
+        digest.update(b"\0" + name.encode() + b"\0" + (package / name).read_bytes())
+    for name in KEY_TEMPLATES:
+        digest.update(b"\0" + name.encode() + b"\0" + codegen._template_text(name).encode())
+    return digest.hexdigest()
+
+
+def build_key(parameterization, K, trainable, degree, observables=(), all_words=False,
+              kernel="auto"):
+    """The alias-index key of a ``build`` call, or None when it cannot be formed cheaply.
+
+    Equal for argument lists that build the same module (trainable sorted, observables
+    canonicalized and sorted) as long as the sources, templates, package version and
+    toolchain are unchanged. None for arguments the words module rejects (the full path then
+    reports them) or when a source file cannot be read.
+    """
+    from .words import alphabet, parse_label, word_label
+
+    try:
+        alph = alphabet(parameterization, int(K))
+        canonical = sorted({word_label(parse_label(o, alph), alph) for o in observables})
+        args = [str(parameterization), int(K), sorted(int(k) for k in trainable), int(degree),
+                canonical, bool(all_words), str(kernel)]
+        sources = _sources_digest()
+    except (HierarchyError, OSError, TypeError, ValueError):
+        return None
+    return hashlib.sha256((json.dumps(args) + sources).encode()).hexdigest()
+
+
+def _from_index(key, parameterization, K, trainable, degree, all_words, kernel):
+    """The solver the index records under ``key``, or None (missing, stale or corrupted)."""
+    name = cache.index_lookup(key)
+    if name is None:
+        return None
+    try:
+        solver = load(name)
+    except (HierarchyError, OSError, ValueError, KeyError, TypeError):
+        return None
+    same = (solver.parameterization == parameterization and solver.K == int(K)
+            and sorted(solver.trainable) == sorted(int(k) for k in trainable)
+            and solver.degree == int(degree) and solver.all_words == bool(all_words)
+            and kernel in ("auto", solver.form))
+    return solver if same else None
+
+
 def build(parameterization, K, trainable, degree, observables=(), all_words=False,
           kernel="auto"):
     """Build (or fetch from the cache) the compiled solver of a truncated hierarchy.
@@ -76,10 +140,17 @@ def build(parameterization, K, trainable, degree, observables=(), all_words=Fals
     Returns
     -------
     Solver
-        A second call with the same arguments imports the cached module without compiling.
+        A second call with the same arguments imports the cached module without compiling,
+        and (through the alias index) without building the field: its ``field`` is then
+        rebuilt on first use.
     """
     from .operators import build_field
 
+    key = build_key(parameterization, K, trainable, degree, observables, all_words, kernel)
+    if key is not None:
+        solver = _from_index(key, parameterization, K, trainable, degree, all_words, kernel)
+        if solver is not None:
+            return solver
     field = build_field(parameterization, K, trainable, degree, observables=observables,
                         all_words=all_words)
     generated = codegen.generate(field, kernel)
@@ -87,7 +158,15 @@ def build(parameterization, K, trainable, degree, observables=(), all_words=Fals
     files = {META_FILE: json.dumps(meta, sort_keys=True).encode()}
     files.update({f"{name}.npy": _npy_bytes(a) for name, a in generated.tables.items()})
     module = cache.compile_pyx(generated.source, generated.name_hint, files=files)
+    if key is not None:
+        cache.index_record(key, module.__name__, build=_index_info(meta))
     return Solver(module, meta, generated.tables, field=field)
+
+
+def _index_info(meta):
+    """The model part of a solver's metadata (what an index entry shows a reader)."""
+    return {k: meta[k] for k in ("parameterization", "K", "trainable", "degree", "observables",
+                                 "all_words", "form")}
 
 
 def load(name_or_path):

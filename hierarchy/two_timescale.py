@@ -116,7 +116,7 @@ def fast_phase(coefficients, mu0, m0, t_final=None, points=201, tol=1e-8, rtol=1
     q1, q2 = coefficients.overlaps(mu0)
     D = _bias_scales(coefficients, mu0)
     trainable = np.array([k - 1 for k in coefficients.field.trainable])
-    m_start = np.array(coefficients._m, dtype=float)  # teacher means fixed
+    m_start = np.array(coefficients.teacher_means, dtype=float)  # teacher means fixed
     m_start[trainable] = np.asarray(m0, dtype=float)[trainable]
     m_star = coefficients.mean_star(q1, q2, start=m_start)
     curvature = _mean_curvature(coefficients, m_star, q1, q2)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import hierarchy
+import hierarchy.operators
 from hierarchy import cache, codegen
 from hierarchy.errors import HierarchyError
 
@@ -194,3 +195,77 @@ def test_changed_template_rebuilds(tmp_cache, monkeypatch):
 def test_load_unknown_name_is_a_clear_error(tmp_cache):
     with pytest.raises(HierarchyError, match="hierarchy list"):
         hierarchy.load("rhs_nothing_0123456789abcdef")
+
+
+# ----------------------------------------------------------------------------- alias index
+
+def forbid(*args, **kwargs):
+    raise AssertionError("the fast path built a field or rendered a kernel")
+
+
+def test_second_build_skips_field_and_render(tmp_cache, monkeypatch):
+    import numpy as np
+
+    first = hierarchy.build("untied", 2, [1], 5)
+    monkeypatch.setattr(hierarchy.operators, "build_field", forbid)
+    monkeypatch.setattr(codegen, "generate", forbid)
+    monkeypatch.setattr(cache, "_build_module", forbid)
+    again = hierarchy.build("untied", 2, (1,), 5)
+    assert again.name == first.name and again.labels == first.labels
+    assert again.coefficient_names == first.coefficient_names and again.words == first.words
+    assert "field" not in again.__dict__  # stays lazy
+    rng = np.random.default_rng(0)
+    mu, kappa = rng.standard_normal(len(first)), rng.standard_normal(len(first.coefficient_names))
+    assert np.array_equal(again.rhs(mu, kappa), first.rhs(mu, kappa))
+
+
+def test_index_key_is_canonical_and_tracks_sources(monkeypatch):
+    from hierarchy.solver import build_key
+
+    base = build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1"))
+    assert base == build_key("untied", 2, (1,), 4, observables=["A1.A1", "Mt2.M1"])
+    assert base != build_key("untied", 2, [1], 4, observables=("A1.A1",))
+    assert base != build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1"),
+                             kernel="table")
+    assert build_key("tied", 2, [1, 2], 3) == build_key("tied", 2, [2, 1], 3)
+    assert build_key("tied", 2, [1], 3) != build_key("tied", 2, [1], 3, all_words=True)
+    assert build_key("tied", 2, [1], 3, observables=("no.such.word",)) is None
+    real_text = codegen._template_text
+    monkeypatch.setattr(codegen, "_template_text", lambda name: real_text(name) + "#\n")
+    assert build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1")) != base
+
+
+@pytest.fixture
+def only_tmp_cache(tmp_cache, tmp_path, monkeypatch):
+    """The temporary cache and no other folder (no entries from other runs are found)."""
+    monkeypatch.setattr(cache, "_repo_generated_dir", lambda: tmp_path / "no-repo-generated")
+    monkeypatch.setattr(cache, "_user_cache_dir", lambda: tmp_path / "no-user-cache")
+    return tmp_cache
+
+
+@pytest.mark.parametrize("damage", ["garbage", "dangling", "other-model", "not-a-solver"])
+def test_bad_index_entry_falls_back_to_the_full_build(only_tmp_cache, monkeypatch, damage):
+    tmp_cache = only_tmp_cache
+    from hierarchy.solver import build_key
+
+    first = hierarchy.build("tied", 2, [1], 2)
+    key = build_key("tied", 2, [1], 2)
+    entry = tmp_cache / cache.INDEX_DIR / f"{key}.json"
+    assert json.loads(entry.read_text())["name"] == first.name
+    if damage == "garbage":
+        entry.write_text('{"key": "' + key[:9])
+    elif damage == "dangling":
+        entry.write_text(json.dumps({"key": key, "name": "rhs_gone_0123456789abcdef"}))
+    elif damage == "other-model":
+        other = hierarchy.build("tied", 2, [1], 3)
+        entry.write_text(json.dumps({"key": key, "name": other.name}))
+    else:
+        plain = cache.compile_pyx(tiny_source(uuid.uuid4().hex), "tiny")
+        entry.write_text(json.dumps({"key": key, "name": plain.__name__}))
+    fields = []
+    real_build_field = hierarchy.operators.build_field
+    monkeypatch.setattr(hierarchy.operators, "build_field",
+                        lambda *a, **k: fields.append(a) or real_build_field(*a, **k))
+    again = hierarchy.build("tied", 2, [1], 2)
+    assert fields and again.labels == first.labels and again.degree == 2
+    assert json.loads(entry.read_text())["name"] == again.name  # the entry is repaired

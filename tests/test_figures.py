@@ -50,3 +50,16 @@ def test_figure4_sgd_follows_the_exact_flow(tmp_path):
     assert max(summary["sgd_max_error_vs_exact"].values()) < 0.05
     errors = [summary["degrees"][str(M)]["max_error_vs_exact"]["1"] for M in (2, 4, 8)]
     assert errors[0] > errors[1] > errors[2]
+
+
+@pytest.mark.slow
+def test_figure3_sgd_follows_the_exact_flow_and_truncations_converge_short(tmp_path):
+    summary = _summary(tmp_path, 3)
+    h1 = summary["h1"]
+    assert h1["sgd_vs_flow_max"] < 0.02
+    assert h1["eq42_velocity"]["sym"] == pytest.approx(h1["field_velocity_free"]["sym"], rel=1e-8)
+    study = summary["truncation"]
+    assert 0.1 < study["convergence_radius"] < 0.3
+    assert study["error_falls_with_degree_until"] >= 0.1
+    early = [study["error_at_tau"][str(M)]["0.05"] for M in (3, 4, 5, 6)]
+    assert all(a > 2 * b for a, b in zip(early, early[1:]))

@@ -148,3 +148,36 @@ def test_large_untied_system_generates_and_compiles_fast(tmp_path, monkeypatch):
     mu, kappa = random_inputs(solver, 0)
     expected = solver.field.rhs(mu, kappa)
     assert np.abs(solver.rhs(mu, kappa) - expected).max() <= 1e-12 * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("columns", ["uint16", "int32"])
+def test_table_column_types(tmp_path, monkeypatch, columns):
+    """Columns are uint16 up to 65536 words; the int32 fallback of larger systems computes
+    the same right-hand side (forced here on a small system)."""
+    from hierarchy import cache
+    from hierarchy.solver import Solver, _metadata
+
+    monkeypatch.setenv("HIERARCHY_GENERATED", str(tmp_path))
+    if columns == "int32":
+        monkeypatch.setattr(codegen, "_COLUMN_TYPES", ((np.int32, "int"),))
+    field = hierarchy.build_field("untied", 2, [1], 3)
+    generated = codegen.generate(field, "table")
+    assert generated.tables["cols"].dtype == np.dtype(columns)
+    module = cache.compile_pyx(generated.source, generated.name_hint)
+    solver = Solver(module, _metadata(field, "table"), generated.tables, field=field)
+    mu, kappa = random_inputs(solver, 11)
+    expected = field.rhs(mu, kappa)
+    assert np.abs(solver.rhs(mu, kappa) - expected).max() <= 1e-12 * max(1.0, np.abs(expected).max())
+
+
+def test_table_kernel_rejects_out_of_range_tables():
+    field = hierarchy.build_field("tied", 2, [1], 3)
+    solver = hierarchy.build("tied", 2, [1], 3, kernel="table")
+    tables = codegen.generate(field, "table").tables
+    bad = dict(tables, cols=tables["cols"].copy())
+    bad["cols"][-1] = len(field.labels)
+    module = solver._module
+    with pytest.raises(ValueError, match="out of range"):
+        module.set_tables(*(bad[name] for name in codegen.TABLE_NAMES))
+    mu, kappa = random_inputs(solver, 12)  # the installed tables are untouched
+    assert np.allclose(solver.rhs(mu, kappa), field.rhs(mu, kappa), rtol=0, atol=1e-12)

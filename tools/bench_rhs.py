@@ -15,6 +15,7 @@ Usage::
 
     python tools/bench_rhs.py            # all cases of the issue
     python tools/bench_rhs.py --quick    # two small cases
+    python tools/bench_rhs.py --only untied --only "tied K=2 t=[1] M=16"   # some cases
 """
 
 import argparse
@@ -148,8 +149,12 @@ def solve_coefficients(field):
     return {c: values.get(c, 0.0) for c in field.coefficient_names}
 
 
+def case_name(case):
+    return f"{case[0]} K={case[1]} t={list(case[2])} M={case[3]}"
+
+
 def bench_case(case, rng):
-    row = {"case": f"{case[0]} K={case[1]} t={list(case[2])} M={case[3]}"}
+    row = {"case": case_name(case)}
     start = time.perf_counter()
     field = build_field(*case)
     row["field_s"] = time.perf_counter() - start
@@ -212,12 +217,16 @@ def report(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two small cases only")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="run only the cases whose name contains TEXT (repeatable)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-rhs-") as tmp:
         os.environ["HIERARCHY_GENERATED"] = tmp
         rows = []
         for case in QUICK_CASES if args.quick else CASES:
+            if args.only and not any(text in case_name(case) for text in args.only):
+                continue
             rows.append(bench_case(case, rng))
             print(f"done {rows[-1]['case']}", file=sys.stderr, flush=True)
         report(rows)
