@@ -89,6 +89,9 @@ def main(argv=None):
     except MemoryError:
         _fail("error: out of memory; lower hierarchy.degree, K or d")
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # output piped into `head` and closed: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def build_parser():
@@ -102,7 +105,7 @@ def build_parser():
     show = commands.add_parser("show", help="print the truncated equations")
     _add_field_arguments(show)
     show.add_argument("--format", choices=("text", "latex", "json"), default="text")
-    show.add_argument("--why", metavar="LABEL", help="explain where the terms of one word's equation come from")
+    show.add_argument("--why", metavar="LABEL", help="explain why a word is in the system: the substitutions that reach it from an observable")
     show.set_defaults(handler=_run_show)
 
     generate = commands.add_parser("generate", help="generate and compile a solver; print its module and path")

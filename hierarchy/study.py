@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import logging
 import os
 import pathlib
 import sys
@@ -220,6 +221,7 @@ def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None):
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
         cluster = LocalCluster(n_workers=min(n_workers, len(todo)), threads_per_worker=1,
                                processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR,
                                env={"PYTHONPATH": path, "OMP_NUM_THREADS": "1",
                                     "OPENBLAS_NUM_THREADS": "1"})
         client = Client(cluster)
