@@ -31,10 +31,10 @@ setup(
         "jinja2>=3.0",
         "filelock>=3.12",
         "matplotlib>=3.7",
+        "dask[distributed]>=2023.1",  # the study (the main job) runs its jobs through Dask
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],
-        "dask": ["dask[distributed]>=2023.1"],
     },
     entry_points={"console_scripts": ["hierarchy = hierarchy.cli:main"]},
 )

@@ -269,3 +269,16 @@ def test_bad_index_entry_falls_back_to_the_full_build(only_tmp_cache, monkeypatc
     again = hierarchy.build("tied", 2, [1], 2)
     assert fields and again.labels == first.labels and again.degree == 2
     assert json.loads(entry.read_text())["name"] == again.name  # the entry is repaired
+
+
+def test_index_is_best_effort(tmp_cache, monkeypatch):
+    key = "ab" * 32
+    assert cache.index_lookup(key) is None and cache.index_lookup("../escape") is None
+    cache.index_record(key, "rhs_gone_0123456789abcdef")
+    assert cache.index_lookup(key) is None  # names a module that does not exist
+
+    def no_folder():
+        raise HierarchyError("no writable folder", field="HIERARCHY_GENERATED")
+
+    monkeypatch.setattr(cache, "cache_dir", no_folder)
+    cache.index_record("cd" * 32, "anything")  # a read-only cache only loses the shortcut

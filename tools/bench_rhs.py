@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hierarchy import cache, codegen  # noqa: E402
 from hierarchy.moments import moments_of  # noqa: E402
 from hierarchy.operators import build_field  # noqa: E402
-from hierarchy.solver import Solver, _metadata  # noqa: E402
+from hierarchy.solver import Solver, _metadata, build  # noqa: E402
 
 CASES = [("tied", 2, (1,), m) for m in (8, 12, 16)] + [("untied", 2, (1,), m) for m in (4, 5, 6, 7)]
 QUICK_CASES = [("tied", 2, (1,), 8), ("untied", 2, (1,), 4)]
@@ -187,13 +187,26 @@ def bench_case(case, rng):
     row["solve_s"] = time.perf_counter() - start
     row["solve_nfev"], row["solve_status"] = result.nfev, result.status
     row["auto"] = best_form
+    row["build_s"], row["cached_s"] = build_times(case)
     return row
+
+
+def build_times(case):
+    """Seconds of a first ``build`` (field, render, compile with its metadata) and of a
+    repeated one (the index: no field, no render, no compile)."""
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        build(*case)
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def report(rows):
     header = (f"{'case':<26}{'words':>7}{'entries':>9}  {'kernel/s':>10} {'form':<8}"
               f"{'/scipy':>8}{'/sympy':>8}{'/C-loop':>8}  {'unrolled/s':>11}{'table/s':>10}"
-              f"  {'field':>6}{'render':>7}{'cc-tab':>7}{'cc-unr':>7}{'solve':>7}{'nfev':>6}")
+              f"  {'field':>6}{'render':>7}{'cc-tab':>7}{'cc-unr':>7}{'solve':>7}{'nfev':>6}"
+              f"{'build':>7}{'again':>7}")
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -205,13 +218,15 @@ def report(rows):
         print(f"{r['case']:<26}{r['words']:>7}{r['entries']:>9}  {best:10.0f} {form:<8}"
               f"{best / r['scipy']:8.1f}{sympy_ratio}{best / r['c_loop']:8.2f}  {unrolled}"
               f"{r['table']:10.0f}  {r['field_s']:6.2f}{r[form + '_render_s']:7.2f}"
-              f"{r['table_compile_s']:7.1f}{cc_unr}{r['solve_s']:7.2f}{r['solve_nfev']:6d}")
+              f"{r['table_compile_s']:7.1f}{cc_unr}{r['solve_s']:7.2f}{r['solve_nfev']:6d}"
+              f"{r['build_s']:7.2f}{r['cached_s']:7.3f}")
     print("\nkernel/s: rhs evaluations per second of the form 'auto' picks; ratios are that "
           "rate over (a) scipy CSR+numpy, (b) sympy lambdify, (c) the hand-written C CSR "
           "loop (>1 = generated kernel faster). Times in seconds: field build, kernel render, "
           "compile of the table / unrolled form (fresh cache), RK45 solve over t in [0, 0.1] "
           "with constant coefficients from Gaussian initial moments (d=120), and its rhs "
-          "evaluations.")
+          "evaluations; a first hierarchy.build (field + render + compile) and a repeated "
+          "one (found through the build index, nothing rebuilt).")
 
 
 def main(argv=None):
@@ -223,6 +238,8 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-rhs-") as tmp:
         os.environ["HIERARCHY_GENERATED"] = tmp
+        # Search only the fresh cache, so every compile and first build is a real one.
+        cache._repo_generated_dir = cache._user_cache_dir = lambda: Path(tmp)
         rows = []
         for case in QUICK_CASES if args.quick else CASES:
             if args.only and not any(text in case_name(case) for text in args.only):
