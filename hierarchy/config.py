@@ -4,7 +4,9 @@ A configuration is a nested dict with the sections and keys of INTERFACE.md (``[
 ``[loss]``, ``[hierarchy]``, ``[init]``, ``[solve]``, ``[sgd]``) plus a ``[study]`` section
 for ``hierarchy study``:
 
-``[solve]`` adds ``method`` (``LSODA`` default; ``RK45 RK23 DOP853 BDF Radau``).
+``[solve]`` adds ``method`` (``LSODA`` default; ``RK45 RK23 DOP853 BDF Radau``) and
+``check_truncation`` (default true: also solve degree ``M − 1`` and report how far the two
+degrees differ, see :func:`hierarchy.solve_job.truncation_check`).
 
 ``[study]``
     ``degrees``      list of truncation degrees ``M``; empty: ``min_degree..max_degree``
@@ -80,6 +82,7 @@ DEFAULTS = {
         "rtol": 1e-8,
         "atol": 1e-10,
         "method": "LSODA",
+        "check_truncation": True,
     },
     "sgd": {
         "d": 400,
@@ -414,6 +417,9 @@ def _validate_solve(section):
     section["rtol"] = _float(section, "solve", "rtol", minimum=0.0, strict=True)
     section["atol"] = _float(section, "solve", "atol", minimum=0.0, strict=True)
     section["method"] = _choice(section, "solve", "method", SOLVE_METHODS)
+    if not isinstance(section["check_truncation"], bool):
+        raise HierarchyError("solve.check_truncation must be true or false (got "
+                             f"{_show(section['check_truncation'])})", field="solve.check_truncation")
 
 
 def _validate_sgd(section, model):

@@ -8,24 +8,33 @@ function of ``[loss]`` (with ``model.covariance`` and ``model.weight_decay``), i
 
 A run stopped by the blow-up guard still writes the trajectory up to the stopping time,
 marked ``complete = false``, with the reason in the summary.
+
+Without weight decay a truncated hierarchy converges only inside a radius that is not known
+in advance (MATH.md §2). With ``solve.check_truncation`` (the default) the run also solves
+degree ``M − 1`` and reports, per observable, the largest difference between the two
+degrees over the output times; a relative difference above :data:`TRUNCATION_WARNING` is
+logged as a warning, because it means the horizon is near or beyond the radius.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
 
 PLOT_FILE = "observables.png"
+TRUNCATION_WARNING = 1e-2
+log = logging.getLogger(__name__)
 TIME_VARIABLE = {"tied": "t", "untied": "tau", "direct": "t"}
 
 
-def _solver_for(config):
+def _solver_for(config, degree=None):
     from .solver import build
 
     model, hier = config["model"], config["hierarchy"]
     return build(model["parameterization"], int(model["K"]), list(model["trainable"]),
-                 int(hier["degree"]), observables=tuple(hier.get("observables", ())))
+                 int(degree or hier["degree"]), observables=tuple(hier.get("observables", ())))
 
 
 def _coefficients_for(field, config):
@@ -63,6 +72,36 @@ def plot_observables(path, result, labels, time_name="t", title=""):
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
+
+
+def truncation_check(config, solver, mu0, result, t_eval):
+    """Compare a degree-``M`` trajectory with the degree-``M − 1`` one from the same start.
+
+    Returns
+    -------
+    dict or None
+        ``{"compared_degree", "max_relative_difference", "differences": {label: max |Δ|}}``
+        over the degree-≤2 observables and the output times both runs reached; ``None`` when
+        ``M = 2`` (there is no lower truncation to compare with).
+    """
+    if solver.degree <= 2 or result.t.size == 0:
+        return None
+    lower = _solver_for(config, solver.degree - 1)
+    start = np.array([mu0[solver.index(label)] for label in lower.labels])
+    coefficients = _coefficients_for(lower.field, config)
+    settings = config["solve"]
+    other = lower.solve(start, (0.0, float(settings["t_final"])), coefficients,
+                        t_eval=t_eval, method=settings.get("method", "LSODA"),
+                        rtol=float(settings["rtol"]), atol=float(settings["atol"]))
+    n = min(result.t.size, other.t.size)
+    differences, relative = {}, 0.0
+    for label in observable_labels(solver):
+        ours, theirs = result[label][:n], other[label][:n]
+        differences[label] = float(np.max(np.abs(ours - theirs))) if n else float("nan")
+        scale = max(float(np.max(np.abs(ours))) if n else 0.0, 1e-12)
+        relative = max(relative, differences[label] / scale)
+    return {"compared_degree": lower.degree, "max_relative_difference": relative,
+            "differences": differences}
 
 
 def run_solve(config, out_dir):
@@ -109,6 +148,15 @@ def run_solve(config, out_dir):
         "wall_s": result.wall_s,
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
+    if settings.get("check_truncation", True):
+        check = truncation_check(config, solver, mu0, result, t_eval)
+        summary["truncation_check"] = check
+        if check and not check["max_relative_difference"] <= TRUNCATION_WARNING:
+            log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the "
+                        "horizon may be beyond the truncation's convergence radius; raise "
+                        "hierarchy.degree, add weight decay or shorten solve.t_final",
+                        solver.degree, check["compared_degree"],
+                        check["max_relative_difference"])
     out = Path(out_dir)
     write_result(out, t=result.t, mu=result.mu, labels=solver.labels, config=config,
                  summary=summary, complete=result.success)
