@@ -118,9 +118,10 @@ def _plot(out, times, exact, curves, t_sgd, mu_sgd, cfg):
         for color, (M, cols) in zip(colors, curves.items()):
             ax.plot(times, np.clip(cols[:, j], -3 * scale, 3 * scale), "--", color=color,
                     label=f"N = {M}")
-        for run in mu_sgd:
-            ax.plot(t_sgd, run[:, j], ".", color="tab:red", ms=3,
-                    label="SGD" if run is mu_sgd[0] else None)
+        every = max(1, len(t_sgd) // 25)
+        for i, run in enumerate(mu_sgd):
+            ax.plot(t_sgd[::every], run[::every, j], "o", color="tab:red", ms=3.5, zorder=5,
+                    label="SGD" if i == 0 else None)
         ax.set_title(titles[lab])
         ax.set_xlabel("t = 4nα/d")
         ax.set_ylim(min(0, exact[:, j].min()) - 0.2 * scale, 1.5 * scale)
