@@ -28,7 +28,7 @@ import scipy.sparse as sps
 
 from .errors import HierarchyError
 from .rules import coefficient_names, derive_rules
-from .words import (alphabet, canonical_codes, canonical_word, check_parameterization, decode, encode,
+from .words import (alphabet, canonical_codes, canonical_word, decode, encode,
                     enumerate_codes, max_length, parse_label, word_label)
 
 

@@ -41,7 +41,6 @@ import contextlib
 import dataclasses
 import functools
 import json
-import math
 import pathlib
 import signal
 import sys

@@ -32,7 +32,6 @@ three seeds: ``α d / B`` small).
 from __future__ import annotations
 
 import json
-import math
 import logging
 import os
 import pathlib

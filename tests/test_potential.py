@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import sympy
 
 from hierarchy.coefficients import potential_gradients
 from hierarchy.gaussian import (covariance_of, gaussian_law, project_pair, project_psd, project_tied,
