@@ -321,14 +321,35 @@ def _run_list(args):
     entries = list_modules()
     if not entries:
         print("no generated solvers yet (hierarchy generate ... builds one)")
-    for entry in entries:
-        print(_format_entry(entry))
+        return
+    solvers = [(entry, _solver_meta(entry)) for entry in entries]
+    print(f"{'solver':48s} {'model':8s} {'K':>2s} {'trainable':>9s} {'M':>3s} {'words':>7s} "
+          f"{'kernel':8s} folder")
+    for entry, meta in solvers:
+        if meta:
+            trainable = ",".join(map(str, meta.get("trainable", [])))
+            print(f"{entry['name']:48s} {meta['parameterization']:8s} {meta['K']:>2d} "
+                  f"{trainable:>9s} {meta['degree']:>3d} {len(meta['labels']):>7d} "
+                  f"{meta['form']:8s} {entry['path']}")
+    others = [entry for entry, meta in solvers if not meta]
+    if others:
+        print("\nother compiled modules (potentials, SGD kernel, benchmarks):")
+        for entry in others:
+            print(f"  {entry['name']:46s} {entry['path']}")
 
 
-def _format_entry(entry):
-    if isinstance(entry, dict):
-        return "  ".join(f"{key}={value}" for key, value in entry.items())
-    return str(entry)
+def _solver_meta(entry):
+    """A solver's stored metadata (``meta.json``), or None for other compiled modules."""
+    import json
+    from pathlib import Path
+
+    from .solver import META_FILE
+
+    try:
+        meta = json.loads((Path(entry["path"]) / META_FILE).read_text())
+        return meta if {"parameterization", "K", "degree", "labels", "form"} <= set(meta) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _report_written(out):
