@@ -19,6 +19,7 @@ logged as a warning, because it means the horizon is near or beyond the radius.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -132,7 +133,8 @@ def run_solve(config, out_dir):
     t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
     result = solver.solve(mu0, (0.0, float(settings["t_final"])), coefficients, t_eval=t_eval,
                           method=settings.get("method", "LSODA"), rtol=float(settings["rtol"]),
-                          atol=float(settings["atol"]))
+                          atol=float(settings["atol"]),
+                          progress=not os.environ.get("HIERARCHY_QUIET"))
     observables = observable_labels(solver)
     summary = {
         "solver": solver.name,
