@@ -29,7 +29,7 @@ import scipy.sparse as sps
 from .errors import HierarchyError
 from .rules import coefficient_names, derive_rules
 from .words import (alphabet, canonical_codes, canonical_word, decode, encode,
-                    enumerate_codes, max_length, parse_label, word_label)
+                    enumerate_codes, label_position, max_length, parse_label, word_label)
 
 
 @dataclass
@@ -80,14 +80,7 @@ class Field:
 
     def index(self, label):
         """State position of a word, given any representative's label."""
-        canonical = word_label(parse_label(label, self.alphabet), self.alphabet)
-        try:
-            return self._position[canonical]
-        except KeyError:
-            raise HierarchyError(
-                f"word {label!r} is not in this system (degree {self.degree}, "
-                f"{len(self)} words); add it to hierarchy.observables", field="label"
-            ) from None
+        return label_position(label, self.alphabet, self._position, self.degree)
 
     def coefficient_vector(self, coefficients):
         """Coefficient values ordered like :attr:`coefficient_names`.

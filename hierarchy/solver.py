@@ -382,15 +382,9 @@ class Solver:
 
     def index(self, label):
         """State position of a word, given the label of any representative."""
-        from .words import parse_label, word_label
+        from .words import label_position
 
-        canonical = word_label(parse_label(label, self._alphabet), self._alphabet)
-        try:
-            return self._position[canonical]
-        except KeyError:
-            raise HierarchyError(
-                f"word {label!r} is not in this system (degree {self.degree}, {len(self)} "
-                "words); add it to hierarchy.observables", field="label") from None
+        return label_position(label, self._alphabet, self._position, self.degree)
 
     def coefficient_vector(self, coefficients):
         """Coefficients as an array ordered like :attr:`coefficient_names`.

@@ -156,6 +156,27 @@ def parse_label(label, alph):
     return canonical_word(word, alph)
 
 
+def label_position(label, alph, positions, degree):
+    """Position of a word in a system's state, given any representative's label.
+
+    Parameters
+    ----------
+    label : str
+    alph : Alphabet
+    positions : dict
+        Canonical label -> state position.
+    degree : int
+        The system's truncation degree (for the error message).
+    """
+    canonical = word_label(parse_label(label, alph), alph)
+    try:
+        return positions[canonical]
+    except KeyError:
+        raise HierarchyError(
+            f"word {label!r} is not in this system (degree {degree}, {len(positions)} words); "
+            "add it to hierarchy.observables", field="label") from None
+
+
 def _parse_letters(text, alph):
     if alph.parameterization == "tied":
         return tuple(int(part) - 1 for part in text.split("."))
