@@ -345,6 +345,32 @@ class UntiedCoefficients(CoefficientFunction):
 _CLASSES = {"tied": TiedCoefficients, "untied": UntiedCoefficients, "direct": DirectCoefficients}
 
 
+def coefficients_from_config(field, config, mats=None):
+    """The coefficient function a validated config describes (``[model]``, ``[loss]``).
+
+    Parameters
+    ----------
+    field : hierarchy.operators.Field
+    config : dict
+        A validated config (:func:`hierarchy.config.load_config`).
+    mats : list, optional
+        The run's initial matrices. For untied models the fixed means
+        ``m_k = Tr(U_kV_kᵀ)/√d`` are read from them, so the hierarchy, the matrix flow and
+        SGD started from the same matrices see the same teacher mean; without matrices the
+        means are 0 (their limit for Gaussian ``U, V``).
+    """
+    from .losses import make_loss
+    from .moments import untied_means
+
+    model = config["model"]
+    tokens = int(model.get("tokens", 1))
+    loss = make_loss(config["loss"], tokens, int(model["K"]))
+    covariance = np.asarray(model.get("covariance") or np.eye(tokens), dtype=float)
+    means = untied_means(mats) if mats is not None and field.parameterization == "untied" else None
+    return make_coefficients(field, loss, covariance=covariance,
+                             weight_decay=float(model.get("weight_decay", 0.0)), teacher_mean=means)
+
+
 def make_coefficients(field, loss, covariance=None, weight_decay=0.0, teacher_mean=None, **accuracy):
     """The coefficient function ``κ(μ)`` of ``field`` for ``loss``.
 

@@ -57,6 +57,12 @@ def letter_matrices(parameterization, mats):
     return [factors[a] @ factors[b].T for a, b in letters]
 
 
+def untied_means(mats):
+    """``m_k = Tr(U_k V_kᵀ)/√d`` of untied matrices ``[(U_k, V_k)]`` (MATH.md §3)."""
+    d = np.asarray(mats[0][0]).shape[0]
+    return np.array([float(np.sum(np.asarray(U) * np.asarray(V))) / np.sqrt(d) for U, V in mats])
+
+
 def word_moments(letter_mats, words):
     """``Tr[Z_{a_1}⋯Z_{a_w}]/d`` for each word, given the letters' ``d × d`` matrices."""
     d = letter_mats[0].shape[0]

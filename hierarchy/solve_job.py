@@ -39,14 +39,12 @@ def _solver_for(config, degree=None):
 
 
 def _coefficients_for(field, config):
-    from .coefficients import make_coefficients
-    from .losses import make_loss
+    from .coefficients import coefficients_from_config
+    from .initial import initial_matrices
 
-    model = config["model"]
-    covariance = np.asarray(model.get("covariance") or np.eye(int(model["tokens"])), float)
-    loss = make_loss(config["loss"], int(model["tokens"]), int(model["K"]))
-    return make_coefficients(field, loss, covariance=covariance,
-                             weight_decay=float(model.get("weight_decay", 0.0)))
+    gaussian = config.get("init", {}).get("source", "gaussian") == "gaussian"
+    mats = initial_matrices(config) if gaussian and field.parameterization == "untied" else None
+    return coefficients_from_config(field, config, mats)
 
 
 def observable_labels(solver, max_degree=2):

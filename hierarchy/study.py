@@ -108,13 +108,9 @@ def study_matrices(config):
 
 def make_study_coefficients(config, field):
     """The hierarchy's coefficient function for ``field`` (shared by solver and flow)."""
-    from .coefficients import make_coefficients
-    from .losses import make_loss
+    from .coefficients import coefficients_from_config
 
-    model = config["model"]
-    loss = make_loss(config["loss"], int(model.get("tokens", 1)), int(model["K"]))
-    covariance = np.array(model.get("covariance") or np.eye(int(model.get("tokens", 1))), float)
-    return make_coefficients(field, loss, covariance, float(model.get("weight_decay", 0.0)))
+    return coefficients_from_config(field, config, study_matrices(config))
 
 
 # ----------------------------------------------------------------------------- jobs

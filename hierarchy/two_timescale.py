@@ -26,12 +26,7 @@ import dataclasses
 import numpy as np
 
 from .errors import HierarchyError
-
-
-def initial_means(mats):
-    """``m_k = Tr(U_k V_kᵀ)/√d`` of untied matrices ``[(U_k, V_k)]``."""
-    d = np.asarray(mats[0][0]).shape[0]
-    return np.array([float(np.sum(np.asarray(U) * np.asarray(V))) / np.sqrt(d) for U, V in mats])
+from .moments import untied_means as initial_means  # noqa: F401  (m_k of the start)
 
 
 def _check_untied(coefficients):

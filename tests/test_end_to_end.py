@@ -40,3 +40,27 @@ def test_h1_mse_solver_uses_half_the_quadratic_gamma_at_every_step():
     fast = solver.solve(mu0, (0.0, 0.05), quadratic, t_eval=t / 2, method="RK45",
                         rtol=1e-10, atol=1e-12)
     assert np.allclose(run.mu, fast.mu, rtol=1e-7, atol=1e-9)
+
+
+def test_untied_config_coefficients_take_the_teacher_mean_of_the_start():
+    from hierarchy.coefficients import coefficients_from_config
+    from hierarchy.config import load_config
+    from hierarchy.initial import initial_matrices
+    from hierarchy.moments import moments_of, untied_means
+    from hierarchy.operators import build_field
+
+    config = load_config(None, {"model": {"parameterization": "untied", "K": 2, "trainable": [1]},
+                                "loss": {"name": "mse", "student": "h1", "teacher": "h1"},
+                                "init": {"d": 50, "seed": 4}})
+    field = build_field("untied", 2, [1], 3)
+    mats = initial_matrices(config)
+    mu0 = moments_of(field, mats)
+    means = untied_means(mats)
+    # m_k = Tr(M_k)/√d = √d · μ(M_k)
+    assert np.allclose(means, np.sqrt(50) * mu0[[field.index("M1"), field.index("M2")]])
+    with_start = coefficients_from_config(field, config, mats)
+    assert with_start.teacher_means[1] == means[1] != 0
+    with_start(mu0)
+    # for h1 the slaved student mean is the teacher's mean (MATH.md §3)
+    assert np.isclose(with_start.m_star[0], means[1], atol=1e-8)
+    assert coefficients_from_config(field, config).teacher_means[1] == 0.0
