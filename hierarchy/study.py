@@ -208,6 +208,9 @@ def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None):
         raise HierarchyError("the study runs its jobs through Dask: pip install 'dask[distributed]' "
                              "(or set study.scheduler = \"serial\")", field="study.scheduler") from error
     cluster = None
+    # The scheduler and nannies live in this process and log every worker's start and stop
+    # at INFO; the study prints its own progress.
+    logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler:
         client = Client(scheduler)
     else:
