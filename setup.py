@@ -30,6 +30,7 @@ setup(
         "cython>=3.0",
         "jinja2>=3.0",
         "filelock>=3.12",
+        "threadpoolctl>=3.1",  # BLAS thread count chosen by measurement (hierarchy.blas_threads)
         "matplotlib>=3.7",
         "dask[distributed]>=2023.1",  # the study (the main job) runs its jobs through Dask
     ],

@@ -1,7 +1,7 @@
 """Trace-moment ODE hierarchies of online SGD for attention-indexed models.
 
 The package turns a model (tied ``S = W Wᵀ``, untied ``S = U Vᵀ`` or direct ``S``) and a
-loss into the truncated moment hierarchy of ``../shared/spec/MATH.md``, compiles it, solves
+loss into the truncated moment hierarchy of ``docs/math.md``, compiles it, solves
 it, and validates it against SGD and exact finite-d matrix flows.
 
 Modules, in dependency order (each imports only from those above it):

@@ -40,6 +40,7 @@ import platform
 import re
 import shutil
 import subprocess
+import struct
 import sys
 import sysconfig
 import tempfile
@@ -187,9 +188,57 @@ def _entry_is_valid(entry, name):
         files = record["files"]
         if record.get("name") != name or _extension_filename(name) not in files:
             return False
-        return all(_file_digest(entry / fname) == digest for fname, digest in files.items())
+        if not all(_file_digest(entry / fname) == digest for fname, digest in files.items()):
+            return False
+        return extension_is_complete(entry / _extension_filename(name))
     except (OSError, ValueError, KeyError, TypeError):
         return False
+
+
+_ELF_MAGIC = b"\x7fELF"
+
+
+def extension_is_complete(path):
+    """Check a compiled extension's own structure before it is imported.
+
+    BUILD.json's digests say the files are the ones recorded, but a damaged record can vouch
+    for a truncated library, and importing one that ends before its segments do crashes the
+    interpreter (SIGBUS), so the ELF headers are checked independently: every program segment
+    and the section-header table must lie inside the file. Non-ELF platforms pass unchecked.
+
+    Parameters
+    ----------
+    path : path-like
+
+    Returns
+    -------
+    bool
+    """
+    with open(path, "rb") as handle:
+        header = handle.read(64)
+        size = os.fstat(handle.fileno()).st_size
+        if not header.startswith(_ELF_MAGIC):
+            return sys.platform in ("darwin", "win32")
+        if len(header) < 52 or header[4] not in (1, 2) or header[5] not in (1, 2):
+            return False
+        wide, order = header[4] == 2, "<" if header[5] == 1 else ">"
+        layout = f"{order}HHIQQQIHHHHHH" if wide else f"{order}HHIIIIIHHHHHH"
+        fields = struct.unpack_from(layout, header, 16)
+        phoff, shoff, phentsize, phnum, shentsize, shnum = (fields[4], fields[5], fields[8],
+                                                            fields[9], fields[10], fields[11])
+        if shoff + shentsize * shnum > size or phoff + phentsize * phnum > size:
+            return False
+        handle.seek(phoff)
+        table = handle.read(phentsize * phnum)
+    return all(offset + filesize <= size for offset, filesize in _segments(table, wide, order, phentsize))
+
+
+def _segments(table, wide, order, entry_size):
+    """``(p_offset, p_filesz)`` of every ELF program header in ``table``."""
+    layout = f"{order}IIQQQQ" if wide else f"{order}IIIIII"
+    for start in range(0, len(table) - entry_size + 1, entry_size):
+        fields = struct.unpack_from(layout, table, start)
+        yield (fields[2], fields[5]) if wide else (fields[1], fields[4])
 
 
 def _import_extension(name, entry):

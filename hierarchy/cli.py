@@ -7,7 +7,7 @@
     hierarchy generate --parameterization P --K K --trainable ... --degree M [--observables ...] [--all-words]
     hierarchy solve    CONFIG.toml --out DIR
     hierarchy sgd      CONFIG.toml --out DIR [--resume]
-    hierarchy study    [CONFIG.toml] --out DIR [--scheduler ADDRESS] [--resume]
+    hierarchy study    [CONFIG.toml] --out DIR [--scheduler ADDRESS] [--resume | --overwrite]
     hierarchy list
 
 ``--quiet`` (anywhere) silences progress output: it sets ``HIERARCHY_QUIET=1`` in the
@@ -27,6 +27,12 @@ EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+
+# Printed under `hierarchy --help`: where a user finds examples and documentation.
+HELP_EPILOG = """\
+example configs: tools/configs/ in the source tree (e.g. tied_quadratic.toml)
+documentation:   docs/ in the source tree (cli.md, config.md, math.md)
+run 'hierarchy COMMAND --help' for the flags of one command"""
 
 # CLI flags of show/generate and the config fields they set.
 FLAG_FIELDS = {
@@ -70,9 +76,11 @@ def main(argv=None):
         os.environ["HIERARCHY_QUIET"] = "1"
     logging.basicConfig(level=logging.WARNING if getattr(args, "quiet", False) else logging.INFO,
                         format="%(message)s")
-    from .outputs import interruptible
+    from .outputs import interruptible, check_out_dir
 
     try:
+        if hasattr(args, "out"):
+            check_out_dir(args.out)  # a bad --out fails now, not after the compute
         with interruptible():  # SIGTERM anywhere in a run ends like Ctrl-C
             return args.handler(args) or EXIT_OK
     except HierarchyError as error:
@@ -80,11 +88,7 @@ def main(argv=None):
         _fail(f"error: {str(error).strip()}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        out = getattr(args, "out", None)
-        where = f"; partial results kept in {out}" if out else ""
-        if out and getattr(args, "resume", None) is not None:
-            where += " (continue with --resume)"
-        _fail(f"interrupted{where}")
+        _fail(_interrupted_message(args))
         return EXIT_INTERRUPTED
     except MemoryError:
         _fail("error: out of memory; lower hierarchy.degree, K or d")
@@ -94,9 +98,21 @@ def main(argv=None):
         return EXIT_OK
 
 
+def _interrupted_message(args):
+    """What an interrupted run left, stated only as far as the files on disk show it."""
+    out = getattr(args, "out", None)
+    if not out or not os.path.isfile(os.path.join(out, "result.json")):
+        return "interrupted before any result was written"
+    message = f"interrupted; partial results kept in {out} (marked incomplete)"
+    if getattr(args, "resume", None) is not None:
+        message += "; continue with --resume"
+    return message
+
+
 def build_parser():
     """The argparse parser of every subcommand."""
-    parser = _Parser(prog="hierarchy", description="Trace-moment ODE hierarchies of online SGD.")
+    parser = _Parser(prog="hierarchy", description="Trace-moment ODE hierarchies of online SGD.",
+                     epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"hierarchy {_version()}")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -127,6 +143,8 @@ def build_parser():
     study.add_argument("config", metavar="CONFIG.toml", nargs="?")
     _add_out(study)
     _add_resume(study)
+    study.add_argument("--overwrite", action="store_true",
+                       help="delete a study already in --out and start afresh")
     study.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="address of a running Dask scheduler (default: local worker processes)")
     study.set_defaults(handler=_run_study)
@@ -275,6 +293,10 @@ def _run_solve(args):
     from .solve_job import run_solve
 
     summary = run_solve(config, args.out) or {}
+    if not _quiet(args) and not os.environ.get("HIERARCHY_QUIET") and summary.get("final"):
+        from .solve_job import format_summary
+
+        print(format_summary(summary))
     if summary.get("status", 0) != 0:
         # A blow-up is a result, not bad input: the trajectory so far is on disk.
         _fail(f"{summary.get('message', 'the solve stopped early')}; the trajectory so far is kept in "
@@ -290,17 +312,77 @@ def _run_sgd(args):
     from .sgd import run_sgd
 
     summary = run_sgd(config, args.out, resume=args.resume, progress=not _quiet(args))
+    diverged = summary.get("diverged") if isinstance(summary, dict) else None
+    if diverged:
+        # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
+        _fail(f"{diverged['message']}; the rows before it are kept in {args.out} (marked incomplete)")
+        return EXIT_INCOMPLETE
     return _finish_resumable(summary, args.out)
 
 
 def _run_study(args):
-    from .config import load_config
-
-    config = load_config(args.config) if args.config is not None else None
+    config = study_config(args.config) if args.config is not None else None
     from .study import run_study
 
-    summary = run_study(config, args.out, scheduler=args.scheduler, resume=args.resume, quiet=_quiet(args))
+    extra = {"overwrite": True} if args.overwrite else {}  # a plain run's call stays as it was
+    summary = run_study(config, args.out, scheduler=args.scheduler, resume=args.resume,
+                        quiet=_quiet(args), **extra)
     return _finish_resumable(summary, args.out)
+
+
+# Values the study reads from one key while another section has its own key for them:
+# (the study's key, the key it takes its default from, the keys that set the study's value).
+STUDY_KEY_SOURCES = (
+    ("study.max_degree", "hierarchy.degree", ("study.max_degree", "study.degrees")),
+    ("study.seeds", "sgd.seeds", ("study.seeds",)),
+    ("sgd.d", "init.d", ("sgd.d",)),
+)
+
+
+def study_config(path):
+    """The validated config of ``study CONFIG``, where no key is silently ignored.
+
+    The study's largest degree, seeds and dimension are ``study.max_degree`` (or the largest
+    of ``study.degrees``), ``study.seeds`` and ``sgd.d``. A file that sets only
+    ``hierarchy.degree``, ``sgd.seeds`` or ``init.d`` gets those values instead; one that
+    sets both keys of a pair to different values is refused.
+
+    Raises
+    ------
+    HierarchyError
+        Any bad value, or a pair that disagrees (one line naming both keys).
+    """
+    from .config import load_config, read_toml
+
+    config = load_config(path)
+    document = read_toml(path)
+
+    def written(dotted):
+        section, key = dotted.split(".")
+        return isinstance(document.get(section), dict) and key in document[section]
+
+    overrides = {}
+    for study_key, source_key, study_keys in STUDY_KEY_SOURCES:
+        if not written(source_key):
+            continue
+        ours, theirs = _study_value(config, study_key), _study_value(config, source_key)
+        if not any(written(key) for key in study_keys):
+            section, key = study_key.split(".")
+            overrides.setdefault(section, {})[key] = theirs
+        elif ours != theirs:
+            shown = next(key for key in study_keys if written(key))
+            raise HierarchyError(
+                f"{shown} and {source_key} disagree ({ours} vs {theirs}): the study uses {study_key}; "
+                f"set one of them, or make them equal", field=shown)
+    return load_config(path, overrides) if overrides else config
+
+
+def _study_value(config, dotted):
+    section, key = dotted.split(".")
+    if dotted == "study.max_degree":
+        return max(config["study"]["degrees"])
+    value = config[section][key]
+    return sorted(value) if isinstance(value, list) else value
 
 
 def _finish_resumable(summary, out):
@@ -323,19 +405,61 @@ def _run_list(args):
         print("no generated solvers yet (hierarchy generate ... builds one)")
         return
     solvers = [(entry, _solver_meta(entry)) for entry in entries]
+    older = _older_copies([(entry, meta) for entry, meta in solvers if meta])
     print(f"{'solver':48s} {'model':8s} {'K':>2s} {'trainable':>9s} {'M':>3s} {'words':>7s} "
-          f"{'kernel':8s} folder")
+          f"{'kernel':8s} {'keeps':24s} {'built':16s} folder")
     for entry, meta in solvers:
         if meta:
             trainable = ",".join(map(str, meta.get("trainable", [])))
+            built = _built_at(entry) + (" *" if entry["name"] in older else "")
             print(f"{entry['name']:48s} {meta['parameterization']:8s} {meta['K']:>2d} "
                   f"{trainable:>9s} {meta['degree']:>3d} {len(meta['labels']):>7d} "
-                  f"{meta['form']:8s} {entry['path']}")
+                  f"{meta['form']:8s} {_kept_words(meta):24s} {built:16s} {entry['path']}")
+    if older:
+        print(f"\n* {len(older)} older build(s) of a system listed again with a newer build (an "
+              "earlier package version or toolchain); they are not used and can be deleted")
     others = [entry for entry, meta in solvers if not meta]
     if others:
         print("\nother compiled modules (potentials, SGD kernel, benchmarks):")
         for entry in others:
             print(f"  {entry['name']:46s} {entry['path']}")
+
+
+def _build_time(entry):
+    from pathlib import Path
+
+    try:
+        return (Path(entry["path"]) / "BUILD.json").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _built_at(entry):
+    import datetime
+
+    stamp = _build_time(entry)
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M") if stamp else "?"
+
+
+def _older_copies(solvers):
+    """Names of builds whose exact system (model, words, kernel) has a newer build too."""
+    newest = {}
+    for entry, meta in solvers:
+        system = (meta["parameterization"], meta["K"], tuple(meta.get("trainable", [])),
+                  meta["degree"], meta["form"], tuple(meta["labels"]), _kept_words(meta))
+        newest.setdefault(system, []).append((_build_time(entry), entry["name"]))
+    return {name for builds in newest.values() for _, name in sorted(builds)[:-1]}
+
+
+def _kept_words(meta):
+    """Which words a solver keeps: every word, the default closure, or the extra observables."""
+    if meta.get("all_words"):
+        return "all words"
+    from .operators import default_observable_labels
+
+    defaults = set(default_observable_labels(meta["parameterization"], meta["K"], meta["trainable"]))
+    extra = list(dict.fromkeys(o for o in meta.get("observables", []) if o not in defaults))
+    return "default observables" if not extra else "+ " + ",".join(extra)
 
 
 def _solver_meta(entry):

@@ -17,6 +17,7 @@ degrees differ, see :func:`hierarchy.solve_job.truncation_check`).
     ``references``   subset of ``["matrix-flow", "sgd"]`` to compare the hierarchy against
     ``scheduler``    Dask scheduler address; ``""`` starts local worker processes
     ``workers``      number of local worker processes; 0: one per CPU core
+    ``connect_timeout``  seconds to reach ``scheduler`` before giving up (default 10)
 
 Conventions of the validated config (what :func:`load_config` returns):
 
@@ -37,15 +38,17 @@ import difflib
 import math
 import os
 import pathlib
+import re
 import tomllib
 
 import numpy as np
 
 from .errors import HierarchyError
+from .initial import read_moments_file
 
 PARAMETERIZATIONS = ("tied", "untied", "direct")
 LOSS_NAMES = ("quadratic", "mse", "softmax-mse", "expression")
-INIT_SOURCES = ("gaussian", "moments")
+INIT_SOURCES = ("gaussian", "moments", "limit")  # limit: exact d→∞ moments (free probability)
 SOLVE_METHODS = ("LSODA", "RK45", "RK23", "DOP853", "BDF", "Radau")  # scipy solve_ivp
 STUDY_REFERENCES = ("matrix-flow", "sgd")
 
@@ -98,6 +101,7 @@ DEFAULTS = {
         "references": ["matrix-flow", "sgd"],
         "scheduler": "",
         "workers": 0,
+        "connect_timeout": 10.0,  # seconds to reach study.scheduler
     },
 }
 
@@ -113,7 +117,13 @@ MAX_DEGREE_SCANNED = 512
 # Beyond these even the smallest (degree-2) field or the L x L x K pre-activations are out of
 # reach; refusing them early keeps the word counting itself cheap.
 MAX_K = 1000
-MAX_TOKENS = 1000
+# A loss over L tokens has L² pieces whose dense projections and Hessian grow like L⁴;
+# make_loss takes about a second at L = 32 (hierarchy.losses).
+MAX_TOKENS = 32
+# Output times of one solve; the trajectory is points x words floats, checked against memory
+# by check_trajectory_fits, but a million rows is already far beyond any plot or table.
+MAX_POINTS = 1_000_000
+TRAJECTORY_COPIES = 3  # the trajectory, the truncation check's degree M-1 run, the written file
 
 
 # ---------------------------------------------------------------------------------------
@@ -264,7 +274,7 @@ def validate_config(cfg, *, sections=None):
         "hierarchy": lambda: _validate_hierarchy(cfg["hierarchy"], cfg["model"]),
         "loss": lambda: _validate_loss(cfg["loss"], cfg["model"]),
         "init": lambda: _validate_init(cfg["init"], cfg["model"]),
-        "solve": lambda: _validate_solve(cfg["solve"]),
+        "solve": lambda: _validate_solve(cfg["solve"], cfg["model"], cfg["hierarchy"]),
         "sgd": lambda: _validate_sgd(cfg["sgd"], cfg["model"]),
         "study": lambda: _validate_study(cfg["study"], cfg["model"]),
     }
@@ -389,13 +399,20 @@ def _validate_init(section, model):
             'init.moments is empty; with init.source = "moments" give a JSON file {label: value}',
             field="init.moments",
         )
-    if section["source"] == "moments" and not os.path.isfile(section["moments"]):
-        raise HierarchyError(f"init.moments: no such file {section['moments']}", field="init.moments")
+    if section["source"] == "moments":
+        _check_moments_file(section["moments"], model)
     section["d"] = _int(section, "init", "d", minimum=1)
     check_matrices_fit(section["d"], model["K"], "init.d")
     section["width"] = _per_index_list(section, "width", model["K"], _int_list, minimum=1)
     section["scale"] = _per_index_list(section, "scale", model["K"], _float_list, minimum=0.0)
     section["seed"] = _int(section, "init", "seed", minimum=0)
+
+
+def _check_moments_file(path, model):
+    """Read the moments file now, so a bad one fails before any field is built."""
+    words = _words_module()
+    if words is not None:
+        read_moments_file(path, words.alphabet(model["parameterization"], model["K"]))
 
 
 def _per_index_list(section, key, K, parse, minimum):
@@ -411,12 +428,13 @@ def _per_index_list(section, key, K, parse, minimum):
     return values
 
 
-def _validate_solve(section):
+def _validate_solve(section, model, hierarchy):
     section["t_final"] = _float(section, "solve", "t_final", minimum=0.0, strict=True)
-    section["points"] = _int(section, "solve", "points", minimum=2)
+    section["points"] = _int(section, "solve", "points", minimum=2, maximum=MAX_POINTS)
     section["rtol"] = _float(section, "solve", "rtol", minimum=0.0, strict=True)
     section["atol"] = _float(section, "solve", "atol", minimum=0.0, strict=True)
     section["method"] = _choice(section, "solve", "method", SOLVE_METHODS)
+    check_trajectory_fits(section["points"], model, _int(hierarchy, "hierarchy", "degree", minimum=2))
     if not isinstance(section["check_truncation"], bool):
         raise HierarchyError("solve.check_truncation must be true or false (got "
                              f"{_show(section['check_truncation'])})", field="solve.check_truncation")
@@ -456,7 +474,50 @@ def _validate_study(section, model):
             )
     section["references"] = references
     section["scheduler"] = _str(section, "study", "scheduler")
+    check_scheduler(section["scheduler"], field="study.scheduler")
     section["workers"] = _int(section, "study", "workers", minimum=0)
+    section["connect_timeout"] = _float(section, "study", "connect_timeout", minimum=0.0, strict=True)
+
+
+SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "inproc")
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
+
+
+def check_scheduler(address, field="study.scheduler"):
+    """Refuse a malformed Dask scheduler address before any work.
+
+    Parameters
+    ----------
+    address : str
+        ``""`` (local worker processes), ``"serial"`` (this process) or
+        ``SCHEME://HOST:PORT`` with ``SCHEME`` in :data:`SCHEDULER_SCHEMES`
+        (``inproc://`` takes any non-blank rest).
+    field : str
+        What to name in the error: ``"--scheduler"`` or ``"study.scheduler"``.
+
+    Returns
+    -------
+    str
+        The address, unchanged.
+
+    Raises
+    ------
+    HierarchyError
+        Anything else, in one line naming ``field``.
+    """
+    if address in ("", "serial"):
+        return address
+    scheme, sep, rest = str(address).partition("://")
+    if sep and scheme in SCHEDULER_SCHEMES:
+        if scheme == "inproc" and rest and not any(c.isspace() for c in rest):
+            return address
+        match = _HOST_PORT.match(rest)
+        if match and 1 <= int(match.group(2)) <= 65535:
+            return address
+    raise HierarchyError(
+        f"{field}: {str(address)[:80]!r} is not a Dask scheduler address; allowed: "
+        f"tcp://HOST:PORT (also {', '.join(s + '://' for s in SCHEDULER_SCHEMES[1:])}), "
+        '"serial" (no Dask) or "" (local worker processes)', field=field)
 
 
 def _seeds(section, name):
@@ -550,6 +611,25 @@ def check_degree_fits(parameterization, K, degree, field="hierarchy.degree"):
         f"{_gib(budget)} of memory available; the largest degree that fits is {largest}",
         field=field,
     )
+
+
+def check_trajectory_fits(points, model, degree, field="solve.points"):
+    """Refuse more output times than the trajectory of every word up to ``degree`` can hold.
+
+    The word count is that of every canonical word, an upper bound for the default field.
+    """
+    words = _words_module()
+    if words is None or degree > MAX_DEGREE_SCANNED:
+        return  # an impossible degree is refused, with its own message, by the hierarchy check
+    n_words = _total_words(words, words.alphabet(model["parameterization"], model["K"]), degree)
+    budget = MEMORY_FRACTION * available_memory_bytes()
+    need = TRAJECTORY_COPIES * 8 * points * n_words
+    if need > budget:
+        largest = int(budget // (TRAJECTORY_COPIES * 8 * n_words))
+        raise HierarchyError(
+            f"{field} = {points} is too many output times: the trajectory of up to {n_words} words "
+            f"needs about {_gib(need)}, more than the {_gib(budget)} available; allowed: "
+            f"points <= {largest}", field=field)
 
 
 def check_matrices_fit(d, K, field):

@@ -19,6 +19,7 @@ flow from the same matrices isolates the truncation error from SGD noise.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -56,7 +57,8 @@ def coefficient_values(field, mats, coefficients):
     inputs = np.arange(len(field.words)) if inputs is None else np.asarray(inputs, dtype=np.int64)
     mu = np.zeros(len(field.words))
     if inputs.size:
-        mu[inputs] = trace_moments(field.parameterization, [field.words[i] for i in inputs], mats)
+        mu[inputs] = trace_moments(field.parameterization, [field.words[i] for i in inputs], mats,
+                                   threads=None)  # inside the caller's thread choice
     kappa = coefficients(mu)
     if isinstance(kappa, dict):
         return {name: float(kappa.get(name, 0.0)) for name in field.coefficient_names}
@@ -162,6 +164,8 @@ class FlowResult:
     message : str
     nfev : int
     seconds : float
+    threads : dict
+        BLAS threads of the right-hand side, with the timings they were chosen by.
     """
 
     t: np.ndarray
@@ -172,6 +176,7 @@ class FlowResult:
     message: str
     nfev: int
     seconds: float
+    threads: dict = None
 
     def __getitem__(self, label):
         return self.mu[:, self.labels.index(label)]
@@ -209,7 +214,7 @@ class _Packer:
 
 
 def matrix_flow(field, mats, coefficients, t_eval, *, method="DOP853", rtol=1e-10, atol=1e-12,
-                words=None):
+                words=None, threads="auto"):
     """Integrate the exact matrix flow from ``mats`` and record moments.
 
     Parameters
@@ -227,6 +232,11 @@ def matrix_flow(field, mats, coefficients, t_eval, *, method="DOP853", rtol=1e-1
         Passed to ``scipy.integrate.solve_ivp``.
     words : list of tuple, optional
         Words to record instead of ``field.words`` (labels then left empty).
+    threads : "auto", int or None
+        BLAS threads of the right-hand side: ``"auto"`` times its first calls with one
+        thread and with all of them and keeps the faster (:mod:`hierarchy.blas_threads`);
+        an int forces that count; None leaves the library default. The recorded moments
+        choose their own (:func:`hierarchy.moments.trace_moments`).
 
     Returns
     -------
@@ -234,24 +244,35 @@ def matrix_flow(field, mats, coefficients, t_eval, *, method="DOP853", rtol=1e-1
     """
     from scipy.integrate import solve_ivp
 
+    from .blas_threads import AdaptiveThreads, blas_threads
+
     t_eval = np.asarray(t_eval, dtype=float)
     packer = _Packer(field, mats)
     record = field.words if words is None else list(words)
+    chooser = AdaptiveThreads() if threads == "auto" else None
+
+    def velocity(y):
+        return packer.pack(matrix_velocity(field, packer.unpack(y), coefficients))
 
     def rhs(t, y):
-        current = packer.unpack(y)
-        velocity = matrix_velocity(field, current, coefficients)
-        return packer.pack(velocity)
+        if chooser is not None:
+            return chooser(velocity, y)
+        with blas_threads(threads):
+            return velocity(y)
 
     start = time.perf_counter()
-    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), packer.pack(mats), method=method,
-                    t_eval=t_eval, rtol=rtol, atol=atol)
-    mu = np.array([trace_moments(field.parameterization, record, packer.unpack(y)) for y in sol.y.T])
+    with chooser.holding() if chooser is not None else contextlib.nullcontext():
+        sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), packer.pack(mats), method=method,
+                        t_eval=t_eval, rtol=rtol, atol=atol)
+    moment_threads = "auto" if threads == "auto" else threads
+    mu = np.array([trace_moments(field.parameterization, record, packer.unpack(y),
+                                 threads=moment_threads) for y in sol.y.T])
     final = packer.unpack(sol.y[:, -1]) if sol.y.shape[1] else mats
     return FlowResult(t=sol.t, mu=mu.reshape(len(sol.t), len(record)),
                       labels=list(field.labels) if words is None else [],
                       matrices=final, success=bool(sol.success), message=str(sol.message),
-                      nfev=int(sol.nfev), seconds=time.perf_counter() - start)
+                      nfev=int(sol.nfev), seconds=time.perf_counter() - start,
+                      threads=chooser.report() if chooser is not None else {"threads": threads})
 
 
 def moment_derivative(field, mats, coefficients, words=None):

@@ -13,13 +13,19 @@ matrix flows and the hierarchy all start from the same matrices.
 
 Moments from a file (``source = "moments"``): a JSON object ``{label: value}``; any
 representative of a word is accepted; every word of the system must be given.
+
+The ``d → ∞`` limit (``source = "limit"``): the exact large-d moments of the Gaussian
+initialization, by free probability (:mod:`hierarchy.limit_moments`), with width ratios
+``c_k = d_k / init.d`` (``init.width = []``: ``c_k = 1``) and the scales ``init.scale``.
 """
 
 import json
+import os
 
 import numpy as np
 
 from .errors import HierarchyError
+from .limit_moments import limit_moments, limit_parameters
 from .moments import moments_of
 from .words import parse_label, word_label
 
@@ -76,8 +82,10 @@ def initial_moments(field, config):
     """Initial moment vector of a field, aligned with ``field.labels``.
 
     Uses ``config["init"]["source"]``: ``"gaussian"`` (moments of
-    :func:`initial_matrices`) or ``"moments"`` (the JSON file ``init.moments``). The result
-    is checked with :func:`check_moments`.
+    :func:`initial_matrices`), ``"moments"`` (the JSON file ``init.moments``) or
+    ``"limit"`` (the exact ``d → ∞`` moments of the Gaussian initialization, by free
+    probability: :func:`hierarchy.limit_moments.limit_moments` with ``c_k = d_k/d``). The
+    result is checked with :func:`check_moments`.
     """
     init = config.get("init", {})
     source = init.get("source", "gaussian")
@@ -85,41 +93,131 @@ def initial_moments(field, config):
         mu = moments_of(field, initial_matrices(config))
     elif source == "moments":
         mu = moments_from_file(field, init.get("moments", ""))
+    elif source == "limit":
+        mu = limit_moments(field, *limit_parameters(config))
     else:
-        raise HierarchyError(f"init.source must be 'gaussian' or 'moments', got {source!r}",
-                             field="init.source")
+        raise HierarchyError(f"init.source must be 'gaussian', 'moments' or 'limit', got "
+                             f"{source!r}", field="init.source")
     check_moments(field, mu)
     return mu
 
 
+MAX_MOMENTS_FILE_BYTES = 64 * 2**20
+MAX_NUMBER_DIGITS = 40  # a float has 17 significant digits; longer literals are not moments
+_FIELD = "init.moments"
+
+
 def moments_from_file(field, path):
-    """Read ``{label: value}`` JSON and align it with the field's labels."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise HierarchyError(f"cannot read init.moments file {path!r}: {exc.strerror}",
-                             field="init.moments") from None
-    except json.JSONDecodeError as exc:
-        raise HierarchyError(f"init.moments file {path!r} is not valid JSON: {exc}",
-                             field="init.moments") from None
-    if not isinstance(data, dict):
-        raise HierarchyError("init.moments must hold a JSON object {label: value}",
-                             field="init.moments")
-    values = {}
-    for label, value in data.items():
-        canonical = word_label(parse_label(label, field.alphabet), field.alphabet)
-        try:
-            values[canonical] = float(value)
-        except (TypeError, ValueError):
-            raise HierarchyError(f"init.moments[{label!r}] must be a number, got {value!r}",
-                                 field="init.moments") from None
+    """Read a ``{label: value}`` JSON file and align it with the field's labels.
+
+    Raises
+    ------
+    HierarchyError
+        As :func:`read_moments_file`, and when a word of the field is missing.
+    """
+    values = read_moments_file(path, field.alphabet)
     missing = [lab for lab in field.labels if lab not in values]
     if missing:
         shown = ", ".join(missing[:8]) + (" …" if len(missing) > 8 else "")
-        raise HierarchyError(f"init.moments lacks {len(missing)} needed word(s): {shown}",
-                             field="init.moments")
+        raise HierarchyError(f"{_FIELD} lacks {len(missing)} needed word(s): {shown}",
+                             field=_FIELD)
     return np.array([values[lab] for lab in field.labels])
+
+
+def read_moments_file(path, alph):
+    """The moments of a ``{label: value}`` JSON file, by canonical label.
+
+    The file must be UTF-8 JSON holding one object whose values are plain numbers; a label may
+    be any representative of its word, and two representatives of one word must agree.
+
+    Parameters
+    ----------
+    path : str or path-like
+    alph : words.Alphabet
+        The model's letters (labels are canonicalised with them).
+
+    Returns
+    -------
+    dict
+        Canonical label -> float.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``init.moments``, for an unreadable, oversized, non-UTF-8 or malformed file,
+        booleans, strings or huge literals as values, unknown labels, and conflicting
+        representatives of one word.
+    """
+    data = _read_moments_json(path)
+    if not isinstance(data, dict):
+        raise HierarchyError(f"{_FIELD} file {str(path)!r} must hold a JSON object {{label: value}}",
+                             field=_FIELD)
+    values, given_as = {}, {}
+    for label, value in data.items():
+        canonical = _canonical_moment_label(alph, label)
+        number = _moment_value(label, value)
+        if canonical in values and values[canonical] != number:
+            raise HierarchyError(
+                f"{_FIELD}: {given_as[canonical]!r} = {values[canonical]!r} and {label!r} = "
+                f"{number!r} are the same word {canonical!r} with different values", field=_FIELD)
+        values[canonical], given_as[canonical] = number, label
+    return values
+
+
+def _read_moments_json(path):
+    """The parsed JSON of a moments file; every failure is one ``init.moments`` line."""
+    def refuse(why):
+        return HierarchyError(f"{_FIELD} file {str(path)!r} {why}", field=_FIELD)
+
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise HierarchyError(f"{_FIELD} must name a JSON file (source = 'moments')", field=_FIELD)
+    if os.path.isdir(path):
+        raise refuse("is a directory; give the JSON file itself")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_MOMENTS_FILE_BYTES + 1)
+    except OSError as exc:
+        raise refuse(f"cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_MOMENTS_FILE_BYTES:
+        raise refuse(f"is larger than {MAX_MOMENTS_FILE_BYTES // 2**20} MiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise refuse(f"is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return json.loads(text, parse_int=_bounded_number, parse_float=_bounded_number,
+                          parse_constant=_refuse_constant)
+    except RecursionError:
+        raise refuse("is nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise refuse(f"is not valid JSON: {exc}") from None
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+
+
+def _bounded_number(text):
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise ValueError(f"holds a number literal of {len(text)} characters "
+                         f"(at most {MAX_NUMBER_DIGITS})")
+    return float(text)
+
+
+def _refuse_constant(name):
+    raise ValueError(f"holds {name}, which is not finite; initial moments must be finite numbers")
+
+
+def _canonical_moment_label(alph, label):
+    try:
+        return word_label(parse_label(label, alph), alph)
+    except HierarchyError as error:
+        raise HierarchyError(f"{_FIELD}: {error}", field=_FIELD) from None
+
+
+def _moment_value(label, value):
+    if isinstance(value, bool) or not isinstance(value, float):
+        raise HierarchyError(f"{_FIELD}[{label!r}] must be a number, got {json.dumps(value)[:40]}",
+                             field=_FIELD)
+    return value
 
 
 def check_moments(field, mu):

@@ -15,13 +15,15 @@ need ``model.K == 2``):
     this is the teacher–student MSE ``½(σ(G_1) − σ*(G_2))²`` of Figures 2–4.
 ``softmax-mse``
     ``½ ‖softmax(G_··1) − softmax(G_··2)‖²_F`` with the softmax over each row of the
-    ``L×L`` score matrix (Figure 1); needs ``L ≥ 2``.
+    ``L×L`` score matrix (Figure 1); needs ``2 ≤ L ≤ MAX_SOFTMAX_TOKENS``.
 ``expression``
-    any smooth sympy expression in ``G[i,j,k]`` (1-based), e.g. ``"(G[1,1,1] - G[1,1,2])**2"``.
+    any smooth formula in ``G[i,j,k]`` (1-based), e.g. ``"(G[1,1,1] - G[1,1,2])**2"``, read by
+    the whitelisting parser of :mod:`hierarchy.expressions` (never evaluated).
 
 Activations (``student``/``teacher``): ``h<n>`` the normalised probabilists' Hermite
-function ``He_n(x)/√(n!)`` (``h1 = x``, ``h2 = (x²−1)/√2``, ``h3 = (x³−3x)/√6``), ``tanh``,
-``erf``, ``sigmoid``, or a smooth expression in ``x`` such as ``"x + 0.1*x**3"``.
+function ``He_n(x)/√(n!)`` (``h1 = x``, ``h2 = (x²−1)/√2``, ``h3 = (x³−3x)/√6``; ``n ≤``
+``MAX_HERMITE``), ``tanh``, ``erf``, ``sigmoid``, or a smooth formula in ``x`` such as
+``"x + 0.1*x**3"``.
 
 Each loss is split into *terms*: ``L(G) = Σ_t f_t(P_t g)`` where ``g`` is the flattened
 ``G`` and ``P_t`` a small ``(r_t, L·L·K)`` matrix of the linear combinations the term depends
@@ -31,13 +33,16 @@ Gaussian only.
 """
 
 import fractions
+import functools
 import re
 
 import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
+from .config import MAX_TOKENS
 from .errors import HierarchyError
+from .expressions import MAX_DEGREE, SMOOTH_NAMES, expression_from_text
 
 BUILTIN_LOSSES = ("quadratic", "mse", "softmax-mse", "expression")
 
@@ -52,9 +57,11 @@ _NONSMOOTH_FUNCTIONS = {
     "frac": sympy.frac, "Mod": sympy.Mod, "DiracDelta": sympy.DiracDelta, "re": sympy.re,
     "im": sympy.im, "arg": sympy.arg, "conjugate": sympy.conjugate,
 }
-_NAMED_FUNCTIONS = {f.__name__: f for f in _SMOOTH_FUNCTIONS}
-_NAMED_FUNCTIONS.update({"sqrt": sympy.sqrt, "pi": sympy.pi, "E": sympy.E})
-_SMOOTH_NAMES = "exp sin cos tan sinh cosh tanh erf erfc atan, log/sqrt/negative powers of positive arguments"
+_SMOOTH_NAMES = SMOOTH_NAMES
+# mse squares the activations: keep the loss within the parser's polynomial degree.
+MAX_HERMITE = MAX_DEGREE // 2
+# softmax-mse row pieces have rank 2(L-1): at L = 4 make_loss takes ~2 s and the potential ~30 s.
+MAX_SOFTMAX_TOKENS = 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,47 +76,6 @@ def entry_symbol(i, j, k):
 def entry_symbols(L, K):
     """All ``L·L·K`` entry symbols in flat order ``(i*L + j)*K + k``."""
     return [entry_symbol(i + 1, j + 1, k + 1) for i in range(L) for j in range(L) for k in range(K)]
-
-
-def _parse(text, names, field):
-    """Parse ``text`` with only ``names`` (plus smooth/non-smooth functions) in scope."""
-    from sympy.parsing.sympy_parser import parse_expr, standard_transformations
-
-    if not isinstance(text, str) or not text.strip():
-        raise HierarchyError(f"{field} must be a non-empty expression", field=field)
-    if re.search(r"__|lambda|import|\bexec\b|\beval\b", text):
-        raise HierarchyError(f"{field}: unsupported syntax in {text!r}", field=field)
-    global_dict = {
-        "Integer": sympy.Integer, "Float": sympy.Float, "Rational": sympy.Rational,
-        "Symbol": sympy.Symbol, "Function": sympy.Function,
-    }
-    global_dict.update(_NAMED_FUNCTIONS)
-    global_dict.update(_NONSMOOTH_FUNCTIONS)
-    try:
-        # Unevaluated first: refuse huge constant powers (9**9**9) before sympy computes them.
-        unevaluated = dict(global_dict, Add=sympy.Add, Mul=sympy.Mul, Pow=sympy.Pow)
-        _check_exponents(parse_expr(text, local_dict=dict(names), global_dict=unevaluated,
-                                    transformations=standard_transformations, evaluate=False),
-                         field)
-        return parse_expr(text, local_dict=dict(names), global_dict=global_dict,
-                          transformations=standard_transformations, evaluate=True)
-    except HierarchyError:
-        raise
-    except Exception as exc:  # sympy raises many types on bad syntax
-        raise HierarchyError(f"{field}: cannot parse {text!r} ({type(exc).__name__})", field=field) from None
-
-
-_MAX_EXPONENT = 100
-
-
-def _check_exponents(expr, field):
-    """Refuse constant exponents larger than ``_MAX_EXPONENT`` in an unevaluated expression."""
-    for node in sympy.preorder_traversal(expr):
-        if isinstance(node, sympy.Pow) and not node.exp.free_symbols:
-            size = abs(complex(sympy.N(node.exp, 15)))
-            if not size <= _MAX_EXPONENT:
-                raise HierarchyError(f"{field}: exponent {node.exp} is too large "
-                                     f"(at most {_MAX_EXPONENT})", field=field)
 
 
 def _check_smooth(expr, field):
@@ -142,35 +108,28 @@ def _check_smooth(expr, field):
 
 
 def parse_loss_expression(text, L, K, field="loss.expression"):
-    """Parse a user loss: sympy text in ``G[i,j,k]`` (1-based) → expression in entry symbols.
+    """Parse a user loss: text in ``G[i,j,k]`` (1-based) → expression in entry symbols.
+
+    The text is never evaluated (see :mod:`hierarchy.expressions`).
 
     Raises
     ------
     HierarchyError
-        On syntax errors, unknown symbols or functions, indices out of range, or functions
-        that are not smooth (``Abs``, ``sign``, ``Max``, ``Piecewise``, ``floor``, ...).
+        On syntax outside the whitelist, unknown symbols or functions, indices out of range,
+        expressions too big to expand, or functions that are not smooth (``Abs``, ``sign``,
+        ``Max``, ``Piecewise``, ``floor``, ...).
     """
-    base = sympy.IndexedBase("G")
-    expr = _parse(text, {"G": base}, field)
-    if not isinstance(expr, sympy.Expr):
-        raise HierarchyError(f"{field}: {text!r} is not a scalar expression", field=field)
-    replacements = {}
-    for item in expr.atoms(sympy.Indexed):
-        idx = item.indices
-        if len(idx) != 3 or not all(x.is_Integer for x in idx):
-            raise HierarchyError(f"{field}: {item} must be G[i,j,k] with three integers", field=field)
-        i, j, k = (int(x) for x in idx)
+    def entry(indices, shown):
+        if len(indices) != 3:
+            raise HierarchyError(f"{field}: {shown} must be G[i,j,k] with three integers", field=field)
+        i, j, k = indices
         if not (1 <= i <= L and 1 <= j <= L and 1 <= k <= K):
             raise HierarchyError(
-                f"{field}: {item} out of range; allowed 1 <= i,j <= {L} (model.tokens), "
+                f"{field}: {shown} out of range; allowed 1 <= i,j <= {L} (model.tokens), "
                 f"1 <= k <= {K} (model.K)", field=field)
-        replacements[item] = entry_symbol(i, j, k)
-    expr = expr.xreplace(replacements)
-    allowed = set(entry_symbols(L, K))
-    unknown = sorted(str(s) for s in expr.free_symbols if s not in allowed)
-    if unknown:
-        raise HierarchyError(
-            f"{field}: unknown symbol(s) {', '.join(unknown)}; use G[i,j,k] (1-based)", field=field)
+        return entry_symbol(i, j, k)
+
+    expr = expression_from_text(text, field, indexed={"G": entry}, hint="use G[i,j,k] (1-based)")
     _check_smooth(expr, field)
     return expr
 
@@ -185,19 +144,20 @@ def activation(name, x, field):
     if not isinstance(name, str):
         raise HierarchyError(f"{field} must be a string (h1 h2 h3 ... tanh erf sigmoid or an expression in x)",
                              field=field)
-    match = re.fullmatch(r"h(\d+)", name.strip())
+    match = re.fullmatch(r"h(\d{1,4})", name.strip())
     if match:
+        if int(match.group(1)) > MAX_HERMITE:
+            raise HierarchyError(f"{field}: {name.strip()} has too high a degree; allowed h0 .. h{MAX_HERMITE}",
+                                 field=field)
         return hermite_function(int(match.group(1)), x)
     named = {"tanh": sympy.tanh(x), "erf": sympy.erf(x), "sigmoid": 1 / (1 + sympy.exp(-x)),
              "linear": x}
     if name.strip() in named:
         return named[name.strip()]
     t = sympy.Symbol("x", real=True)
-    expr = _parse(name, {"x": t}, field)
-    if not isinstance(expr, sympy.Expr) or expr.free_symbols - {t}:
-        raise HierarchyError(
-            f"{field}: unknown activation {name!r}; allowed h1 h2 h3 (any hN) tanh erf sigmoid "
-            "or a smooth expression in x", field=field)
+    hint = (f"allowed activations: h1 h2 h3 .. h{MAX_HERMITE}, tanh, erf, sigmoid, linear "
+            "or a smooth expression in x")
+    expr = expression_from_text(name, field, names={"x": t}, hint=hint, max_degree=MAX_DEGREE // 2)
     _check_smooth(expr, field)
     return expr.xreplace({t: x})
 
@@ -257,6 +217,66 @@ def _row_echelon(basis):
     return A
 
 
+@functools.lru_cache(maxsize=4096)
+def _generic_symbols(count):
+    return tuple(sympy.Symbol(f"w{a}", real=True) for a in range(count))
+
+
+def _reduce(expr, used):
+    """Exact basis (rows) of the linear combinations of ``used`` that ``expr`` depends on."""
+    identity = sympy.eye(len(used))
+    if expr.is_polynomial(*used) or len(used) == 1:
+        return identity
+    gradient = _lambdify_vector([sympy.diff(expr, s) for s in used], used)
+    rng = np.random.default_rng(12345)
+    points = rng.standard_normal((4 * len(used) + 8, len(used)))
+    grads = gradient(points)
+    grads = grads[np.all(np.isfinite(grads), axis=1)]
+    _, sv, vt = np.linalg.svd(grads, full_matrices=False)
+    rank = int(np.sum(sv > 1e-9 * sv[0])) if sv.size and sv[0] > 0 else 0
+    if rank >= len(used):
+        return identity
+    basis = _rationalize(_row_echelon(vt[:rank]))
+    if basis is None:  # irrational directions: keep the orthonormal numeric basis
+        basis = sympy.Matrix(vt[:rank].tolist())
+    return basis
+
+
+class _TermShape:
+    """What a term is up to renaming its entries: ``f`` in ``z``, the basis, compiled code.
+
+    Built from the term written in generic symbols ``w0, w1, ...`` (its entries in flat
+    order), so the L² identical pieces of a built-in loss share one derivation and one
+    compilation (see :func:`_term_shape`).
+    """
+
+    def __init__(self, expr, count):
+        used = list(_generic_symbols(count))
+        self.polynomial = bool(expr.is_polynomial(*used)) if used else True
+        basis = _reduce(expr, used) if used else sympy.zeros(0, 0)
+        self.rank = r = basis.shape[0]
+        self.variables = [sympy.Symbol(f"z{a}", real=True) for a in range(r)]
+        # Any right inverse R of P gives f(z) = L(R z), because L(R P g) = L(g).
+        if r:
+            g_of_z = basis.T * (basis * basis.T).inv() * sympy.Matrix(self.variables)
+            expr = expr.xreplace({s: g_of_z[a] for a, s in enumerate(used)})
+        self.expression = sympy.expand(expr) if self.polynomial else expr
+        self.basis = np.array(basis.tolist(), dtype=float).reshape(r, count)
+        z = self.variables
+        self.gradient_expressions = [sympy.diff(self.expression, v) for v in z]
+        self.upper = [(a, b) for a in range(r) for b in range(a, r)]
+        self.hessian_expressions = [sympy.diff(self.gradient_expressions[a], z[b]) for a, b in self.upper]
+        self.value = _lambdify_vector([self.expression], z) if r else None
+        self.gradient = _lambdify_vector(self.gradient_expressions, z) if r else None
+        self.hessian = _lambdify_vector(self.hessian_expressions, z) if r else None
+        self.constant = float(self.expression) if not r else 0.0
+
+
+@functools.lru_cache(maxsize=512)
+def _term_shape(expr, count):
+    return _TermShape(expr, count)
+
+
 class LossTerm:
     """One additive piece ``f(P g)`` of a loss.
 
@@ -272,56 +292,19 @@ class LossTerm:
         Whether ``f`` is a polynomial (the potential is then exact, by Wick's theorem).
     """
 
-    def __init__(self, expr, entries, n):
-        used = [s for s in entries if s in expr.free_symbols]
-        self.polynomial = bool(expr.is_polynomial(*used)) if used else True
-        P = self._reduce(expr, used, entries) if used else sympy.zeros(0, n)
-        self.rank = P.shape[0]
-        self.variables = [sympy.Symbol(f"z{a}", real=True) for a in range(self.rank)]
-        # Any right inverse R of P gives f(z) = L(R z), because L(R P g) = L(g).
-        R = P.T * (P * P.T).inv() if self.rank else sympy.zeros(n, 0)
-        g_of_z = R * sympy.Matrix(self.variables) if self.rank else sympy.zeros(n, 1)
-        self.expression = expr.xreplace({s: g_of_z[entries.index(s)] for s in used})
-        if self.polynomial:
-            self.expression = sympy.expand(self.expression)
-        self.projection = np.array(P.tolist(), dtype=float).reshape(self.rank, n)
-        self._compile()
-
-    @staticmethod
-    def _reduce(expr, used, entries):
-        """Exact basis of the linear combinations of ``used`` that ``expr`` depends on."""
-        n = len(entries)
-        selection = sympy.zeros(len(used), n)
-        for row, s in enumerate(used):
-            selection[row, entries.index(s)] = 1
-        if expr.is_polynomial(*used) or len(used) == 1:
-            return selection
-        gradient = _lambdify_vector([sympy.diff(expr, s) for s in used], used)
-        rng = np.random.default_rng(12345)
-        points = rng.standard_normal((4 * len(used) + 8, len(used)))
-        grads = gradient(points)
-        grads = grads[np.all(np.isfinite(grads), axis=1)]
-        _, sv, vt = np.linalg.svd(grads, full_matrices=False)
-        rank = int(np.sum(sv > 1e-9 * sv[0])) if sv.size and sv[0] > 0 else 0
-        if rank >= len(used):
-            return selection
-        basis = _rationalize(_row_echelon(vt[:rank]))
-        if basis is None:  # irrational directions: keep the orthonormal numeric basis
-            basis = sympy.Matrix(vt[:rank].tolist())
-        return basis * selection
-
-    def _compile(self):
-        z = self.variables
-        r = self.rank
-        self._value = _lambdify_vector([self.expression], z) if r else None
-        grad = [sympy.diff(self.expression, v) for v in z]
-        self._gradient = _lambdify_vector(grad, z) if r else None
-        self._upper = [(a, b) for a in range(r) for b in range(a, r)]
-        hess = [sympy.diff(grad[a], z[b]) for a, b in self._upper]
-        self._hessian = _lambdify_vector(hess, z) if r else None
-        self.gradient_expressions = grad
-        self.hessian_expressions = hess
-        self.constant = float(self.expression) if not r else 0.0
+    def __init__(self, expr, entries, n, positions=None):
+        positions = positions or {s: a for a, s in enumerate(entries)}
+        used = sorted((s for s in expr.free_symbols if s in positions), key=positions.get)
+        generic = _generic_symbols(len(used))
+        shape = _term_shape(expr.xreplace(dict(zip(used, generic))), len(used))
+        self.polynomial, self.rank, self.variables = shape.polynomial, shape.rank, shape.variables
+        self.expression, self.constant = shape.expression, shape.constant
+        self.gradient_expressions = shape.gradient_expressions
+        self.hessian_expressions = shape.hessian_expressions
+        self._value, self._gradient, self._hessian = shape.value, shape.gradient, shape.hessian
+        self._upper = shape.upper
+        self.projection = np.zeros((self.rank, n))
+        self.projection[:, [positions[s] for s in used]] = shape.basis
 
     def value(self, z):
         """``f(z)`` for ``z`` of shape (..., r) → (...,)."""
@@ -345,21 +328,20 @@ class LossTerm:
 
 def _split_terms(expr, entries):
     """Additive pieces of ``expr`` grouped by the entries they read (subset groups merged)."""
-    pieces = sympy.Add.make_args(sympy.expand_mul(expr, deep=False))
     groups = {}
-    for piece in pieces:
-        key = frozenset(piece.free_symbols)
-        groups[key] = groups.get(key, 0) + piece
-    keys = sorted(groups, key=len, reverse=True)
-    merged = []
-    for key in keys:
-        for target in merged:
-            if key <= target[0]:
-                target[1] += groups[key]
-                break
-        else:
-            merged.append([key, groups[key]])
-    return [piece for _, piece in merged]
+    for piece in sympy.Add.make_args(sympy.expand_mul(expr, deep=False)):
+        groups.setdefault(frozenset(piece.free_symbols), []).append(piece)
+    merged, owners = [], {}  # owners: symbol -> merged groups that read it
+    for key in sorted(groups, key=len, reverse=True):
+        candidates = owners.get(next(iter(key)), []) if key else merged[:1]
+        target = next((group for group in candidates if key <= group[0]), None)
+        if target is not None:
+            target[1].extend(groups[key])
+            continue
+        merged.append([key, list(groups[key])])
+        for symbol in key:
+            owners.setdefault(symbol, []).append(merged[-1])
+    return [sympy.Add(*pieces) for _, pieces in merged]
 
 
 class Loss:
@@ -390,7 +372,9 @@ class Loss:
         self.description = description or str(expression)
         self.entries = entry_symbols(self.L, self.K)
         self.size = len(self.entries)
-        self.terms = [LossTerm(piece, self.entries, self.size) for piece in _split_terms(expression, self.entries)]
+        positions = {s: a for a, s in enumerate(self.entries)}
+        self.terms = [LossTerm(piece, self.entries, self.size, positions)
+                      for piece in _split_terms(expression, self.entries)]
         self.polynomial = all(term.polynomial for term in self.terms)
 
     def __repr__(self):
@@ -444,8 +428,9 @@ def _require_two_indices(name, K):
 
 def quadratic_expression(L):
     """``Σ_ij (G_ij1 − G_ij2)²``."""
-    return sum((entry_symbol(i, j, 1) - entry_symbol(i, j, 2)) ** 2
-               for i in range(1, L + 1) for j in range(1, L + 1))
+    # One Add of all L² pieces: summing them one by one re-sorts the growing sum each time (O(L⁴)).
+    return sympy.Add(*[(entry_symbol(i, j, 1) - entry_symbol(i, j, 2)) ** 2
+                       for i in range(1, L + 1) for j in range(1, L + 1)])
 
 
 def mse_expression(L, student, teacher):
@@ -453,24 +438,24 @@ def mse_expression(L, student, teacher):
     x = sympy.Symbol("x", real=True)
     sigma = activation(student, x, "loss.student")
     sigma_star = activation(teacher, x, "loss.teacher")
-    return sum(sympy.Rational(1, 2) * (sigma.xreplace({x: entry_symbol(i, j, 1)})
-                                       - sigma_star.xreplace({x: entry_symbol(i, j, 2)})) ** 2
-               for i in range(1, L + 1) for j in range(1, L + 1))
+    return sympy.Add(*[sympy.Rational(1, 2) * (sigma.xreplace({x: entry_symbol(i, j, 1)})
+                                               - sigma_star.xreplace({x: entry_symbol(i, j, 2)})) ** 2
+                       for i in range(1, L + 1) for j in range(1, L + 1)])
 
 
 def softmax_row(L, i, k):
     """Row ``i`` of the softmax of the score matrix ``G_··k``, written overflow-safe."""
-    return [1 / sum(sympy.exp(entry_symbol(i, l, k) - entry_symbol(i, j, k)) for l in range(1, L + 1))
+    return [1 / sympy.Add(*[sympy.exp(entry_symbol(i, l, k) - entry_symbol(i, j, k)) for l in range(1, L + 1)])
             for j in range(1, L + 1)]
 
 
 def softmax_mse_expression(L):
     """``½ ‖softmax(G_··1) − softmax(G_··2)‖²_F``, one additive piece per row."""
-    total = 0
+    rows = []
     for i in range(1, L + 1):
         student, teacher = softmax_row(L, i, 1), softmax_row(L, i, 2)
-        total += sympy.Rational(1, 2) * sum((s - t) ** 2 for s, t in zip(student, teacher))
-    return total
+        rows.append(sympy.Rational(1, 2) * sympy.Add(*[(s - t) ** 2 for s, t in zip(student, teacher)]))
+    return sympy.Add(*rows)
 
 
 def make_loss(spec, L, K):
@@ -502,6 +487,9 @@ def make_loss(spec, L, K):
     if int(L) < 1 or int(K) < 1:
         raise HierarchyError(f"model.tokens and model.K must be >= 1, got L={L}, K={K}", field="model.K")
     L, K = int(L), int(K)
+    if L > MAX_TOKENS:
+        raise HierarchyError(f"model.tokens must be in 1..{MAX_TOKENS} (got {L}): a loss over L tokens has "
+                             "L² pieces and L⁴-sized projections", field="model.tokens")
     if name == "expression":
         expr = parse_loss_expression(spec.get("expression", ""), L, K)
         return Loss(name, L, K, expr, description=str(spec.get("expression")))
@@ -512,8 +500,10 @@ def make_loss(spec, L, K):
         student, teacher = spec.get("student", "h1"), spec.get("teacher", "h1")
         return Loss(name, L, K, mse_expression(L, student, teacher), 1, 2,
                     f"1/2 sum_ij ({student}(G_ij1) - {teacher}(G_ij2))^2")
-    if L < 2:
-        raise HierarchyError("loss.name = 'softmax-mse' needs model.tokens >= 2 (a 1x1 softmax is constant)",
-                             field="model.tokens")
+    if not 2 <= L <= MAX_SOFTMAX_TOKENS:
+        raise HierarchyError(
+            f"loss.name = 'softmax-mse' needs model.tokens in 2..{MAX_SOFTMAX_TOKENS}, got {L} (a 1x1 softmax is "
+            "constant; each row is a 2(L-1)-dimensional piece whose derivation and quadrature explode)",
+            field="model.tokens")
     return Loss(name, L, K, softmax_mse_expression(L), 1, 2,
                 "1/2 ||softmax(G_..1) - softmax(G_..2)||_F^2 (row-wise softmax)")

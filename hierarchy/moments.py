@@ -11,6 +11,10 @@ widths are smaller than ``d``). Each trace is split in two halves, ``Tr[P Q] = �
 so a word costs one ``O(d²)`` contraction once the half-products exist, and half-products
 are shared between words through a memo (words are visited in sorted order, so prefixes
 repeat). Nothing here forms a ``d × d`` product per word.
+
+The BLAS thread count of the products is chosen by measurement (``threads="auto"``, see
+:mod:`hierarchy.blas_threads`): the first calls of a given shape are timed with one thread
+and with all of them, and later calls of that shape use the faster.
 """
 
 import numpy as np
@@ -69,7 +73,7 @@ def word_moments(letter_mats, words):
     return _traces(lambda x: letter_mats[x], [tuple(w) for w in words]) / d
 
 
-def moments_of(field, mats):
+def moments_of(field, mats, threads="auto"):
     """Moments of every word of a field, aligned with ``field.labels``.
 
     Parameters
@@ -77,13 +81,39 @@ def moments_of(field, mats):
     field : hierarchy.operators.Field
     mats : list
         The model's matrices, see :func:`factor_matrices`.
+    threads : "auto", int, None or hierarchy.blas_threads.AdaptiveThreads
+        BLAS threads, see :func:`trace_moments`.
     """
-    return trace_moments(field.parameterization, field.words, mats)
+    return trace_moments(field.parameterization, field.words, mats, threads=threads)
 
 
-def trace_moments(parameterization, words, mats):
-    """Moments of the given words through Gram blocks (see the module docstring)."""
+def trace_moments(parameterization, words, mats, threads="auto"):
+    """Moments of the given words through Gram blocks (see the module docstring).
+
+    Parameters
+    ----------
+    parameterization : {"tied", "untied", "direct"}
+    words : list of tuple
+    mats : list
+        See :func:`factor_matrices`.
+    threads : "auto", int, None or hierarchy.blas_threads.AdaptiveThreads
+        ``"auto"``: the thread count measured fastest for calls of this shape (words count
+        and matrix shapes) in this process; an int forces it; None leaves the BLAS as it is
+        (e.g. under a caller's own limit); a chooser object decides instead.
+    """
+    from .blas_threads import blas_threads, shared_chooser
+
     factors, letters = factor_matrices(parameterization, mats)
+    if isinstance(threads, str) and threads == "auto":
+        shapes = tuple(f.shape for f in factors)
+        threads = shared_chooser(("moments", parameterization, len(words), shapes))
+    if callable(threads):
+        return threads(_gram_moments, factors, letters, words)
+    with blas_threads(threads):
+        return _gram_moments(factors, letters, words)
+
+
+def _gram_moments(factors, letters, words):
     d = factors[0].shape[0]
     grams = {}
 

@@ -160,7 +160,9 @@ def build_field(parameterization, K, trainable, degree, observables=(), all_word
     rules = derive_rules(parameterization, K, trainable)
     names = coefficient_names(parameterization, K, trainable)
     table = _RuleTable(rules, names)
-    seeds = default_observables(alph, trainable) + [parse_label(o, alph) for o in observables]
+    # Canonical words, each once: two spellings of one observable list build one module.
+    seeds = list(dict.fromkeys(default_observables(alph, trainable)
+                               + [parse_label(o, alph) for o in observables]))
     too_long = [word_label(w, alph) for w in seeds if len(w) > degree]
     if too_long:
         raise HierarchyError(f"observables {too_long} are longer than the degree {degree}",
@@ -227,6 +229,12 @@ def default_observables(alph, trainable):
                or int(alph.index_of[x]) + 1 in trainable]
     words = {(x,) for x in letters} | {(x, y) for x in letters for y in letters}
     return sorted({canonical_word(w, alph) for w in words}, key=lambda w: (len(w), w))
+
+
+def default_observable_labels(parameterization, K, trainable):
+    """Labels of :func:`default_observables` for a model (what ``hierarchy list`` compares)."""
+    alph = alphabet(parameterization, int(K))
+    return [word_label(w, alph) for w in default_observables(alph, tuple(trainable))]
 
 
 class _RuleTable:

@@ -189,12 +189,59 @@ def _atomic_write(path, payload):
         with os.fdopen(handle, "wb") as temp:
             temp.write(payload)
             temp.flush()
+            os.fchmod(temp.fileno(), default_file_mode())  # mkstemp's 0600 would hide results
             os.fsync(temp.fileno())
         os.replace(temp_name, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         raise
+
+
+def default_file_mode():
+    """``0o666`` less the process umask: the mode ``open()`` would give a new file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def check_out_dir(out_dir, field="--out"):
+    """Prove an output folder can be written, before any expensive work, creating nothing.
+
+    The folder itself, or where it does not exist yet its nearest existing parent, must be a
+    folder in which a file can be created (a probe file is made and removed).
+
+    Parameters
+    ----------
+    out_dir : str or os.PathLike
+    field : str
+        The flag or key named in the error.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    HierarchyError
+        An empty path, an existing file, or a place where nothing can be written.
+    """
+    if out_dir is None or not str(out_dir).strip():
+        raise HierarchyError(f"{field} is empty; give an output folder", field=field)
+    out = pathlib.Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise HierarchyError(f"{field} {out}: exists and is not a folder; choose a folder", field=field)
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "a file is in the way")
+        handle, probe = tempfile.mkstemp(dir=existing, prefix=".write-probe.", suffix=".tmp")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise HierarchyError(f"{field} {out}: cannot write there ({error.strerror or error}); "
+                             "choose a writable folder", field=field) from None
+    return out
 
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)

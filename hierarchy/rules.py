@@ -112,7 +112,7 @@ def _untied_flow(K, trainable):
 
 def _direct_flow(K, trainable):
     S = {k: _nc(f"S{k}") for k in range(1, K + 1)}
-    St = {k: _nc(f"S{k}t") for k in range(1, K + 1)}
+    St = {k: _nc(f"St{k}") for k in range(1, K + 1)}  # the letter labels spell it St_k
     rows = {}
     for k in trainable:
         A = {l: _coef(f"A[{k},{l}]") for l in S}

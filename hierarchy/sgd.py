@@ -48,6 +48,7 @@ import time
 
 import numpy as np
 
+from .blas_threads import blas_threads
 from .errors import HierarchyError
 
 PARAMETERIZATIONS = ("tied", "untied", "direct")
@@ -418,11 +419,19 @@ class Trajectory:
     samples : ndarray (T,)
         Samples used up to each time (``steps · B``).
     complete : bool
-        False when the run was interrupted (only the first ``recorded`` rows are filled).
+        False when the run was interrupted or diverged (only the first ``recorded`` rows
+        are filled).
     recorded : int
         Rows filled.
     seconds : float
         Wall time of the stepping loop.
+    diverged : dict or None
+        Where the run diverged (:func:`divergence`): ``step``, ``t``, ``row`` (the first
+        row not recorded), ``quantity`` (e.g. ``"moment 1.1.1 = inf (non-finite)"``) and
+        ``value``; None if it did not.
+    threads : dict
+        BLAS threads used for the steps and the moments, with the timings they were
+        chosen by.
     """
 
     t: np.ndarray
@@ -434,6 +443,8 @@ class Trajectory:
     recorded: int
     seconds: float = 0.0
     state: dict = dataclasses.field(default_factory=dict)
+    diverged: dict = None
+    threads: dict = dataclasses.field(default_factory=dict)
 
 
 def record_steps(times, problem):
@@ -470,15 +481,25 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, engine="cyth
         Called with a partial :class:`Trajectory` (``state`` filled) every
         ``checkpoint_every`` seconds and when interrupted.
     threads : "auto", int or None
-        BLAS threads while stepping: ``"auto"`` uses one for small steps
-        (:func:`auto_threads`), None leaves the library default.
+        BLAS threads: ``"auto"`` times steps and moment records with one thread and with
+        all of them and keeps the faster of each (:mod:`hierarchy.blas_threads`); an int
+        forces that count; None leaves the library default. The choice is in
+        ``Trajectory.threads``.
+
+        With ``"auto"`` the first steps of the run itself are timed, in blocks of
+        :data:`THREAD_TRIAL_STEPS` (sample draw included, as the draw competes with
+        spinning BLAS threads), alternating one thread and all of them, after a warm-up
+        block, and again every :data:`THREAD_RECHECK_S` seconds; the moment records are
+        timed separately. The decision is kept for runs of the same shape in the process
+        (the next seeds).
 
     Returns
     -------
     Trajectory
         ``complete`` False if a ``KeyboardInterrupt`` (or SIGTERM under
-        :func:`hierarchy.outputs.interruptible`) stopped the run; what was recorded is kept
-        and ``state`` holds what :func:`simulate` needs to continue.
+        :func:`hierarchy.outputs.interruptible`) stopped the run, or if it diverged (see
+        :func:`divergence`; ``diverged`` then says where): what was recorded before is
+        kept and ``state`` holds what :func:`simulate` needs to continue.
     """
     from .moments import trace_moments
 
@@ -498,6 +519,8 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, engine="cyth
         rng.bit_generator.state = json.loads(str(resume["rng"]))
         n, row = int(resume["step"]), int(resume["row"])
         traj.mu[:row], traj.loss[:row] = resume["mu"][:row], resume["loss"][:row]
+    step_threads, moment_threads = _thread_choice(problem, mats, words, engine, threads, traj)
+    labels = _labels(field, words)
     stepper = make_stepper(problem, mats, engine)
     z = np.empty((problem.batch * problem.L, problem.d))
     title = progress if isinstance(progress, str) else "sgd"
@@ -514,27 +537,54 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, engine="cyth
                       "mu": traj.mu.copy(), "loss": traj.loss.copy()}
         return traj
 
-    threads = blas_threads(auto_threads(problem) if threads == "auto" else threads)
+    def diverged(quantity, value):
+        traj.diverged = {"step": int(n), "t": float(n * problem.step_time), "row": int(row),
+                         "quantity": quantity, "value": float(value)}
+
+    chooser = step_threads if hasattr(step_threads, "holding") else None
+    blas = chooser.holding() if chooser is not None else blas_threads(step_threads)
+
+    def advance():
+        draw_samples(rng, problem, out=z)
+        return stepper.forward(z) if n == n_final else stepper.step(z)
+
     try:
-        threads.__enter__()
-        while row < T:
+        blas.__enter__()
+        while row < T and traj.diverged is None:
             # One iteration is atomic: an interrupt lands between iterations, so (matrices,
             # rng state, n, row) always describe the same point and the run can resume there.
             # An exception raised by code inside the iteration rewinds the random stream.
-            with _signals_deferred():
+            # Overflow is detected below (divergence), so numpy's warnings about it are off.
+            with _signals_deferred(), np.errstate(all="ignore"):
                 rewind = rng.bit_generator.state
                 recording = n == steps[row]
                 if recording:
-                    traj.mu[row] = trace_moments(problem.parameterization, words, stepper.matrices())
-                draw_samples(rng, problem, out=z)
-                if n == n_final:
-                    traj.loss[row] = float(np.mean(problem.loss.value(stepper.forward(z))))
-                    row += 1
-                    continue
-                G = stepper.step(z)
+                    mu_row = trace_moments(problem.parameterization, words, stepper.matrices(),
+                                           threads=moment_threads)
+                    bad = divergence(mu_row, labels=labels)
+                    if bad is not None:
+                        diverged(*bad)
+                        rewind = None
+                        break
+                    traj.mu[row] = mu_row
+                G = chooser(advance) if chooser is not None else advance()
+                bad = divergence(G, labels=None, quantity="pre-activation G")
+                if bad is not None:
+                    traj.mu[row] = np.nan
+                    diverged(*bad)
+                    rewind = None
+                    break
                 if recording:
-                    traj.loss[row] = float(np.mean(problem.loss.value(G)))
+                    loss = float(np.mean(problem.loss.value(G)))
+                    if not np.isfinite(loss):
+                        traj.mu[row] = np.nan
+                        diverged("loss", loss)
+                        rewind = None
+                        break
+                    traj.loss[row] = loss
                     row += 1
+                if n == n_final:
+                    continue
                 n += 1
                 rewind = None
             if bar is not None:
@@ -549,59 +599,84 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, engine="cyth
         if on_checkpoint is not None:
             on_checkpoint(snapshot())
     finally:
-        threads.__exit__(None, None, None)
+        blas.__exit__(None, None, None)
         if bar is not None:
             bar.close()
+    for name, choice in (("step", step_threads), ("moments", moment_threads)):
+        if hasattr(choice, "report"):
+            traj.threads[name] = choice.report()
     return snapshot()
 
 
-# Below this many flops per forward product, one BLAS thread is faster (and two threads are
-# a disaster on an oversubscribed machine: OpenBLAS spins while waiting for a core).
-SMALL_PRODUCT_FLOPS = 5e7
+# A moment or pre-activation above this magnitude (or a non-finite one) counts as divergence.
+DIVERGENCE_THRESHOLD = 1e12
 
 
-@functools.lru_cache(maxsize=1)
-def _scipy_openblas():
-    """ctypes handle of the OpenBLAS behind ``scipy.linalg.cython_blas`` (None if not found)."""
-    import ctypes
-    import glob
-    import os
+def divergence(values, labels=None, quantity="moment", threshold=DIVERGENCE_THRESHOLD):
+    """Whether an SGD quantity has diverged, and which entry did.
 
-    import scipy
+    Parameters
+    ----------
+    values : array_like
+        Recorded moments (one per word) or a step's pre-activations ``G``.
+    labels : sequence of str, optional
+        Names of the entries of ``values`` (the word labels), for the report.
+    quantity : str
+        What ``values`` is, for the report.
+    threshold : float
+        Entries above this magnitude count as exploded (:data:`DIVERGENCE_THRESHOLD`).
 
-    root = os.path.dirname(os.path.dirname(scipy.__file__))
-    for path in glob.glob(os.path.join(root, "scipy.libs", "*openblas*")):
-        try:
-            lib = ctypes.CDLL(path)
-            lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
-            lib.scipy_openblas_get_num_threads.restype = ctypes.c_int
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-@contextlib.contextmanager
-def blas_threads(n):
-    """Run the block with ``n`` threads in scipy's OpenBLAS (no-op when ``n`` is None or the
-    library cannot be found)."""
-    lib = _scipy_openblas() if n else None
-    if lib is None:
-        yield
-        return
-    previous = lib.scipy_openblas_get_num_threads()
-    lib.scipy_openblas_set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        lib.scipy_openblas_set_num_threads(previous)
+    Returns
+    -------
+    (str, float) or None
+        ``None`` when every entry is finite and at most ``threshold`` in magnitude; else the
+        first bad entry (non-finite first, then the largest) as ``(description, value)``.
+        Non-finite weights show up here too: they make ``G`` (and the moments) non-finite.
+    """
+    flat = np.asarray(values, dtype=float).ravel()
+    if flat.size == 0 or np.max(np.abs(flat)) <= threshold:  # NaN fails the comparison
+        return None
+    finite = np.isfinite(flat)
+    index = int(np.argmin(finite)) if not finite.all() else int(np.argmax(np.abs(flat)))
+    name = quantity if labels is None else f"{quantity} {labels[index]}"
+    value = flat[index]
+    what = "non-finite" if not np.isfinite(value) else f"above {threshold:g} in magnitude"
+    return f"{name} = {value:.6g} ({what})", value
 
 
-def auto_threads(problem):
-    """1 for small steps (see :data:`SMALL_PRODUCT_FLOPS`), else None (the library default)."""
-    width = problem.d * problem.K * (2 if problem.parameterization == "untied" else 1)
-    flops = 2.0 * problem.batch * problem.L * problem.d * width
-    return 1 if flops < SMALL_PRODUCT_FLOPS else None
+def _labels(field, words):
+    if field is not None and len(field.words) == len(words):
+        return list(field.labels)
+    return [".".join(str(int(x) + 1) for x in word) for word in words]
+
+
+# SGD steps per timed block when the step's BLAS thread count is measured, and seconds
+# after which it is measured again (the best count moves with the machine's load).
+THREAD_TRIAL_STEPS = 8
+THREAD_RECHECK_S = 20.0
+
+
+def _thread_choice(problem, mats, words, engine, threads, traj):
+    """Choosers (or fixed counts) of the BLAS threads of the steps and of the moments."""
+    from .blas_threads import candidate_counts, shared_chooser
+
+    if threads != "auto":
+        traj.threads = {"step": {"threads": threads}, "moments": {"threads": threads}}
+        return threads, threads
+    candidates = candidate_counts()  # read before any limit is set
+    shapes = widths_of(problem.parameterization, mats)
+    step = shared_chooser(("sgd-step", engine, problem.parameterization, problem.batch, problem.L,
+                           problem.K, problem.trainable, shapes), candidates,
+                          block=THREAD_TRIAL_STEPS, warmup=THREAD_TRIAL_STEPS,
+                          recheck_s=THREAD_RECHECK_S)
+    moments = shared_chooser(("sgd-moments", problem.parameterization, len(words), shapes), candidates)
+    return step, moments
+
+
+def widths_of(parameterization, mats):
+    """The shapes of the model matrices (untied pairs flattened), as a hashable tuple."""
+    blocks = [m for pair in mats for m in pair] if parameterization == "untied" else list(mats)
+    return tuple(tuple(int(x) for x in np.shape(m)) for m in blocks)
 
 
 @contextlib.contextmanager
@@ -699,6 +774,7 @@ def run_sgd(config, out_dir, *, resume=False, engine="cython", progress=True, ch
     from .outputs import Checkpoint, interruptible
 
     problem = problem_from_config(config)
+    check_horizon(problem, config)
     field = sgd_field(config)
     mats = sgd_initial_matrices(config)
     seeds = list(config["sgd"]["seeds"])
@@ -718,43 +794,88 @@ def run_sgd(config, out_dir, *, resume=False, engine="cython", progress=True, ch
             for key in store:
                 store[key] = np.array(state[key])
             in_flight = {key[4:]: state[key] for key in state if key.startswith("cur_")} or None
+    threads = {}
 
-    def save(traj=None, index=None, force=False):
+    def summary_of(complete, **extra):
+        summary = _summary(problem, seeds, store, steps, engine, complete=complete, **extra)
+        summary["blas_threads"] = threads
+        return summary
+
+    def save(traj=None, index=None, force=False, keep_state=True, summary=None):
         arrays = dict(store)
         if traj is not None and traj.recorded:
             arrays["mu_seeds"] = arrays["mu_seeds"].copy()
             arrays["mu_seeds"][index, :traj.recorded] = traj.mu[:traj.recorded]
+            arrays["loss_seeds"] = arrays["loss_seeds"].copy()
+            arrays["loss_seeds"][index, :traj.recorded] = traj.loss[:traj.recorded]
         state = {key: value for key, value in store.items()}
         if traj is not None:
             state.update({f"cur_{key}": np.asarray(value) for key, value in traj.state.items()})
         ckpt.save(t=times, mu=_seed_mean(arrays["mu_seeds"]), labels=field.labels,
-                  summary=_summary(problem, seeds, store, steps, engine, complete=False),
-                  extra_arrays=_extra(arrays, steps, problem), state=state, force=force)
+                  summary=summary or summary_of(False), extra_arrays=_extra(arrays, steps, problem),
+                  state=state if keep_state else None, force=force)
 
     with interruptible():
-        for index, seed in enumerate(seeds):
-            if store["done"][index]:
-                continue
-            title = f"sgd seed {seed} ({index + 1}/{S})" if progress else False
-            traj = simulate(problem, mats, seed=seed, times=times, field=field, engine=engine,
-                            progress=title, resume=in_flight,
-                            on_checkpoint=lambda tr, i=index: save(tr, i),
-                            checkpoint_every=checkpoint_every)
-            in_flight = None
-            if not traj.complete:
-                save(traj, index, force=True)
-                print(f"interrupted: partial results in {out_dir} (continue with --resume)",
-                      file=sys.stderr)
-                return _summary(problem, seeds, store, steps, engine, complete=False)
-            store["mu_seeds"][index], store["loss_seeds"][index] = traj.mu, traj.loss
-            store["done"][index], store["seconds"][index] = True, traj.seconds
-            save(force=True)
-    summary = _summary(problem, seeds, store, steps, engine, complete=True, field=field)
+        try:
+            for index, seed in enumerate(seeds):
+                if store["done"][index]:
+                    continue
+                title = f"sgd seed {seed} ({index + 1}/{S})" if progress else False
+                traj = simulate(problem, mats, seed=seed, times=times, field=field, engine=engine,
+                                progress=title, resume=in_flight,
+                                on_checkpoint=lambda tr, i=index: save(tr, i),
+                                checkpoint_every=checkpoint_every)
+                in_flight = None
+                threads = traj.threads
+                if traj.diverged is not None:
+                    summary = summary_of(False, diverged=_divergence_report(traj, seed))
+                    save(traj, index, force=True, keep_state=False, summary=summary)
+                    return summary  # resuming would only diverge again: no resume state
+                if not traj.complete:
+                    save(traj, index, force=True)
+                    return summary_of(False)
+                store["mu_seeds"][index], store["loss_seeds"][index] = traj.mu, traj.loss
+                store["done"][index], store["seconds"][index] = True, traj.seconds
+                save(force=True)
+        except KeyboardInterrupt:
+            # Stopped outside a seed's stepping loop (compiling, measuring threads): the
+            # files on disk (a resumed run's checkpoint, or the seeds done) stay as they are.
+            if in_flight is None:
+                save(force=True)
+            return summary_of(False)
+    summary = summary_of(True, field=field)
     mu = _seed_mean(store["mu_seeds"])
     ckpt.finish(t=times, mu=mu, labels=field.labels, summary=summary,
                 extra_arrays=_extra(store, steps, problem))
     plot_sgd(pathlib.Path(out_dir) / "sgd.png", times, store["mu_seeds"], store["loss_seeds"], field)
     return summary
+
+
+def check_horizon(problem, config):
+    """Refuse a learning rate for which not one SGD step fits in ``solve.t_final``.
+
+    Raises
+    ------
+    HierarchyError
+        ``sgd.learning_rate`` so large that ``t_final`` rounds to zero steps.
+    """
+    t_final = float(config["solve"]["t_final"])
+    if int(record_steps([t_final], problem)[-1]) >= 1:
+        return
+    factor = TIME_FACTOR[problem.parameterization]
+    limit = 2.0 * t_final * problem.d / factor
+    raise HierarchyError(
+        f"sgd.learning_rate = {problem.learning_rate:g}: one SGD step is "
+        f"{problem.step_time:.3g} of hierarchy time, so not a single step fits in solve.t_final "
+        f"= {t_final:g}; allowed: learning_rate < {limit:.6g} (2·t_final·sgd.d/{factor:g})",
+        field="sgd.learning_rate")
+
+
+def _divergence_report(traj, seed):
+    where = traj.diverged
+    message = (f"SGD diverged at step {where['step']} (t = {where['t']:.6g}) of seed {seed}: "
+               f"{where['quantity']}; lower sgd.learning_rate")
+    return dict(where, seed=int(seed), message=message)
 
 
 def _seed_mean(mu_seeds):
@@ -777,7 +898,7 @@ def _extra(store, steps, problem):
             "steps": steps, "samples": steps * problem.batch}
 
 
-def _summary(problem, seeds, store, steps, engine, complete, field=None):
+def _summary(problem, seeds, store, steps, engine, complete, field=None, diverged=None):
     n_steps = int(steps[-1])
     seconds = float(np.sum(store["seconds"]))
     done = int(np.sum(store["done"]))
@@ -788,6 +909,8 @@ def _summary(problem, seeds, store, steps, engine, complete, field=None):
         "t_final": n_steps * problem.step_time, "seconds": seconds,
         "seconds_per_step": seconds / max(done * n_steps, 1),
     }
+    if diverged is not None:
+        summary["diverged"] = diverged
     if field is not None:
         mu = _seed_mean(store["mu_seeds"])[-1]
         summary["final"] = {label: float(mu[i]) for i, label in enumerate(field.labels)

@@ -7,7 +7,10 @@ function of ``[loss]`` (with ``model.covariance`` and ``model.weight_decay``), i
 ``result.json`` and ``observables.png`` (the words of degree ≤ 2) into ``DIR``.
 
 A run stopped by the blow-up guard still writes the trajectory up to the stopping time,
-marked ``complete = false``, with the reason in the summary.
+marked ``complete = false``, with the reason in the summary. So does a run interrupted by
+Ctrl-C or SIGTERM (the summary's ``interrupted`` says when), which then re-raises the
+``KeyboardInterrupt`` (the CLI exits with 130). :func:`format_summary` is the table the CLI
+prints at the end.
 
 Without weight decay a truncated hierarchy converges only inside a radius that is not known
 in advance (MATH.md §2). With ``solve.check_truncation`` (the default) the run also solves
@@ -53,24 +56,20 @@ def observable_labels(solver, max_degree=2):
 
 
 def plot_observables(path, result, labels, time_name="t", title=""):
-    """Write a PNG of the given words' trajectories (matplotlib, Agg canvas, no pyplot state)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """Write a PNG of the given words' trajectories and return its figure.
 
-    fig = Figure(figsize=(7.0, 4.5), dpi=120)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for label in labels:
-        ax.plot(result.t, result[label], label=label, lw=1.4)
-    ax.set_xlabel(time_name)
-    ax.set_ylabel("moment")
-    ax.set_title(title, fontsize=9)
-    if result.status != 0 and result.t.size:
-        ax.axvline(result.t[-1], color="k", ls=":", lw=1)
-    ax.legend(fontsize=7, ncol=max(1, len(labels) // 8), loc="best")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
+    Drawn by :func:`hierarchy.plotting.make_observables_figure`: math labels, constant
+    observables (a fixed teacher's) in their own panel, a dotted line where a stopped run
+    ended, saved at :data:`hierarchy.plotting.MIN_DPI`.
+    """
+    from .plotting import make_observables_figure, save_figure
+
+    stopped = result.status != 0 and result.t.size
+    fig = make_observables_figure(result.t, {label: result[label] for label in labels},
+                                  time_name=time_name, title=title,
+                                  stop_time=result.t[-1] if stopped else None)
+    save_figure(fig, path)
+    return fig
 
 
 def truncation_check(config, solver, mu0, result, t_eval):
@@ -79,9 +78,10 @@ def truncation_check(config, solver, mu0, result, t_eval):
     Returns
     -------
     dict or None
-        ``{"compared_degree", "max_relative_difference", "differences": {label: max |Δ|}}``
-        over the degree-≤2 observables and the output times both runs reached; ``None`` when
-        ``M = 2`` (there is no lower truncation to compare with).
+        ``{"compared_degree", "max_relative_difference", "differences": {label: max |Δ|},
+        "relative_differences": {label: max |Δ| / max |μ|}}`` over the degree-≤2
+        observables and the output times both runs reached; ``None`` when ``M = 2`` (there
+        is no lower truncation to compare with).
     """
     if solver.degree <= 2 or result.t.size == 0:
         return None
@@ -93,14 +93,15 @@ def truncation_check(config, solver, mu0, result, t_eval):
                         t_eval=t_eval, method=settings.get("method", "LSODA"),
                         rtol=float(settings["rtol"]), atol=float(settings["atol"]))
     n = min(result.t.size, other.t.size)
-    differences, relative = {}, 0.0
+    differences, relatives = {}, {}
     for label in observable_labels(solver):
         ours, theirs = result[label][:n], other[label][:n]
         differences[label] = float(np.max(np.abs(ours - theirs))) if n else float("nan")
         scale = max(float(np.max(np.abs(ours))) if n else 0.0, 1e-12)
-        relative = max(relative, differences[label] / scale)
-    return {"compared_degree": lower.degree, "max_relative_difference": relative,
-            "differences": differences}
+        relatives[label] = differences[label] / scale
+    return {"compared_degree": lower.degree,
+            "max_relative_difference": max(relatives.values(), default=0.0),
+            "differences": differences, "relative_differences": relatives}
 
 
 def run_solve(config, out_dir):
@@ -119,9 +120,17 @@ def run_solve(config, out_dir):
         The summary written into ``result.json``: solver module, kernel form, number of
         words, status, message, the words that diverged (if any), integrator counts, wall
         time and the final values of the degree-≤2 observables.
+
+    Raises
+    ------
+    KeyboardInterrupt
+        Ctrl-C or SIGTERM during the solve, the truncation check or the plot; the
+        trajectory so far is written first (``complete: false``, the summary's
+        ``interrupted`` says where), unless the interrupt came before the solve started.
     """
     from .initial import initial_moments
-    from .outputs import write_result
+    from .outputs import interruptible
+    from .solver import SolveInterrupted
 
     solver = _solver_for(config)
     field = solver.field
@@ -129,39 +138,116 @@ def run_solve(config, out_dir):
     coefficients = _coefficients_for(field, config)
     settings = config["solve"]
     t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
-    result = solver.solve(mu0, (0.0, float(settings["t_final"])), coefficients, t_eval=t_eval,
-                          method=settings.get("method", "LSODA"), rtol=float(settings["rtol"]),
-                          atol=float(settings["atol"]),
-                          progress=not os.environ.get("HIERARCHY_QUIET"))
+    out = Path(out_dir)
+    with interruptible():
+        try:
+            result = solver.solve(mu0, (0.0, float(settings["t_final"])), coefficients,
+                                  t_eval=t_eval, method=settings.get("method", "LSODA"),
+                                  rtol=float(settings["rtol"]), atol=float(settings["atol"]),
+                                  progress=not os.environ.get("HIERARCHY_QUIET"))
+        except SolveInterrupted as stop:
+            summary = solve_summary(solver, stop.result, interrupted=stop.result.message)
+            _write(out, config, solver, stop.result, summary, complete=False)
+            raise
+        summary = solve_summary(solver, result)
+        stage = "during the truncation check"
+        try:
+            if settings.get("check_truncation", True):
+                summary["truncation_check"] = truncation_check(config, solver, mu0, result, t_eval)
+                _warn_truncation(solver, summary["truncation_check"])
+            stage = "while plotting"
+            out.mkdir(parents=True, exist_ok=True)
+            title = (f"{solver.parameterization} K={solver.K} trainable={list(solver.trainable)} "
+                     f"degree {solver.degree}" + ("" if result.success else f" -- {result.message}"))
+            plot_observables(out / PLOT_FILE, result, observable_labels(solver),
+                             time_name=TIME_VARIABLE[solver.parameterization], title=title)
+        except KeyboardInterrupt:
+            summary["interrupted"] = stage
+            _write(out, config, solver, result, summary, complete=False)
+            raise
+        _write(out, config, solver, result, summary, complete=result.success)
+    return summary
+
+
+def solve_summary(solver, result, interrupted=None):
+    """The ``result.json`` summary of a solve (see :func:`run_solve`)."""
     observables = observable_labels(solver)
-    summary = {
+    return {
         "solver": solver.name,
         "kernel": solver.form,
         "words": len(solver),
         "time_variable": TIME_VARIABLE[solver.parameterization],
         "status": result.status,
         "message": result.message,
+        "interrupted": interrupted,
         "diverged_labels": result.diverged_labels,
         "method": result.method,
         "nfev": result.nfev,
         "njev": result.njev,
         "wall_s": result.wall_s,
+        "t_reached": float(result.t[-1]) if result.t.size else None,
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
-    if settings.get("check_truncation", True):
-        check = truncation_check(config, solver, mu0, result, t_eval)
-        summary["truncation_check"] = check
-        if check and not check["max_relative_difference"] <= TRUNCATION_WARNING:
-            log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the "
-                        "horizon may be beyond the truncation's convergence radius; raise "
-                        "hierarchy.degree, add weight decay or shorten solve.t_final",
-                        solver.degree, check["compared_degree"],
-                        check["max_relative_difference"])
-    out = Path(out_dir)
+
+
+def _write(out, config, solver, result, summary, complete):
+    from .outputs import write_result
+
+    out.mkdir(parents=True, exist_ok=True)
     write_result(out, t=result.t, mu=result.mu, labels=solver.labels, config=config,
-                 summary=summary, complete=result.success)
-    title = (f"{solver.parameterization} K={solver.K} trainable={list(solver.trainable)} "
-             f"degree {solver.degree}" + ("" if result.success else f" -- {result.message}"))
-    plot_observables(out / PLOT_FILE, result, observables,
-                     time_name=TIME_VARIABLE[solver.parameterization], title=title)
-    return summary
+                 summary=summary, complete=complete)
+
+
+def _warn_truncation(solver, check):
+    if check and not check["max_relative_difference"] <= TRUNCATION_WARNING:
+        log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the "
+                    "horizon may be beyond the truncation's convergence radius; raise "
+                    "hierarchy.degree, add weight decay or shorten solve.t_final",
+                    solver.degree, check["compared_degree"], check["max_relative_difference"])
+
+
+def format_summary(summary):
+    """A short table of a solve's end: final observables and the truncation check.
+
+    Parameters
+    ----------
+    summary : dict
+        The summary :func:`run_solve` returns.
+
+    Returns
+    -------
+    str
+        One row per degree-≤2 observable: its final value and, with a truncation check, the
+        largest difference from degree ``M − 1`` (absolute and relative to the observable's
+        largest magnitude) and whether it is within :data:`TRUNCATION_WARNING`.
+    """
+    final = summary.get("final") or {}
+    check = summary.get("truncation_check")
+    time_name = summary.get("time_variable", "t")
+    reached = summary.get("t_reached")
+    lines = [f"final values at {time_name} = {reached:.6g}" if reached is not None
+             else "no output time reached"]
+    if check:
+        lines.append(f"truncation check: degree {check['compared_degree'] + 1} against degree "
+                     f"{check['compared_degree']}; within {TRUNCATION_WARNING:.0%} means a relative "
+                     f"difference <= {TRUNCATION_WARNING:g}")
+    width = max([len("observable")] + [len(label) for label in final])
+    header = f"{'observable':<{width}}  {'final':>13}"
+    if check:
+        header += f"  {'|Δ| vs M-1':>11}  {'relative':>9}  {'within 1%':>9}"
+    lines.append(header)
+    for label, value in final.items():
+        row = f"{label:<{width}}  {_number(value):>13}"
+        if check:
+            relative = check["relative_differences"].get(label)
+            ok = "yes" if relative is not None and relative <= TRUNCATION_WARNING else "NO"
+            row += (f"  {_number(check['differences'].get(label), 3):>11}  "
+                    f"{_number(relative, 2):>9}  {ok:>9}")
+        lines.append(row)
+    if summary.get("truncation_check", 0) is None:
+        lines.append("(no truncation check: degree 2 has no lower degree to compare with)")
+    return "\n".join(lines)
+
+
+def _number(value, digits=6):
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}g}"

@@ -212,7 +212,8 @@ class SolveResult:
         States, shape ``(T, n)``, columns ordered like ``labels``.
     labels : list of str
     status : int
-        0 reached the end, 1 stopped by the blow-up guard, -1 the integrator failed.
+        0 reached the end, 1 stopped by the blow-up guard, -1 the integrator failed,
+        2 interrupted (carried by :class:`SolveInterrupted`).
     message : str
     diverged_labels : list of str
         Words that were non-finite or above the threshold when the run stopped (empty when
@@ -251,6 +252,16 @@ class SolveResult:
             return self.mu[:, self.labels.index(label)]
         except ValueError:
             raise HierarchyError(f"{label!r} is not a word of this result", field="label") from None
+
+
+class SolveInterrupted(KeyboardInterrupt):
+    """A ``KeyboardInterrupt`` (or SIGTERM under :func:`hierarchy.outputs.interruptible`)
+    that stopped :meth:`Solver.solve`; ``result`` holds the trajectory up to that point
+    (``status == 2``)."""
+
+    def __init__(self, result):
+        super().__init__(result.message)
+        self.result = result
 
 
 # ----------------------------------------------------------------------------- coefficients
@@ -527,8 +538,15 @@ class Solver:
             lambda t, y: self._rhs_kappa(y, coef(y)), t0, mu0, t1, **options)
         recorder = _Recorder(t0, mu0, t_eval, blowup)
         start = time.perf_counter()
-        with np.errstate(over="ignore", invalid="ignore"):
-            status = _integrate(integrator, recorder, progress, t1)
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                status = _integrate(integrator, recorder, progress, t1)
+        except KeyboardInterrupt as interrupt:
+            if progress:
+                print(file=sys.stderr)  # end the progress line
+            stopped = self._result(integrator, recorder, 2, blowup, method,
+                                   time.perf_counter() - start)
+            raise SolveInterrupted(stopped) from interrupt
         wall = time.perf_counter() - start
         return self._result(integrator, recorder, status, blowup, method, wall)
 
@@ -538,6 +556,8 @@ class Solver:
         diverged = []
         if status == 0:
             message = "reached the end of the time span"
+        elif status == 2:
+            message = f"interrupted at t = {t_stop:.6g}"
         elif status == 1:
             diverged = self._offending(recorder.bad_state, blowup)
             message = (f"the truncated hierarchy blew up at t = {t_stop:.6g}: "

@@ -13,12 +13,31 @@ The error of an observable is the largest absolute difference over the output ti
 (INTERFACE.md "Output files"). The ``rate`` is the fitted ratio of successive errors,
 ``exp`` of the least-squares slope of ``log(error)`` against ``M`` (for ``sgd``, over the
 degrees whose error is above three times the noise floor). The noise floor of an observable
-is ``max_t |mean SGD − flow|``, the distance below which no degree can get to SGD.
+is ``max_t |mean SGD − flow|``, the distance below which no degree can get to SGD. The
+tolerance floor (:func:`tolerance_floor`) is what the two integrators' tolerances alone can
+make; flow errors within three times it are shown as ``< floor`` in the table and left out
+of the rate. Above it the errors are truncation error, and they need not fall monotonically
+in ``M``: in the default study they are smooth in ``t``, move by less than 1e-11 when both
+tolerances are cut 100-fold, and their envelope falls by about 0.2 per degree, but one degree
+can beat the next, e.g. ``t₁``'s ``M = 4`` error changes sign near ``t = 0.045`` (so its
+maximum over ``t`` is small) and ``q₁₁``'s ``M = 7`` error near ``t = 0.057``: a property of
+the truncated series of that observable, not noise.
 
 Independent jobs (one per degree, the flow, one per seed) run through Dask: local worker
-processes by default, or an existing cluster with ``scheduler=ADDRESS``
-(``scheduler="serial"`` runs them in this process). Finished jobs are kept in
-``DIR/jobs/`` so that ``--resume`` redoes only the missing ones.
+processes by default, or an existing cluster with ``scheduler=ADDRESS`` (``tcp://HOST:PORT``,
+also ``tls://``, ``ucx://``, ``inproc://``; reached within ``study.connect_timeout`` seconds or
+refused before any job starts); ``scheduler="serial"`` runs them in this process. One stderr
+line reports each finished job unless ``quiet``.
+
+Finished jobs are kept in ``DIR/jobs/KEY.npz``, each with the SHA-256 of the inputs that
+decide it (:func:`job_inputs`), so that ``--resume`` redoes only the missing ones: it reads
+``DIR/jobs`` alone (a run killed before writing ``result.json`` is resumed too), reuses only
+the jobs whose hash matches the current config, recomputes the others and any damaged file
+(with a warning), and reports how many it reused and discarded (stderr and the summary's
+``resume`` entry). Without ``--resume`` a folder that already holds a study (``result.json``
+or job files), of this config or another, is refused: continue it with ``--resume`` (cheap
+when it is complete: every job is reused) or replace it with ``overwrite=True``
+(``--overwrite``), which first deletes the old result and jobs.
 
 The embedded default study (no config) is the exactly solvable tied case of MATH.md §2:
 ``K = 2``, student 1 trainable, teacher 2 fixed, quadratic loss ``(G_1 − G_2)²``, ``L = 1``.
@@ -31,12 +50,15 @@ three seeds: ``α d / B`` small).
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
 import os
 import pathlib
 import sys
 import time
+import zipfile
 
 import numpy as np
 
@@ -124,15 +146,19 @@ def degree_job(config, degree, labels):
     start = time.perf_counter()
     solver = build(model["parameterization"], int(model["K"]), list(model["trainable"]), int(degree),
                    observables=tuple(labels))
+    built = time.perf_counter()
     field = solver.field
     mu0 = moments_of(field, study_matrices(config))
     times = study_times(config)
     result = solver.solve(mu0, (0.0, float(times[-1])), make_study_coefficients(config, field),
-                          t_eval=times, rtol=float(solve["rtol"]), atol=float(solve["atol"]))
+                          t_eval=times, method=solve.get("method", "LSODA"),
+                          rtol=float(solve["rtol"]), atol=float(solve["atol"]))
     mu = np.full((len(times), len(labels)), np.nan)
     columns = [solver.index(label) for label in labels]
     mu[:len(result.t)] = np.asarray(result.mu)[:, columns]
-    return {"mu": mu, "words": len(solver.labels), "seconds": time.perf_counter() - start,
+    end = time.perf_counter()
+    return {"mu": mu, "words": len(solver.labels), "seconds": end - start,
+            "build_seconds": built - start, "solve_seconds": end - built,
             "status": int(getattr(result, "status", 0))}
 
 
@@ -142,10 +168,40 @@ def flow_job(config, labels):
 
     start = time.perf_counter()
     field = _record_field(config, labels)
+    rtol, atol = flow_tolerances(config)
     flow = matrix_flow(field, study_matrices(config), make_study_coefficients(config, field),
-                       study_times(config))
+                       study_times(config), rtol=rtol, atol=atol)
     mu = np.column_stack([flow.mu[:, field.index(label)] for label in labels])
     return {"mu": mu, "seconds": time.perf_counter() - start, "status": 0 if flow.success else -1}
+
+
+# The flow's own tolerances (hierarchy.flows.matrix_flow's defaults); it never integrates
+# less accurately than the hierarchy it is the reference of.
+FLOW_RTOL, FLOW_ATOL = 1e-10, 1e-12
+
+
+def flow_tolerances(config):
+    """``(rtol, atol)`` of the flow job: the tighter of the flow's own and ``[solve]``'s."""
+    solve = config["solve"]
+    return min(FLOW_RTOL, float(solve["rtol"])), min(FLOW_ATOL, float(solve["atol"]))
+
+
+def tolerance_floor(config, flow_mu):
+    """Per observable, the error the two integrators' tolerances alone can make.
+
+    ``(rtol_solve + rtol_flow) · max_t |μ_flow| + atol_solve + atol_flow``: a difference
+    between a truncation and the flow below this (times :data:`FLOOR_FACTOR`) is integration
+    error, not truncation error. (Default study: cutting both tolerances 100-fold moves the
+    solve by at most 6e-12 and the flow by 3e-12, next to floors of 6e-12 to 1e-11; the
+    flow at its own rtol = 1e-10 was off by 1.5e-11.)
+    """
+    solve = config["solve"]
+    rtol, atol = flow_tolerances(config)
+    scale = np.max(np.abs(np.asarray(flow_mu, float)), axis=0)
+    return (float(solve["rtol"]) + rtol) * scale + float(solve["atol"]) + atol
+
+
+FLOOR_FACTOR = 3.0  # errors within this factor of a floor are not used to fit a rate
 
 
 def sgd_job(config, seed, labels):
@@ -161,7 +217,43 @@ def sgd_job(config, seed, labels):
         raise HierarchyError("study: sgd.learning_rate is too large for solve.points (two record "
                              "times fall on one SGD step); lower it or use fewer points",
                              field="sgd.learning_rate")
-    return {"mu": traj.mu, "loss": traj.loss, "seconds": traj.seconds, "t": traj.t, "status": 0}
+    return {"mu": traj.mu, "loss": traj.loss, "seconds": traj.seconds, "t": traj.t, "status": 0,
+            "seed": int(seed)}
+
+
+def job_inputs(config, key, labels):
+    """The config values that decide job ``key`` (what its hash covers).
+
+    Every job starts from the matrices of ``model``, ``init`` (``source``, ``width``,
+    ``scale``, ``seed``; not ``init.d``: they are drawn at ``d = sgd.d``) and ``sgd.d``,
+    uses the coefficients of ``model`` and ``loss``, and records the observables ``labels``
+    at the times of ``solve.t_final`` and ``solve.points``. A degree job adds its degree and
+    ``solve`` ``method``, ``rtol``, ``atol``; the flow uses its own tolerances; an SGD job
+    adds ``sgd.learning_rate``, ``sgd.batch`` and its seed. ``[study]`` (scheduler, workers,
+    the list of seeds and degrees) and ``[hierarchy]`` decide no job.
+    """
+    init, solve, sgd = config["init"], config["solve"], config["sgd"]
+    inputs = {
+        "model": config["model"], "loss": config["loss"],
+        "init": {name: init.get(name) for name in ("source", "width", "scale", "seed")},
+        "d": int(sgd["d"]), "t_final": float(solve["t_final"]), "points": int(solve["points"]),
+        "observables": list(labels), "job": key,
+    }
+    if key.startswith("degree-"):
+        inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
+    elif key == "flow":
+        inputs["tolerances"] = list(flow_tolerances(config))
+    elif key.startswith("sgd-"):
+        inputs["sgd"] = {"learning_rate": float(sgd["learning_rate"]), "batch": int(sgd["batch"])}
+    return inputs
+
+
+def job_hash(config, key, labels):
+    """SHA-256 (hex) of :func:`job_inputs`, stored in each job file."""
+    from .outputs import to_jsonable
+
+    text = json.dumps(to_jsonable(job_inputs(config, key, labels)), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def study_jobs(config, labels):
@@ -177,7 +269,32 @@ def study_jobs(config, labels):
 
 # ----------------------------------------------------------------------------- running
 
-def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None):
+def connect(address, timeout, field="study.scheduler"):
+    """A Dask client of the scheduler at ``address``, reached within ``timeout`` seconds.
+
+    Raises
+    ------
+    HierarchyError
+        The scheduler cannot be reached (one line naming ``field``).
+    """
+    try:
+        from dask.distributed import Client
+    except ImportError as error:
+        raise HierarchyError(f"{field}: reaching a Dask scheduler needs pip install "
+                             "'dask[distributed]' (or use serial)", field=field) from error
+    logging.getLogger("distributed").setLevel(logging.ERROR)  # the study reports for itself
+    try:
+        return Client(address, timeout=float(timeout))
+    except (OSError, TimeoutError, ValueError) as error:
+        reason = " ".join(str(error).split())[:160] or type(error).__name__
+        raise HierarchyError(
+            f"{field}: cannot reach the Dask scheduler at {address} within {float(timeout):g} s "
+            f"({reason}); start it, fix the address, raise study.connect_timeout, or use serial",
+            field=field) from None
+
+
+def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None, client=None,
+             connect_timeout=10.0, scheduler_field="study.scheduler"):
     """Run ``(key, function, args)`` jobs through Dask; returns ``{key: result}``.
 
     Parameters
@@ -191,12 +308,19 @@ def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None):
         Results already available (skipped).
     on_result : callable, optional
         Called with ``(key, result)`` as each job finishes (used to keep them for resume).
+    client : distributed.Client, optional
+        An already connected client (:func:`connect`), used instead of ``scheduler`` and
+        left open.
+    connect_timeout : float
+        Seconds to reach ``scheduler``; it is reached before any job is submitted.
+    scheduler_field : str
+        The flag or config key named when the scheduler cannot be reached.
     """
     results = dict(done or {})
     todo = [job for job in jobs if job[0] not in results]
     if not todo:
         return results
-    if scheduler == "serial":
+    if scheduler == "serial" and client is None:
         for key, function, args in todo:
             results[key] = function(*args)
             if on_result:
@@ -207,13 +331,13 @@ def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None):
     except ImportError as error:
         raise HierarchyError("the study runs its jobs through Dask: pip install 'dask[distributed]' "
                              "(or set study.scheduler = \"serial\")", field="study.scheduler") from error
-    cluster = None
+    cluster, own_client = None, client is None
     # The scheduler and nannies live in this process and log every worker's start and stop
     # at INFO; the study prints its own progress.
     logging.getLogger("distributed").setLevel(logging.ERROR)
-    if scheduler:
-        client = Client(scheduler)
-    else:
+    if client is None and scheduler:
+        client = connect(scheduler, connect_timeout, scheduler_field)
+    elif client is None:
         n_workers = int(workers) or (os.cpu_count() or 1)
         package_root = str(pathlib.Path(__file__).resolve().parent.parent)
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
@@ -232,32 +356,85 @@ def run_jobs(jobs, *, scheduler=None, workers=0, done=None, on_result=None):
             if on_result:
                 on_result(key, results[key])
     finally:
-        client.close()
+        if own_client:
+            client.close()
         if cluster is not None:
             cluster.close()
     return results
 
 
-def _job_store(out_dir):
-    folder = pathlib.Path(out_dir) / "jobs"
+# ----------------------------------------------------------------------------- job files
 
-    def save(key, result):
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.tmp.npz"
-        np.savez(tmp, **{k: np.asarray(v) for k, v in result.items()})
-        os.replace(tmp, folder / f"{key}.npz")
+HASH_ARRAY = "config_hash"
+# What a damaged or foreign npz can raise on np.load / reading its arrays.
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
-    def load():
-        found = {}
-        if folder.is_dir():
-            for path in folder.glob("*.npz"):
-                if path.name.startswith("."):
-                    continue
-                with np.load(path, allow_pickle=False) as data:
-                    found[path.stem] = {k: data[k] for k in data.files}
-        return found
 
-    return save, load
+def jobs_folder(out_dir):
+    """``DIR/jobs``: one ``KEY.npz`` per finished job."""
+    return pathlib.Path(out_dir) / "jobs"
+
+
+def save_job(out_dir, key, result, digest):
+    """Write one finished job atomically, with its inputs' hash."""
+    arrays = {name: np.asarray(value) for name, value in result.items()}
+    arrays[HASH_ARRAY] = np.array(digest)
+    folder = jobs_folder(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    # A dot-name is never read as a job: a write cut short leaves no half file behind.
+    tmp = folder / f".{key}.{os.getpid()}.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, folder / f"{key}.npz")
+
+
+def load_jobs(out_dir, expected, *, warn=None):
+    """The job files of ``DIR/jobs`` whose hash matches ``expected``.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+    expected : dict
+        ``{key: hash}`` of the jobs of the current config.
+    warn : callable, optional
+        Called with a one-line message for each damaged file (default: print to stderr).
+
+    Returns
+    -------
+    found : dict
+        ``{key: result}`` of the reusable jobs.
+    report : dict
+        ``reused``, ``discarded`` (another config's, or no job of this study) and
+        ``damaged`` (unreadable: recomputed) counts.
+    """
+    warn = warn or (lambda message: print(message, file=sys.stderr))
+    found, report = {}, {"reused": 0, "discarded": 0, "damaged": 0}
+    folder = jobs_folder(out_dir)
+    paths = sorted(folder.glob("*.npz")) if folder.is_dir() else []
+    for path in paths:
+        if path.name.startswith("."):
+            continue
+        try:
+            result = _read_job(path)
+        except _UNREADABLE as error:
+            reason = " ".join(str(error).split())[:120] or type(error).__name__
+            warn(f"warning: {path} is damaged ({reason}); recomputing that job")
+            report["damaged"] += 1
+            continue
+        digest = str(result.pop(HASH_ARRAY, ""))
+        if expected.get(path.stem) != digest:
+            report["discarded"] += 1
+            continue
+        found[path.stem] = result
+        report["reused"] += 1
+    return found, report
+
+
+def _read_job(path):
+    with np.load(path, allow_pickle=False) as data:
+        result = {name: data[name] for name in data.files}
+    if "mu" not in result or np.asarray(result["mu"]).ndim != 2:
+        raise ValueError("no trajectory 'mu'")
+    return result
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -272,7 +449,7 @@ def fitted_rate(degrees, errors):
     return float(np.exp(slope))
 
 
-def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None):
+def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None, tolerance=None):
     """Errors, rates, noise floor and spread of a study.
 
     Parameters
@@ -282,16 +459,21 @@ def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None):
     hierarchy_mu : ndarray (D, T, n)
     flow_mu : ndarray (T, n), optional
     sgd_mu_seeds : ndarray (S, T, n), optional
+    tolerance : array_like (n,), optional
+        The integrators' :func:`tolerance_floor`: ``matrix-flow`` errors within
+        :data:`FLOOR_FACTOR` of it are flagged ``at_tolerance_floor`` and left out of the
+        rate fit (NaN when fewer than two degrees remain above it).
 
     Returns
     -------
     dict
         ``errors`` (INTERFACE.md list; ``sgd`` entries also carry ``seed_mean`` and
         ``seed_spread``: mean and standard deviation over seeds of each seed's error),
-        ``rate`` ``{reference: {label: ratio}}``, ``noise_floor`` and ``sgd_spread``
-        ``{label: value}``.
+        ``rate`` ``{reference: {label: ratio}}``, ``noise_floor``, ``sgd_spread`` and
+        ``tolerance_floor`` ``{label: value}``.
     """
     errors, rate, floor, spread = [], {}, {}, {}
+    tol = {} if tolerance is None else {label: float(v) for label, v in zip(labels, tolerance)}
     references = {}
     if flow_mu is not None:
         references["matrix-flow"] = flow_mu
@@ -311,13 +493,18 @@ def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None):
                 if reference == "sgd":
                     per_seed = np.max(np.abs(hierarchy_mu[m][None, :, i] - sgd_mu_seeds[:, :, i]), axis=1)
                     entry["seed_mean"], entry["seed_spread"] = float(per_seed.mean()), float(per_seed.std())
+                elif label in tol:
+                    entry["at_tolerance_floor"] = errs[m] <= FLOOR_FACTOR * tol[label]
                 errors.append(entry)
             usable = list(range(len(degrees)))
-            if reference == "sgd" and label in floor:
-                above = [m for m in usable if errs[m] > 3.0 * floor[label]]
-                usable = above if len(above) >= 2 else usable
+            limit = floor.get(label) if reference == "sgd" else tol.get(label)
+            if limit is not None:
+                above = [m for m in usable if errs[m] > FLOOR_FACTOR * limit]
+                # Against the flow, errors at the tolerance floor carry no trend at all.
+                usable = above if len(above) >= 2 or reference == "matrix-flow" else usable
             rate[reference][label] = fitted_rate([degrees[m] for m in usable], [errs[m] for m in usable])
-    return {"errors": errors, "rate": rate, "noise_floor": floor, "sgd_spread": spread}
+    return {"errors": errors, "rate": rate, "noise_floor": floor, "sgd_spread": spread,
+            "tolerance_floor": tol}
 
 
 def format_table(analysis, degrees, labels):
@@ -333,6 +520,8 @@ def format_table(analysis, degrees, labels):
             for r in refs:
                 e = by[(r, label, M)]
                 cell = f"{e['error']:>14.3e}"
+                if e.get("at_tolerance_floor"):  # integration error, not a trend in M
+                    cell = f"{'< ' + format(FLOOR_FACTOR * analysis['tolerance_floor'][label], '.1e'):>14}"
                 if r == "sgd":
                     cell += f"   ({e['seed_mean']:.2e} ± {e['seed_spread']:.1e})"
                 cells.append(cell)
@@ -340,66 +529,40 @@ def format_table(analysis, degrees, labels):
         rates = "  ".join(f"rate[{r}] = {analysis['rate'][r][label]:.3f}" for r in refs)
         floor = analysis["noise_floor"].get(label)
         extra = f"  noise floor = {floor:.2e}" if floor is not None else ""
+        tolerance = analysis.get("tolerance_floor", {}).get(label)
+        extra += f"  tolerance floor = {tolerance:.1e}" if tolerance is not None else ""
         lines.append(f"{label:>12}     {rates}{extra}")
         lines.append("")
     return "\n".join(lines)
 
 
 def plot_errors(path, analysis, degrees, labels):
-    """PNG: error against degree (log scale), one panel per observable."""
-    import matplotlib
+    """PNG: error against degree (log scale), one panel per observable; returns the figure.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn by :func:`hierarchy.plotting.make_errors_figure`.
+    """
+    from .plotting import make_errors_figure, save_figure
 
-    by = {(e["reference"], e["observable"], e["degree"]): e["error"] for e in analysis["errors"]}
-    fig, axes = plt.subplots(1, len(labels), figsize=(3.4 * len(labels), 3.2), squeeze=False)
-    for ax, label in zip(axes[0], labels):
-        for r, style in (("matrix-flow", "o-"), ("sgd", "s--")):
-            if r in analysis["rate"]:
-                ax.semilogy(degrees, [by[(r, label, M)] for M in degrees], style,
-                            label=f"vs {r} (rate {analysis['rate'][r][label]:.2f})")
-        if label in analysis["noise_floor"]:
-            ax.axhline(analysis["noise_floor"][label], color="gray", lw=0.8, ls=":", label="SGD floor")
-        ax.set_title(label)
-        ax.set_xlabel("degree M")
-        ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("max |error| over t")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    fig = make_errors_figure(analysis, degrees, labels)
+    save_figure(fig, path)
+    return fig
 
 
 def plot_trajectories(path, t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None):
-    """PNG: each observable, SGD (seed band) and flow against every degree's trajectory."""
-    import matplotlib
+    """PNG: each observable, SGD (seed band) and flow against every degree's trajectory.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn by :func:`hierarchy.plotting.make_trajectories_figure`; returns the figure.
+    """
+    from .plotting import make_trajectories_figure, save_figure
 
-    fig, axes = plt.subplots(1, len(labels), figsize=(3.4 * len(labels), 3.2), squeeze=False)
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(degrees)))
-    for i, (ax, label) in enumerate(zip(axes[0], labels)):
-        for m, M in enumerate(degrees):
-            ax.plot(t, hierarchy_mu[m, :, i], color=colors[m], lw=1, label=f"M={M}")
-        if flow_mu is not None:
-            ax.plot(t, flow_mu[:, i], "k--", lw=1.2, label="matrix flow")
-        if sgd_mu_seeds is not None:
-            mean = sgd_mu_seeds[:, :, i].mean(0)
-            ax.plot(t, mean, "r:", lw=1.5, label="SGD")
-            ax.fill_between(t, sgd_mu_seeds[:, :, i].min(0), sgd_mu_seeds[:, :, i].max(0), color="r",
-                            alpha=0.2, lw=0)
-        ax.set_title(label)
-        ax.set_xlabel("t")
-    axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    fig = make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu, sgd_mu_seeds)
+    save_figure(fig, path)
+    return fig
 
 
 # ----------------------------------------------------------------------------- entry point
 
-def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False):
+def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, overwrite=False):
     """``hierarchy study [CONFIG] --out DIR``.
 
     Parameters
@@ -408,51 +571,174 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False):
         A validated config; ``None`` runs the embedded default study (:data:`DEFAULT_STUDY`).
     out_dir : str or path-like
     scheduler : str, optional
-        Dask scheduler address (overrides ``study.scheduler``); ``"serial"`` for no Dask.
+        Dask scheduler address (the ``--scheduler`` flag; overrides ``study.scheduler``);
+        ``"serial"`` for no Dask.
     resume : bool
-        Reuse the finished jobs in ``DIR/jobs`` of an earlier run of the same config.
+        Reuse the finished jobs in ``DIR/jobs`` whose hash matches this config (also when
+        ``result.json`` is missing); the others are recomputed.
     quiet : bool
-        Do not print the table.
+        Print neither the per-job progress lines nor the table.
+    overwrite : bool
+        Delete a study already in ``DIR`` (result and jobs) and start afresh; without it
+        (and without ``resume``) such a folder is refused, whatever its config.
 
     Returns
     -------
     dict
         The summary (also in ``result.json``, whose top level carries ``errors`` and ``rate``).
-    """
-    from .outputs import Checkpoint, interruptible
 
+    Raises
+    ------
+    HierarchyError
+        A malformed or unreachable scheduler, ``resume`` with ``overwrite``, or a folder
+        holding a study that neither ``resume`` nor ``overwrite`` allows to touch; all before
+        any job runs.
+    """
+    from .outputs import Checkpoint
+
+    if resume and overwrite:
+        raise HierarchyError("--resume and --overwrite exclude each other: --resume continues the "
+                             "study in --out, --overwrite deletes it first", field="--overwrite")
     config = default_config() if config is None else config
     study = config["study"]
-    scheduler = study.get("scheduler", "") if scheduler is None else scheduler
+    field = "study.scheduler" if scheduler is None else "--scheduler"
+    from .config import check_scheduler
+
+    scheduler = check_scheduler(study.get("scheduler", "") if scheduler is None else scheduler, field)
     out = pathlib.Path(out_dir)
     labels = study_observables(config)
-    degrees = list(study["degrees"])
-    times = study_times(config)
     ckpt = Checkpoint(out, config)
-    save_job, load_jobs = _job_store(out)
-    done = {}
-    if resume:
-        previous = ckpt.resume()
-        if previous is not None:
-            done = load_jobs()
-    start = time.perf_counter()
     jobs = study_jobs(config, labels)
-    with interruptible():
-        try:
-            results = run_jobs(jobs, scheduler=scheduler, workers=int(study.get("workers", 0)),
-                               done=done, on_result=save_job)
-        except KeyboardInterrupt:
-            partial = load_jobs()
-            _write(ckpt, out, config, labels, degrees, times, partial, complete=False,
-                   seconds=time.perf_counter() - start)
-            print(f"interrupted: {len(partial)}/{len(jobs)} jobs kept in {out / 'jobs'} "
-                  "(continue with --resume)", file=sys.stderr)
-            raise
-    summary = _write(ckpt, out, config, labels, degrees, times, results, complete=True,
-                     seconds=time.perf_counter() - start)
+    expected = {key: job_hash(config, key, labels) for key, _, _ in jobs}
+    # An existing cluster is reached first: an unreachable one leaves the folder untouched.
+    remote = scheduler not in ("", "serial")
+    client = connect(scheduler, float(study.get("connect_timeout", 10.0)), field) if remote else None
+    with client or contextlib.nullcontext():
+        done, report = _prepare_folder(out, ckpt, expected, resume=resume, overwrite=overwrite)
+        summary = _run_in_folder(out, ckpt, config, jobs, expected, done, report, client=client,
+                                 scheduler=scheduler, quiet=quiet)
     if not quiet:
         print(summary["table"])
     return summary
+
+
+def _run_in_folder(out, ckpt, config, jobs, expected, done, report, *, client, scheduler, quiet):
+    """Run the jobs still to do, keeping each as it finishes; write the result."""
+    from .outputs import interruptible
+
+    study = config["study"]
+    labels = study_observables(config)
+    degrees, times = list(study["degrees"]), study_times(config)
+    progress = _Progress(jobs, done, quiet=quiet)
+    finished = dict(done)
+
+    def keep(key, result):
+        save_job(out, key, result, expected[key])
+        finished[key] = result
+        progress.report(key, result)
+
+    start = time.perf_counter()
+    with interruptible():
+        try:
+            results = run_jobs(jobs, scheduler=scheduler, workers=int(study.get("workers", 0)),
+                               done=done, on_result=keep, client=client)
+        except KeyboardInterrupt:
+            _write(ckpt, out, config, labels, degrees, times, finished, complete=False,
+                   seconds=time.perf_counter() - start, resume_report=report)
+            print(f"interrupted: {len(finished)}/{len(jobs)} jobs kept in {jobs_folder(out)} "
+                  "(continue with --resume)", file=sys.stderr)
+            raise
+    return _write(ckpt, out, config, labels, degrees, times, results, complete=True,
+                  seconds=time.perf_counter() - start, resume_report=report)
+
+
+def _prepare_folder(out, ckpt, expected, *, resume, overwrite):
+    """The reusable jobs and the resume report; refuses or clears an occupied folder."""
+    if not resume:
+        existing = _existing_study(out, ckpt.config)
+        if existing and not overwrite:
+            raise HierarchyError(
+                f"--out {out} already holds {existing}; continue it with --resume, replace it "
+                "with --overwrite, or choose another --out", field="--out")
+        if existing:
+            _clear_study(out)
+        return {}, None
+    try:
+        ckpt.resume(ignore=RESUME_IGNORES)
+    except HierarchyError as error:
+        if error.field == "resume":  # another config's run: not ours to continue
+            raise HierarchyError(f"{error}; or --overwrite to replace it", field="--resume") from None
+        # A damaged result.json/npz: the job files carry their own hashes, so go on from them.
+        print(f"warning: {' '.join(str(error).split())}; resuming from {jobs_folder(out)} alone",
+              file=sys.stderr)
+    done, report = load_jobs(out, expected)
+    report["recomputed"] = len(expected) - len(done)
+    print(f"resume: reusing {report['reused']} of {len(expected)} jobs in {jobs_folder(out)}; "
+          f"discarded {report['discarded']} of another config, {report['damaged']} damaged",
+          file=sys.stderr)
+    return done, report
+
+
+# Config keys that may change between a run and its --resume: they decide no result.
+RESUME_IGNORES = ("study.scheduler", "study.workers", "study.connect_timeout")
+
+
+def _existing_study(out, config):
+    """What study ``out`` holds, in words (``""``: none)."""
+    from .outputs import first_difference, to_jsonable
+
+    record_path = out / "result.json"
+    if record_path.exists():
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "a damaged result.json"
+        state = "complete" if record.get("complete") else "incomplete"
+        difference = first_difference(to_jsonable(config), record.get("config"),
+                                      ignore=set(RESUME_IGNORES))
+        whose = "this config" if difference is None else f"another config ({difference} differs)"
+        return f"a {state} run of {whose}"
+    folder = jobs_folder(out)
+    if folder.is_dir() and any(not p.name.startswith(".") for p in folder.glob("*.npz")):
+        return "finished study jobs (jobs/*.npz) of a run that wrote no result"
+    return ""
+
+
+def _clear_study(out):
+    """``--overwrite``: remove the old result, plots and job files (nothing else)."""
+    names = ["result.json", "result.npz", "study_errors.png", "study_trajectories.png"]
+    paths = [out / name for name in names] + list(out.glob("result.state-*.npz"))
+    if jobs_folder(out).is_dir():
+        paths += list(jobs_folder(out).glob("*.npz")) + list(jobs_folder(out).glob(".*.npz"))
+    for path in paths:
+        if path.is_file():
+            path.unlink()
+
+
+class _Progress:
+    """One stderr line per finished job: ``[3/10] degree 4: 85 words, built in ..., solved in ...``."""
+
+    def __init__(self, jobs, done, quiet=False):
+        self.total = len(jobs)
+        self.count = len([key for key, _, _ in jobs if key in done])
+        self.seeds = [key for key, _, _ in jobs if key.startswith("sgd-")]
+        self.quiet = quiet or bool(os.environ.get("HIERARCHY_QUIET"))
+
+    def report(self, key, result):
+        self.count += 1
+        if not self.quiet:
+            print(f"[{self.count}/{self.total}] {self.describe(key, result)}", file=sys.stderr, flush=True)
+
+    def describe(self, key, result):
+        seconds = float(np.asarray(result.get("seconds", np.nan)))
+        if key.startswith("degree-"):
+            words = int(np.asarray(result.get("words", 0)))
+            build = float(np.asarray(result.get("build_seconds", np.nan)))
+            solve = float(np.asarray(result.get("solve_seconds", seconds)))
+            return f"degree {key[7:]}: {words} words, built in {build:.2f} s, solved in {solve:.2f} s"
+        if key.startswith("sgd-"):
+            return f"sgd seed {key[4:]} ({self.seeds.index(key) + 1} of {len(self.seeds)}): {seconds:.1f} s"
+        return f"matrix flow: {seconds:.2f} s"
 
 
 def _assemble(labels, degrees, times, results):
@@ -465,9 +751,10 @@ def _assemble(labels, degrees, times, results):
     return hierarchy_mu, flow_mu, sgd_mu, [int(k[4:]) for k in seeds]
 
 
-def _write(ckpt, out, config, labels, degrees, times, results, complete, seconds):
+def _write(ckpt, out, config, labels, degrees, times, results, complete, seconds, resume_report=None):
     hierarchy_mu, flow_mu, sgd_mu, seeds = _assemble(labels, degrees, times, results)
-    analysis = analyse(degrees, labels, hierarchy_mu, flow_mu, sgd_mu)
+    tolerance = None if flow_mu is None else tolerance_floor(config, flow_mu)
+    analysis = analyse(degrees, labels, hierarchy_mu, flow_mu, sgd_mu, tolerance)
     table = format_table(analysis, degrees, labels)
     summary = dict(analysis)
     summary.update({
@@ -476,6 +763,8 @@ def _write(ckpt, out, config, labels, degrees, times, results, complete, seconds
         "jobs": {key: {"seconds": float(np.asarray(r.get("seconds", np.nan))),
                        "status": int(np.asarray(r.get("status", 0)))} for key, r in results.items()},
     })
+    if resume_report is not None:
+        summary["resume"] = resume_report
     arrays = {"degrees": np.array(degrees), "mu_degrees": hierarchy_mu}
     if flow_mu is not None:
         arrays["mu_flow"] = flow_mu

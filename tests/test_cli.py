@@ -277,12 +277,23 @@ def test_study_with_config(capsys, monkeypatch, tmp_path):
 
 def test_keyboard_interrupt_exits_130_and_names_the_folder(capsys, monkeypatch, tmp_path):
     def interrupted(*args, **kwargs):
+        (tmp_path / "o").mkdir()
+        (tmp_path / "o" / "result.json").write_text("{}")  # what a checkpoint leaves
         raise KeyboardInterrupt
 
     fake_module(monkeypatch, "sgd", "run_sgd", interrupted)
     code, _, err = cli(capsys, "sgd", write_config(tmp_path, ""), "--out", tmp_path / "o")
     assert code == 130
     assert f"interrupted; partial results kept in {tmp_path / 'o'}" in err and "Traceback" not in err
+
+
+def test_keyboard_interrupt_before_any_result_claims_nothing(capsys, monkeypatch, tmp_path):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    fake_module(monkeypatch, "sgd", "run_sgd", interrupted)
+    code, _, err = cli(capsys, "sgd", write_config(tmp_path, ""), "--out", tmp_path / "o")
+    assert code == 130 and "kept" not in err and "before any result" in err
 
 
 def test_quiet_reaches_the_runs(capsys, monkeypatch, tmp_path):
@@ -295,7 +306,12 @@ def test_quiet_reaches_the_runs(capsys, monkeypatch, tmp_path):
 
 def test_incomplete_sgd_run_exits_130(capsys, monkeypatch, tmp_path):
     fake_module(monkeypatch, "sgd", "run_sgd")
-    sys.modules["hierarchy.sgd"].run_sgd = lambda *a, **k: {"complete": False}
+    def incomplete(config, out, **kwargs):
+        Path(out).mkdir()
+        (Path(out) / "result.json").write_text("{}")
+        return {"complete": False}
+
+    sys.modules["hierarchy.sgd"].run_sgd = incomplete
     code, _, err = cli(capsys, "sgd", write_config(tmp_path, ""), "--out", tmp_path / "o")
     assert code == 130 and "--resume" in err and "Traceback" not in err
 

@@ -152,3 +152,38 @@ def test_moment_source_is_rejected():
     from hierarchy.errors import HierarchyError
     with pytest.raises(HierarchyError):
         sgd.sgd_initial_matrices(config)
+
+
+def test_interrupted_sgd_says_so_once(tmp_path, capsys, monkeypatch):
+    # The fault: run_sgd printed its own "interrupted: ..." line and the CLI a second one.
+    import dataclasses
+
+    from hierarchy.cli import main
+
+    real = sgd.problem_from_config
+
+    class Stop:
+        def __init__(self, loss):
+            self.loss, self.calls = loss, 0
+
+        def gradient(self, G):
+            self.calls += 1
+            if self.calls == 30:
+                raise KeyboardInterrupt
+            return self.loss.gradient(G)
+
+        def value(self, G):
+            return self.loss.value(G)
+
+    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
+    monkeypatch.setattr(sgd, "problem_from_config",
+                        lambda config, loss=None: dataclasses.replace(real(config), loss=Stop(real(config).loss)))
+    path = tmp_path / "sgd.toml"
+    path.write_text("[hierarchy]\ndegree = 2\n[solve]\nt_final = 0.4\npoints = 11\n"
+                    "[sgd]\nd = 30\nbatch = 4\nseeds = [0]\nlearning_rate = 0.02\n")
+    out = tmp_path / "out"
+    code = main(["sgd", str(path), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 130
+    assert len(err.strip().splitlines()) == 1 and f"partial results kept in {out}" in err, err
+    assert read_result(out)["complete"] is False

@@ -206,3 +206,53 @@ def test_run_solve_from_a_moments_file(tmp_path):
     # Degree 2: μ_1(t) = μ_1(0) − 4t(q11 − q12), the rest constant.
     expected = values["1"] - 4 * 0.2 * (values["1.1"] - values["1.2"])
     assert mu[-1, solver.index("1")] == pytest.approx(expected, abs=1e-8)
+
+
+# ----------------------------------------------------------------------------- CLI summary
+
+def solve_cli(capsys, monkeypatch, tmp_path, *flags, t_final=0.06):
+    from hierarchy.cli import main
+
+    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
+    path = tmp_path / "solve.toml"
+    path.write_text(f'[loss]\nname = "quadratic"\n[hierarchy]\ndegree = 5\n'
+                    f"[init]\nd = 30\nseed = 3\nscale = [0.6, 1.0]\n"
+                    f"[solve]\nt_final = {t_final}\npoints = 11\n")
+    out = tmp_path / "out"
+    code = main(["solve", str(path), "--out", str(out), *flags])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err, out
+
+
+@pytest.mark.parametrize("t_final", [0.06, 1.0], ids=["inside", "beyond-radius"])
+def test_solve_prints_final_values_and_truncation_check_table(capsys, monkeypatch, tmp_path, t_final):
+    # The fault: `solve` printed only "results written".
+    import json
+
+    code, out_text, err, out = solve_cli(capsys, monkeypatch, tmp_path, t_final=t_final)
+    assert code == 0, err
+    summary = json.loads((out / "result.json").read_text())["summary"]
+    check = summary["truncation_check"]
+    assert check["compared_degree"] == 4
+    lines = out_text.splitlines()
+    assert lines[0] == f"final values at t = {t_final:.6g}"
+    rows = {line.split()[0]: line.split() for line in lines
+            if line.split() and line.split()[0] in summary["final"]}
+    assert sorted(rows) == sorted(summary["final"]) == ["1", "1.1", "1.2", "2", "2.2"]
+    verdicts = set()
+    for label, cells in rows.items():
+        final, absolute, relative, verdict = cells[1:]
+        assert float(final) == pytest.approx(summary["final"][label], rel=1e-5, abs=1e-12)
+        assert float(absolute) == pytest.approx(check["differences"][label], rel=1e-2, abs=1e-14)
+        expected = check["relative_differences"][label]
+        assert float(relative) == pytest.approx(expected, rel=5e-2, abs=1e-14)
+        assert verdict == ("yes" if expected <= 0.01 else "NO")
+        verdicts.add(verdict)
+    # degrees 5 and 4 agree at t = 0.06 and not at t = 1 (beyond the radius)
+    assert verdicts == ({"yes"} if t_final < 0.1 else {"yes", "NO"})
+    assert lines[-1] == f"results written to {out}"
+
+
+def test_quiet_solve_prints_no_table(capsys, monkeypatch, tmp_path):
+    code, out_text, err, out = solve_cli(capsys, monkeypatch, tmp_path, "--quiet")
+    assert code == 0 and out_text == "" and (out / "result.json").exists()

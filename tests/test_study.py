@@ -100,3 +100,28 @@ def test_default_study_config_is_valid():
     config = study.default_config()
     assert config["study"]["degrees"] == list(range(2, 9))
     assert config["model"]["parameterization"] == "tied"
+
+
+def test_flow_errors_at_the_tolerance_floor_are_flagged_and_not_fitted():
+    t = np.linspace(0, 1, 3)
+    flow = np.stack([t, t], axis=1)
+    # "a" falls geometrically; "b" is integration noise, not monotone in M
+    hier = np.stack([flow + [0.1, 3e-12], flow + [0.01, 9e-12], flow + [0.001, 1e-12]])
+    out = study.analyse([2, 3, 4], ["a", "b"], hier, flow, tolerance=[1e-11, 1e-11])
+    flagged = {(e["observable"], e["degree"]): e["at_tolerance_floor"] for e in out["errors"]}
+    assert not any(flagged[("a", M)] for M in (2, 3, 4)) and all(flagged[("b", M)] for M in (2, 3, 4))
+    assert out["rate"]["matrix-flow"]["a"] == pytest.approx(0.1)
+    assert np.isnan(out["rate"]["matrix-flow"]["b"])  # no trend is fitted to noise
+    table = study.format_table(out, [2, 3, 4], ["a", "b"])
+    assert table.count("< 3.0e-11") == 3 and "tolerance floor = 1.0e-11" in table
+
+
+def test_flow_is_at_least_as_accurate_as_the_solve_and_within_its_floor():
+    """The flow used to integrate at rtol 1e-10 against a solve at 1e-11 (default study:
+    1.5e-11 of flow error, more than the solve's own)."""
+    config = load_config(None, SMALL)
+    assert study.flow_tolerances(config) == (1e-11, 1e-13)
+    labels = study.study_observables(config)
+    tight = load_config(None, dict(SMALL, solve=dict(SMALL["solve"], rtol=1e-13, atol=1e-15)))
+    flow, exact = study.flow_job(config, labels)["mu"], study.flow_job(tight, labels)["mu"]
+    assert np.all(np.max(np.abs(flow - exact), axis=0) < study.tolerance_floor(config, exact))

@@ -36,3 +36,8 @@ def test_direct_system_is_exact_at_every_degree(tmp_path):
     for label in ("t1", "Psi1.2", "Omega1.2"):
         errors = _flow_errors(tmp_path, label)
         assert len(errors) == 4 and np.all(errors < 1e-8), (label, errors)
+    # exact at every degree: what is left is integration error, shown as such, with no rate
+    result = read_result(tmp_path)
+    flow = [e for e in result["errors"] if e["reference"] == "matrix-flow"]
+    assert all(e["at_tolerance_floor"] for e in flow)
+    assert all(rate is None for rate in result["rate"]["matrix-flow"].values())

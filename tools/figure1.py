@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from figure_common import (gaussian, parse_args, pyplot, save_png, settings, sgd_runs,
-                           write_csv, write_summary)
+from figure_common import (figure, gaussian, parse_args, save_png, settings, sgd_runs,
+                           suptitle, write_csv, write_summary)
 
 FULL = {"d": 400, "learning_rate": 0.01, "batch": 512, "seeds": [0, 1, 2],
         "degrees": [2, 3, 4, 6, 8], "t_final": 1.0, "points": 41, "scale": 1.0,
@@ -63,7 +63,7 @@ def main():
         summary["degrees"][M]["max_error_vs_sgd"] = dict(zip(OBSERVABLES, np.nanmax(
             np.abs(cols - sgd_mean), axis=0)))
     summary["sgd_seed_spread"] = dict(zip(OBSERVABLES, spread.max(axis=0)))
-    _plot(out, times, curves, t_sgd, sgd_mean, spread, cfg)
+    save_png(draw(times, curves, t_sgd, sgd_mean, spread, cfg), f"{out}/figure1.png")
     columns = {"t": times, "steps": steps, "samples": samples}
     for j, lab in enumerate(OBSERVABLES):
         columns[f"sgd_{lab}"] = sgd_mean[:, j]
@@ -74,25 +74,40 @@ def main():
     print(f"wrote {out}/figure1.png, figure1.csv, result.json")
 
 
-def _plot(out, times, curves, t_sgd, sgd_mean, spread, cfg):
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(OBSERVABLES), figsize=(11, 3.4))
-    titles = {"1": r"$t_1$", "1.1": r"$q_{11}$", "1.2": r"$q_{12}$"}
-    colors = plt.cm.viridis(np.linspace(0, 0.85, len(curves)))
-    for j, (ax, lab) in enumerate(zip(axes, OBSERVABLES)):
+def draw(times, curves, t_sgd, sgd_mean, spread, cfg):
+    """The figure from its data: one panel per observable, SGD against every degree ``M``.
+
+    Parameters
+    ----------
+    times : array (T,)
+    curves : dict
+        ``{M: array (T, 3)}`` of the truncations, columns :data:`OBSERVABLES`.
+    t_sgd, sgd_mean, spread : arrays (T,), (T, 3), (T, 3)
+        SGD times, seed mean and seed standard deviation.
+    cfg : dict
+        The run's settings (``d``, ``learning_rate``, ``batch``, ``mode``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from hierarchy.plotting import degree_colors, legend, math_label, time_label
+
+    fig, axes = figure(1, len(OBSERVABLES), figsize=(11, 3.8))
+    colors = degree_colors(list(curves))
+    for j, (ax, lab) in enumerate(zip(axes[0], OBSERVABLES)):
         lo, hi = sgd_mean[:, j].min(), sgd_mean[:, j].max()
         pad = 0.5 * (hi - lo) + 0.05 * abs(hi)
         for color, (M, cols) in zip(colors, curves.items()):
             ax.plot(times, cols[:, j], "--", color=color, label=f"M = {M}")
         ax.errorbar(t_sgd, sgd_mean[:, j], yerr=spread[:, j], fmt="o", ms=3, color="tab:red",
-                    label="SGD")
+                    label="SGD (seed mean ± std)")
         ax.set_ylim(lo - pad, hi + pad)
-        ax.set_title(titles[lab])
-        ax.set_xlabel("t = 4nα/d")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"Tied softmax attention (L=2): SGD vs degree-M truncations (d={cfg['d']}, "
-                 f"α={cfg['learning_rate']}, B={cfg['batch']}, {cfg['mode']})", fontsize=9)
-    save_png(fig, f"{out}/figure1.png")
+        name = math_label(lab, "tied")
+        ax.set(title=name, xlabel=time_label("tied"), ylabel=name)
+    legend(axes[0][0])
+    suptitle(fig, "Tied softmax attention (L = 2): SGD against degree-M truncations", cfg)
+    return fig
 
 
 if __name__ == "__main__":

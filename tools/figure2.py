@@ -17,8 +17,8 @@ invariant (Cor. 7 (2)), and the ODE stays at exactly 0.
 
 import numpy as np
 
-from figure_common import (gaussian, parse_args, pyplot, save_png, settings, sgd_runs,
-                           unit_teacher, write_csv, write_summary)
+from figure_common import (figure, gaussian, parse_args, save_png, settings, sgd_runs,
+                           suptitle, unit_teacher, write_csv, write_summary)
 
 FULL = {"d": 400, "learning_rate": 0.005, "batch": 512, "seeds": [0], "steps": 40000,
         "points": 81, "student_scale": 0.7071067811865476, "seed_init": 0, "threshold": 0.3,
@@ -94,7 +94,7 @@ def main():
             curves[(model, act)] = (samples, rho, ode[0] * d / (factor[model] * lr) * B, ode[1])
             csv_cols[f"{model}_{act}_samples"] = samples
             csv_cols[f"{model}_{act}_rho_sgd"] = rho.mean(axis=0)
-    _plot(out, curves, cfg)
+    save_png(draw(curves, cfg), f"{out}/figure2.png")
     write_csv(f"{out}/figure2.csv", csv_cols)
     first = curves[("tied", cfg["activations"][0])]
     write_summary(out, cfg, summary, first[0], np.column_stack(
@@ -103,11 +103,25 @@ def main():
     print(f"wrote {out}/figure2.png, figure2.csv, result.json")
 
 
-def _plot(out, curves, cfg):
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+def draw(curves, cfg):
+    """The figure from its data: the overlap ρ of SGD and its theory line, tied and direct.
+
+    Parameters
+    ----------
+    curves : dict
+        ``{(model, activation): (samples, rho (S, T), theory samples, theory ρ)}``.
+    cfg : dict
+        The run's settings (``activations``, ``d``, ``learning_rate``, ``batch``, ``mode``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from hierarchy.plotting import legend
+
+    fig, axes = figure(1, 2, figsize=(10, 3.9), sharey=True)
     colors = {"h1": "tab:blue", "h2": "tab:orange", "h3": "tab:green"}
-    for ax, model in zip(axes, ("tied", "direct")):
+    for ax, model in zip(axes[0], ("tied", "direct")):
         for act in cfg["activations"]:
             samples, rho, ode_samples, ode = curves[(model, act)]
             ax.plot(samples, rho.mean(axis=0), "-", color=colors[act], label=f"SGD {act}")
@@ -116,14 +130,11 @@ def _plot(out, curves, cfg):
             ax.plot(ode_samples[keep], ode[keep], ":", color=colors[act], lw=2,
                     label=f"{style} {act}")
         ax.set_title("tied $S = WW^T$" if model == "tied" else "direct $S$ (traceless start)")
-        ax.set_xlabel("samples n·B")
+        ax.set(xlabel="samples n·B", ylabel=r"overlap $\rho = p_{12}/\sqrt{p_{11}(0)\,p_{22}}$")
         ax.axhline(0, color="gray", lw=0.5)
-    axes[0].set_ylabel(r"$\rho = p_{12}/\sqrt{p_{11}(0)\,p_{22}}$")
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(f"Tied vs direct S from an uninformative start (d={cfg['d']}, "
-                 f"α={cfg['learning_rate']}, B={cfg['batch']}, {cfg['mode']})", fontsize=9)
-    save_png(fig, f"{out}/figure2.png")
+        legend(ax)
+    suptitle(fig, "Tied against direct S from an uninformative start", cfg)
+    return fig
 
 
 if __name__ == "__main__":

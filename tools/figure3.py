@@ -26,7 +26,9 @@ cross-gradient ``g*_12 ∝ E[σ'(Z_1)] E[σ*'(Z_2)]`` nearly vanishes at the sel
 
 import numpy as np
 
-from figure_common import gaussian, parse_args, pyplot, save_png, settings, write_csv, write_summary
+from figure_common import (figure, gaussian, parse_args, save_png, settings, write_csv,
+                           write_summary)
+from hierarchy.plotting import degree_colors, legend
 
 FULL = {"d": 800, "learning_rate": 0.01, "batch": 4096, "seeds": [0], "tau_final": 1.0,
         "points": 41, "fast_points": 41, "seed_init": 0, "activations": ["h1", "h2", "h3"],
@@ -148,7 +150,7 @@ def main():
                          f"{act}_sym_flow": sym_flow, f"{act}_sym_sgd": sym_sgd.mean(axis=0),
                          f"{act}_sym_sgd_std": spread})
     study = _truncations(cfg, mats, m0, results, summary, csv_cols)
-    _plot(out, results, study, cfg)
+    save_png(draw(results, study, cfg), f"{out}/figure3.png")
     write_csv(f"{out}/figure3.csv", csv_cols)
     write_summary(out, cfg, summary, tau,
                   np.column_stack([results[a]["flow"] for a in cfg["activations"]]),
@@ -191,9 +193,25 @@ def _truncations(cfg, mats, m0, results, summary, csv_cols):
             "rho": rho, "horizon": horizon}
 
 
-def _plot(out, results, study, cfg):
-    plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.4))
+def draw(results, study, cfg):
+    """The figure from its data: panels (a)–(d) of the module docstring.
+
+    Parameters
+    ----------
+    results : dict
+        Per activation: ``traj`` (``fast.t``, ``fast.m``, ``fast.m_star``, ``tau``), ``cmp``
+        (``fast.m_sgd`` (S, T, 1)), ``flow`` (T,), ``sgd`` (S, T) and ``velocity``.
+    study : dict
+        :func:`_truncations` output (``act``, ``tau``, ``flow``, ``curves``, ``errors``,
+        ``rho``).
+    cfg : dict
+        The run's settings.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig, axes = figure(2, 2, figsize=(11, 8.0))
     (fast_ax, slow_ax), (short_ax, err_ax) = axes
     for act, r in results.items():
         _plot_activation(fast_ax, slow_ax, act, r)
@@ -204,18 +222,17 @@ def _plot(out, results, study, cfg):
     top.set_xlabel("samples n·B (millions)", fontsize=8)
     _plot_short(short_ax, results[study["act"]], study, cfg)
     _plot_errors(err_ax, study, cfg)
-    fast_ax.set(xlabel="fast time t = nα", ylabel=r"$m_1 = \mathrm{Tr}\,M_1/\sqrt{d}$",
-                title="(a) fast phase: mean relaxes to m*")
+    fast_ax.set(xlabel="fast time t = nα", ylabel=r"$m_1 = \mathrm{Tr}\,M_1/\sqrt{d}$")
+    fast_ax.set_title("(a) fast phase: mean relaxes to m*", fontsize=10)
     slow_ax.set(xlabel="slow time τ = nα/d", ylabel=r"$2(q^{(1)}_{12}+q^{(2)}_{12})$")
     slow_ax.set_title("(b) slow phase: SGD vs exact slow matrix flow", fontsize=10)
     for ax in (fast_ax, slow_ax):
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Untied attention, fast–slow dynamics (d={cfg['d']}, α={cfg['learning_rate']}, "
-                 f"B={cfg['batch']}, {len(cfg['seeds'])} SGD seed(s), {cfg['mode']}). Truncated "
-                 f"hierarchy converges only for τ < ρ ≈ {study['rho']:.2f} (panels c, d)",
-                 fontsize=9)
-    fig.tight_layout()
-    save_png(fig, f"{out}/figure3.png")
+        legend(ax)
+    fig.suptitle(f"Untied attention, fast–slow dynamics (d = {cfg['d']}, α = "
+                 f"{cfg['learning_rate']}, B = {cfg['batch']}, {len(cfg['seeds'])} SGD seed(s), "
+                 f"{cfg['mode']})\nthe truncated hierarchy converges only for τ < ρ ≈ "
+                 f"{study['rho']:.2f} (panels c, d)", fontsize=10)
+    return fig
 
 
 def _plot_activation(fast_ax, slow_ax, act, r):
@@ -244,7 +261,7 @@ def _plot_short(ax, r, study, cfg):
     keep = study["tau"] <= cfg["tau_short"] + 1e-12
     tau = study["tau"][keep]
     ax.plot(tau, study["flow"][keep], "k-", lw=2, label="exact flow")
-    shades = pyplot().cm.viridis(np.linspace(0.0, 0.85, len(study["curves"])))
+    shades = degree_colors(list(study["curves"]))
     for shade, (M, curve) in zip(shades, study["curves"].items()):
         ax.plot(tau, curve[keep], "--", color=shade, lw=1, label=f"hierarchy M={M}")
     slow = r["traj"].tau <= cfg["tau_short"] + 1e-12
@@ -253,11 +270,11 @@ def _plot_short(ax, r, study, cfg):
     ax.plot(tau, study["flow"][0] + r["velocity"] * tau, ":", color="gray", label="eq. 42 tangent")
     ax.set(xlabel="slow time τ", ylabel=r"$2(q^{(1)}_{12}+q^{(2)}_{12})$")
     ax.set_title(f"(c) {study['act']}: truncations inside the convergence window", fontsize=10)
-    ax.legend(fontsize=7)
+    legend(ax)
 
 
 def _plot_errors(ax, study, cfg):
-    shades = pyplot().cm.viridis(np.linspace(0.0, 0.85, len(study["errors"])))
+    shades = degree_colors(list(study["errors"]))
     for shade, (M, err) in zip(shades, study["errors"].items()):
         ax.semilogy(study["tau"][1:], err[1:], "-", color=shade, label=f"M={M}")
     ax.axvline(study["rho"], color="k", ls=":", lw=1)
@@ -265,7 +282,7 @@ def _plot_errors(ax, study, cfg):
     ax.set(xlabel="slow time τ", ylabel="|hierarchy − exact flow|")
     ax.set_title(f"(d) {study['act']}: truncation error ∝ (τ/ρ)^M; diverges for τ ≳ ρ",
                  fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    legend(ax, ncol=2)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-"""Figure 4: the exactly solvable case — SGD against truncation orders N (MATH.md §2, D.3).
+"""Figure 4: the exactly solvable case — SGD against truncation degrees M (MATH.md §2, D.3).
 
 Tied, ``L = 1``, ``K = 2``, trainable ``{1}``, linear-activation MSE ``½(G_1 − G_2)²`` (constant
 ``Γ = [[c, −c], [−c, c]]``, ``c = 1``), ``γ = 0``. Curves: online SGD (seed mean), the exact
 finite-d Riccati solution (eq. 343, time rescaled by ``c/2``) from the same matrices, and the
-degree-``N`` truncations. Without weight decay a truncation is the Taylor polynomial of the
+degree-``M`` truncations. Without weight decay a truncation is the Taylor polynomial of the
 exact flow (nilpotent system), so each order follows the exact curve for a while and then
-leaves it — later for larger ``N``.
+leaves it — later for larger ``M``.
 
     python tools/figure4.py --quick --out out/figure4      # d=100, ~1 minute
     python tools/figure4.py --out out/figure4              # paper: d=400, α=0.01, B=512
@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from figure_common import (gaussian, parse_args, pyplot, save_png, settings, sgd_runs,
-                           write_csv, write_summary)
+from figure_common import (figure, gaussian, parse_args, save_png, settings, sgd_runs,
+                           suptitle, write_csv, write_summary)
 
 FULL = {"d": 400, "learning_rate": 0.01, "batch": 512, "seeds": [0, 1, 2],
         "degrees": [2, 3, 4, 6, 8, 10], "t_final": 0.5, "points": 41, "seed_init": 0,
@@ -93,12 +93,12 @@ def main():
     summary["sgd_max_error_vs_exact"] = dict(zip(OBSERVABLES, np.max(np.abs(
         sgd_mean - riccati_moments(S1, S2, c, t_sgd)), axis=0)))
     summary["c"] = c
-    _plot(out, times, exact, curves, t_sgd, mu_sgd, cfg)
+    save_png(draw(times, exact, curves, t_sgd, mu_sgd, cfg), f"{out}/figure4.png")
     columns = {"t": times}
     for j, lab in enumerate(OBSERVABLES):
         columns[f"exact_{lab}"] = exact[:, j]
         for M, cols in curves.items():
-            columns[f"N{M}_{lab}"] = cols[:, j]
+            columns[f"M{M}_{lab}"] = cols[:, j]
     write_csv(f"{out}/figure4_ode.csv", columns)
     sgd_cols = {"t": t_sgd, "steps": steps, "samples": samples}
     sgd_cols.update({f"sgd_{lab}": sgd_mean[:, j] for j, lab in enumerate(OBSERVABLES)})
@@ -107,28 +107,47 @@ def main():
     print(f"wrote {out}/figure4.png, figure4_ode.csv, figure4_sgd.csv, result.json")
 
 
-def _plot(out, times, exact, curves, t_sgd, mu_sgd, cfg):
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(OBSERVABLES), figsize=(11, 3.4))
-    titles = {"1": r"$t_1 = \mathrm{Tr}\,S_1/d$", "1.1": r"$q_{11}$", "1.2": r"$q_{12}$"}
-    colors = plt.cm.viridis(np.linspace(0, 0.85, len(curves)))
-    for j, (ax, lab) in enumerate(zip(axes, OBSERVABLES)):
+def draw(times, exact, curves, t_sgd, mu_sgd, cfg):
+    """The figure from its data: exact flow, SGD seeds and the degree-``M`` truncations.
+
+    Parameters
+    ----------
+    times : array (T,)
+    exact : array (T, 3)
+        The Riccati solution, columns :data:`OBSERVABLES`.
+    curves : dict
+        ``{M: array (T, 3)}`` of the truncations.
+    t_sgd, mu_sgd : arrays (T',), (S, T', 3)
+        SGD times and every seed's moments.
+    cfg : dict
+        The run's settings (``d``, ``learning_rate``, ``batch``, ``mode``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from hierarchy.plotting import degree_colors, legend, math_label, time_label
+
+    fig, axes = figure(1, len(OBSERVABLES), figsize=(11, 3.8))
+    colors = degree_colors(list(curves))
+    for j, (ax, lab) in enumerate(zip(axes[0], OBSERVABLES)):
         scale = np.max(np.abs(exact[:, j]))
         ax.plot(times, exact[:, j], "k-", lw=2, label="exact flow (343)")
         for color, (M, cols) in zip(colors, curves.items()):
             ax.plot(times, np.clip(cols[:, j], -3 * scale, 3 * scale), "--", color=color,
-                    label=f"N = {M}")
+                    label=f"M = {M}")
         every = max(1, len(t_sgd) // 25)
         for i, run in enumerate(mu_sgd):
             ax.plot(t_sgd[::every], run[::every, j], "o", color="tab:red", ms=3.5, zorder=5,
                     label="SGD" if i == 0 else None)
-        ax.set_title(titles[lab])
-        ax.set_xlabel("t = 4nα/d")
-        ax.set_ylim(min(0, exact[:, j].min()) - 0.2 * scale, 1.5 * scale)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"Exactly solvable case: SGD vs truncation order N (d={cfg['d']}, "
-                 f"α={cfg['learning_rate']}, B={cfg['batch']}, {cfg['mode']})", fontsize=9)
-    save_png(fig, f"{out}/figure4.png")
+        name = math_label(lab, "tied")
+        ax.set(title=name, xlabel=time_label("tied"), ylabel=name)
+        lo, hi = exact[:, j].min(), exact[:, j].max()
+        pad = max(0.6 * (hi - lo), 0.05 * scale)     # the exact curve's range, not from 0
+        ax.set_ylim(lo - pad, hi + pad)
+    legend(axes[0][0])
+    suptitle(fig, "Exactly solvable case: SGD against truncation degree M", cfg)
+    return fig
 
 
 if __name__ == "__main__":

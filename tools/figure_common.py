@@ -41,18 +41,27 @@ def settings(args, full, quick):
     return chosen
 
 
-def pyplot():
-    import matplotlib
+def figure(nrows=1, ncols=1, figsize=(11, 3.6), **subplot_kw):
+    """A constrained-layout figure and its axes (2-d array), in the package's plot style.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    See :mod:`hierarchy.plotting`: no pyplot state, suptitles get their own room.
+    """
+    from hierarchy.plotting import new_figure
 
-    return plt
+    return new_figure(nrows, ncols, figsize=figsize, **subplot_kw)
 
 
 def save_png(fig, path):
-    """Small PNGs (README-friendly): 90 dpi, tight box."""
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    """Save a figure script's PNG at :data:`hierarchy.plotting.MIN_DPI` (150) dpi."""
+    from hierarchy.plotting import save_figure
+
+    return save_figure(fig, path)
+
+
+def suptitle(fig, what, cfg):
+    """The figure's one-line suptitle: what it shows, then ``d``, ``α``, ``B`` and the mode."""
+    fig.suptitle(f"{what} (d = {cfg['d']}, α = {cfg['learning_rate']}, B = {cfg['batch']}, "
+                 f"{cfg['mode']})", fontsize=10)
 
 
 def write_csv(path, columns):

@@ -1,0 +1,278 @@
+"""The package's own docs/: generated config reference, CLI coverage, links, --help."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from hierarchy.cli import build_parser, main
+from hierarchy.config import DEFAULTS
+from hierarchy.config_reference import (KEY_HELP, flatten_defaults, missing_help,
+                                        render_config_reference, toml_value)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+GENERATOR = ROOT / "tools" / "gen_config_docs.py"
+
+# [text](target) and ![alt](target), optionally with a "title"; and [label]: target definitions.
+INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.MULTILINE)
+HTML_LINK = re.compile(r"(?:href|src)\s*=\s*[\"']([^\"']+)[\"']")
+EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, https:, mailto:, ...
+
+
+# ---------------------------------------------------------------------------------------
+# docs/config.md: generated from DEFAULTS + KEY_HELP
+
+
+def test_every_config_key_has_help_and_no_help_is_stale():
+    flat = flatten_defaults(DEFAULTS)
+    assert len(flat) >= 30  # every section's keys, not just the section names
+    assert set(KEY_HELP) - set(flat) == set(), "KEY_HELP names keys that DEFAULTS lacks"
+    assert set(flat) - set(KEY_HELP) == set(), (
+        "config keys without an entry in KEY_HELP (hierarchy/config_reference.py)")
+    for key, (description, allowed) in KEY_HELP.items():
+        assert description.strip() and allowed.strip(), key
+
+
+def test_flatten_defaults_flattens_nested_tables_to_dotted_names():
+    flat = flatten_defaults({"a": {"b": 1, "c": {"d": [2], "e": {"f": "x"}}}, "g": {"h": True}})
+    assert flat == {"a.b": 1, "a.c.d": [2], "a.c.e.f": "x", "g.h": True}
+
+
+def test_missing_help_finds_a_new_key_and_a_stale_entry():
+    defaults = {"solve": {"rtol": 1e-8, "connect_timeout": 10.0}}
+    help_table = {"solve.rtol": ("tolerance", "number > 0"), "solve.gone": ("old", "-")}
+    assert missing_help(defaults, help_table) == (["solve.connect_timeout"], ["solve.gone"])
+    with pytest.raises(ValueError, match="connect_timeout"):
+        render_config_reference(defaults, help_table)
+
+
+def test_docs_config_md_matches_the_generator():
+    expected = render_config_reference()
+    current = (DOCS / "config.md").read_text(encoding="utf-8")
+    assert current == expected, (
+        "docs/config.md is out of date with hierarchy.config.DEFAULTS / KEY_HELP: "
+        "run `python tools/gen_config_docs.py`")
+
+
+def test_config_md_lists_every_key_with_its_default():
+    text = render_config_reference()
+    for dotted, value in flatten_defaults(DEFAULTS).items():
+        section, key = dotted.split(".", 1)
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{key}` |")
+                    and _section_of(text, line) == section), None)
+        assert row is not None, dotted
+        assert f"`{toml_value(value).replace('|', chr(92) + '|')}`" in row, (dotted, row)
+
+
+def _section_of(text, line):
+    before = text[: text.index(line)]
+    return re.findall(r"^## `\[([^\]]+)\]`", before, re.MULTILINE)[-1]
+
+
+def test_config_md_defaults_are_valid_toml_that_loads_back():
+    import tomllib
+
+    for dotted, value in flatten_defaults(DEFAULTS).items():
+        assert tomllib.loads(f"x = {toml_value(value)}")["x"] == value, dotted
+
+
+def test_a_changed_default_makes_the_reference_differ():
+    changed = {section: dict(table) for section, table in DEFAULTS.items()}
+    changed["solve"]["rtol"] = 1e-3
+    assert render_config_reference(changed) != render_config_reference()
+    assert "`0.001`" in render_config_reference(changed)
+
+
+def test_generator_check_exits_1_on_drift_and_0_when_current(tmp_path):
+    target = tmp_path / "config.md"
+    target.write_text(render_config_reference().replace("`LSODA`", "`RK45`", 1), encoding="utf-8")
+    stale = _generator("--check", "--out", target)
+    assert stale.returncode == 1
+    assert "python tools/gen_config_docs.py" in stale.stderr
+    assert _generator("--out", target).returncode == 0
+    assert target.read_text(encoding="utf-8") == render_config_reference()
+    assert _generator("--check", "--out", target).returncode == 0
+    missing = _generator("--check", "--out", tmp_path / "absent.md")
+    assert missing.returncode == 1
+
+
+def _generator(*argv):
+    return subprocess.run([sys.executable, str(GENERATOR), *map(str, argv)], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+# ---------------------------------------------------------------------------------------
+# docs/cli.md: every subcommand and flag of the parser
+
+
+def _subcommands(parser):
+    for action in parser._actions:  # argparse has no public accessor for its subparsers
+        if hasattr(action, "add_parser"):  # the subparsers action
+            return dict(action.choices)
+    return {}
+
+
+def _flags(parser):
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+def _mentions(text, flag):
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
+
+
+def test_cli_md_mentions_every_subcommand_and_flag():
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    commands = _subcommands(parser)
+    assert {"show", "generate", "solve", "sgd", "study", "list"} <= set(commands)
+    missing = [flag for flag in _flags(parser) if not _mentions(text, flag)]
+    for name, sub in commands.items():
+        if not re.search(rf"hierarchy {re.escape(name)}\b", text):
+            missing.append(f"hierarchy {name}")
+        if f"## `hierarchy {name}" not in text:
+            missing.append(f"section for {name}")
+        missing += [f"{name} {flag}" for flag in _flags(sub) if not _mentions(text, flag)]
+        for action in sub._actions:
+            if not action.option_strings and action.metavar and action.metavar not in text:
+                missing.append(f"{name} {action.metavar}")
+            for choice in action.choices or ():
+                if f"`{choice}`" not in text:
+                    missing.append(f"{name} {action.option_strings} {choice}")
+    assert not missing, f"docs/cli.md does not mention: {missing}"
+
+
+def test_cli_flag_check_catches_an_undocumented_flag():
+    parser = build_parser()
+    _subcommands(parser)["solve"].add_argument("--brand-new-flag")
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    assert not _mentions(text, "--brand-new-flag")
+    assert not _mentions("--out-of-range", "--out")  # a longer flag is not a mention
+    assert _mentions("`--out DIR`", "--out")
+
+
+# ---------------------------------------------------------------------------------------
+# Links stay inside the repository
+
+
+def _doc_files():
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def _prose(text):
+    """Markdown without fenced code blocks and inline code, where brackets are not links."""
+    text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", text, flags=re.MULTILINE | re.DOTALL)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _links(text):
+    prose = _prose(text)
+    found = INLINE_LINK.findall(prose) + REFERENCE_LINK.findall(prose) + HTML_LINK.findall(prose)
+    return [link for link in found if not EXTERNAL.match(link)]
+
+
+def _anchors(text):
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", _prose_keep_code(text), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.replace("`", "").strip().lower()).replace(" ", "-")
+            for h in headings}
+
+
+def _prose_keep_code(text):
+    return re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def link_problems(path, text):
+    """Relative links of a markdown file that are broken or leave the repository."""
+    problems = []
+    for link in _links(text):
+        target, _, anchor = link.partition("#")
+        target = target.split("?", 1)[0]
+        if "shared/spec" in target or target.startswith("../shared"):
+            problems.append(f"{link}: points to the shared spec, not in a clone")
+            continue
+        if not target:
+            resolved = path
+        elif target.startswith("/"):
+            resolved = (ROOT / target.lstrip("/")).resolve()
+        else:
+            resolved = (path.parent / target).resolve()
+        if ROOT != resolved and ROOT not in resolved.parents:
+            problems.append(f"{link}: outside the repository")
+        elif not resolved.exists():
+            problems.append(f"{link}: no such file")
+        elif anchor and resolved.suffix == ".md":
+            linked = text if resolved == path else resolved.read_text(encoding="utf-8")
+            if anchor not in _anchors(linked):
+                problems.append(f"{link}: no such heading")
+    return problems
+
+
+@pytest.mark.parametrize("path", _doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_to_files_in_the_repo(path):
+    problems = link_problems(path, path.read_text(encoding="utf-8"))
+    assert not problems, f"{path.relative_to(ROOT)}: {problems}"
+
+
+def test_link_check_catches_broken_outside_and_shared_links():
+    text = ("# Top heading\n[a](../shared/spec/MATH.md) [b](../../etc/passwd) [c](docs/nope.md) "
+            "![d](tools/figures/missing.png)\n[e]: ../outside.md\n"
+            "[f](docs/math.md#no-such-section) [g](#missing)\n"
+            "[ok](docs/math.md#1-notation) [web](https://example.org) [top](#top-heading) "
+            "`[code](not/a/link.md)`\n```\n[fenced](not/a/link.md)\n```\n")
+    problems = link_problems(ROOT / "README.md", text)
+    assert len(problems) == 7, problems
+    assert any("shared" in p for p in problems)
+    assert sum("outside" in p for p in problems) == 2
+    assert sum("no such heading" in p for p in problems) == 2
+
+
+def test_docs_do_not_send_readers_to_the_shared_spec():
+    for path in DOCS.glob("*.md"):
+        text = path.read_text(encoding="utf-8")
+        assert not _names_a_spec_outside_the_repo(text), path.name
+
+
+def test_docs_index_and_math_exist_and_cover_the_topics():
+    assert (DOCS / "README.md").is_file()
+    math = (DOCS / "math.md").read_text(encoding="utf-8")
+    for needle in ("Σ_c κ_c", "Price", "Riccati", "(343)", "(11)", "(32)", "(13)", "radius",
+                   "T^bias", "T^diff", "Γ", "β", "a⁽ʳ⁾", "`A_kl`, `B_kl`", "τ = nα/d", "t = 4nα/d"):
+        assert needle in math, needle
+
+
+# ---------------------------------------------------------------------------------------
+# hierarchy --help says where the examples and the docs are
+
+
+def test_help_mentions_docs_and_example_configs(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "docs/" in out and "tools/configs/" in out
+    for folder in ("docs", "tools/configs"):
+        assert (ROOT / folder).is_dir()
+
+
+def test_help_of_the_real_entry_point_mentions_docs():
+    proc = subprocess.run([sys.executable, "-m", "hierarchy", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0
+    assert "docs/" in proc.stdout and "tools/configs/" in proc.stdout
+
+
+def _names_a_spec_outside_the_repo(text):
+    return re.search(r"\.\./shared|shared/spec|(?<![\w/])(?:MATH|INTERFACE)\.md", text) is not None
+
+
+def test_spec_reference_check_catches_the_shared_spec():
+    assert _names_a_spec_outside_the_repo("the maths is in `../shared/spec/MATH.md`")
+    assert _names_a_spec_outside_the_repo("(MATH.md §2)")
+    assert not _names_a_spec_outside_the_repo("the maths is in [docs/math.md](docs/math.md)")
+
+
+def test_readme_names_no_spec_outside_the_repo():
+    assert not _names_a_spec_outside_the_repo((ROOT / "README.md").read_text(encoding="utf-8"))
