@@ -6,7 +6,9 @@ machine more threads can be several times slower). No size rule gets this right 
 so the runs here time the real work with one thread and with all of them and keep the
 faster:
 
-- :func:`fastest_thread_count` times a repeatable step function under each candidate;
+- :func:`fastest_thread_count` times a repeatable step function under each candidate (in
+  isolation: a step timed alone can favour threads that lose inside a loop where other
+  code competes with their spinning, which is why the SGD loop uses the next one);
 - :class:`AdaptiveThreads` wraps a call made many times (an SGD step, the moments of an SGD
   record, the right-hand side of a matrix flow): its first calls are spread over the
   candidates and timed where they run, later ones run under the faster count;
