@@ -122,7 +122,8 @@ def search_dirs() -> list:
 
 # ----------------------------------------------------------------------------- cache key
 
-def _toolchain_description(compile_args):
+def toolchain_description(compile_args):
+    """What decides a compiled module besides its source: interpreter, Cython, numpy, flags."""
     import Cython
     import numpy
 
@@ -152,7 +153,7 @@ def module_key(source, compile_args=DEFAULT_COMPILE_ARGS, files=None) -> str:
         Sidecar files stored with the module; their contents are part of the key.
     """
     digest = hashlib.sha256()
-    digest.update(json.dumps(_toolchain_description(compile_args), sort_keys=True).encode())
+    digest.update(json.dumps(toolchain_description(compile_args), sort_keys=True).encode())
     digest.update(b"\0source\0" + source.encode())
     for fname in sorted(files or {}):
         digest.update(b"\0file\0" + fname.encode() + b"\0" + hashlib.sha256(files[fname]).digest())

@@ -13,8 +13,11 @@
 ``--quiet`` (anywhere) silences progress output: it sets ``HIERARCHY_QUIET=1`` in the
 environment, and sgd/study get ``progress=False``/``quiet=True``. Exit status: 0 success,
 1 a solve that blew up (the message names the time and the words; the trajectory so far is
-kept, marked incomplete), 2 bad input (one line on stderr, no traceback), 130 interrupted
-(partial results kept, marked incomplete; ``--resume`` continues sgd and study).
+kept, marked incomplete), 2 bad input (one line on stderr, no traceback), 3 a solve that
+finished but some output time of some observable is beyond the validity horizon (its error
+estimate exceeds ``solve.tolerance``, or there is no error estimate; the numbers are written
+and marked), 130 interrupted (partial results kept, marked incomplete; ``--resume``
+continues sgd and study).
 """
 import argparse
 import logging
@@ -26,6 +29,7 @@ from .errors import HierarchyError
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_BAD_INPUT = 2
+EXIT_BEYOND_HORIZON = 3
 EXIT_INTERRUPTED = 130
 
 # Printed under `hierarchy --help`: where a user finds examples and documentation.
@@ -297,12 +301,18 @@ def _run_solve(args):
         from .solve_job import format_summary
 
         print(format_summary(summary))
-    if summary.get("status", 0) != 0:
-        # A blow-up is a result, not bad input: the trajectory so far is on disk.
+    if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
+        # A blow-up is a result, not bad input: the trajectory so far is on disk. With
+        # extrapolation the degree-M blow-up is not a failure: the validity decides.
         _fail(f"{summary.get('message', 'the solve stopped early')}; the trajectory so far is kept in "
               f"{args.out} (marked incomplete)")
         return EXIT_INCOMPLETE
     _report_written(args.out)
+    if summary.get("beyond_horizon"):
+        from .solve_job import horizon_line
+
+        _fail(horizon_line(summary))
+        return EXIT_BEYOND_HORIZON
 
 
 def _run_sgd(args):

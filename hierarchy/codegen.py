@@ -82,7 +82,7 @@ class GeneratedKernel:
 
 # ----------------------------------------------------------------------------- templates
 
-def _template_text(name):
+def template_text(name):
     """Text of ``templates/<name>``: the installed package data, else the repository folder."""
     try:
         resource = importlib.resources.files("hierarchy.templates") / name
@@ -97,10 +97,23 @@ def _template_text(name):
     return path.read_text(encoding="utf-8")
 
 
-def _render(template_name, **context):
+def render_template(template_name, **context):
+    """Render ``templates/<template_name>`` with jinja2 (strict: an unknown name is an error).
+
+    Parameters
+    ----------
+    template_name : str
+    **context
+        The template's variables.
+
+    Returns
+    -------
+    str
+        The generated source.
+    """
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FunctionLoader(_template_text),
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(template_text),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     return env.get_template(template_name).render(**context)
@@ -263,14 +276,14 @@ def generate(field, kernel="auto"):
     tables = {"jac_indptr": indptr, "jac_indices": indices}
     if form == "unrolled":
         rhs, jac = _unrolled_statements(row, col, coef, val, jpos, n, int(indices.size))
-        source = _render("rhs_unrolled.pyx.j2", rhs_chunks=_chunks(rhs, ROWS_PER_FUNCTION),
+        source = render_template("rhs_unrolled.pyx.j2", rhs_chunks=_chunks(rhs, ROWS_PER_FUNCTION),
                          jac_chunks=_chunks(jac, 4 * ROWS_PER_FUNCTION), **context)
     else:
         kernel_tables, code_ctype, col_ctype = _tables(row, col, coef, val, jpos, n)
         tables.update(kernel_tables)
         digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes()
                                          for a in kernel_tables.values())).hexdigest()
-        source = _render("rhs_table.pyx.j2", code_ctype=code_ctype,
+        source = render_template("rhs_table.pyx.j2", code_ctype=code_ctype,
                          code_codes=_TYPE_CODES[code_ctype], col_ctype=col_ctype,
                          col_codes=_TYPE_CODES[col_ctype], n_entries=int(row.size),
                          n_pairs=int(kernel_tables["pair_value"].size),

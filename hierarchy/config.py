@@ -50,6 +50,7 @@ PARAMETERIZATIONS = ("tied", "untied", "direct")
 LOSS_NAMES = ("quadratic", "mse", "softmax-mse", "expression")
 INIT_SOURCES = ("gaussian", "moments", "limit")  # limit: exact d→∞ moments (free probability)
 SOLVE_METHODS = ("LSODA", "RK45", "RK23", "DOP853", "BDF", "Radau")  # scipy solve_ivp
+CONTINUATIONS = ("", "matrix-flow")  # solve.continuation
 STUDY_REFERENCES = ("matrix-flow", "sgd")
 
 DEFAULTS = {
@@ -80,12 +81,20 @@ DEFAULTS = {
         "seed": 0,
     },
     "solve": {
-        "t_final": 1.0,
+        # certified by the default extrapolation (degrees 2..8): valid until 0.04 of 0.04;
+        # at t_final = 0.05 it is valid only until 0.045 (radius about 0.089)
+        "t_final": 0.04,
         "points": 201,
         "rtol": 1e-8,
         "atol": 1e-10,
         "method": "LSODA",
         "check_truncation": True,
+        "extrapolate": True,
+        "min_degree": 2,
+        "tolerance": 1e-4,
+        "continuation": "",
+        "continuation_dims": [200, 400, 800],
+        "continuation_draws": [],
     },
     "sgd": {
         "d": 400,
@@ -435,9 +444,26 @@ def _validate_solve(section, model, hierarchy):
     section["atol"] = _float(section, "solve", "atol", minimum=0.0, strict=True)
     section["method"] = _choice(section, "solve", "method", SOLVE_METHODS)
     check_trajectory_fits(section["points"], model, _int(hierarchy, "hierarchy", "degree", minimum=2))
-    if not isinstance(section["check_truncation"], bool):
-        raise HierarchyError("solve.check_truncation must be true or false (got "
-                             f"{_show(section['check_truncation'])})", field="solve.check_truncation")
+    for key in ("check_truncation", "extrapolate"):
+        if not isinstance(section[key], bool):
+            raise HierarchyError(f"solve.{key} must be true or false (got {_show(section[key])})",
+                                 field=f"solve.{key}")
+    degree = _int(hierarchy, "hierarchy", "degree", minimum=2)
+    section["min_degree"] = _int(section, "solve", "min_degree", minimum=2, maximum=degree)
+    section["tolerance"] = _float(section, "solve", "tolerance", minimum=0.0, strict=True)
+    if section["continuation"] not in CONTINUATIONS:
+        raise HierarchyError('solve.continuation must be "" (none) or "matrix-flow" (got '
+                             f"{_show(section['continuation'])})", field="solve.continuation")
+    dims = section["continuation_dims"] = _int_list(section, "solve", "continuation_dims")
+    if len(set(dims)) != len(dims) or len(dims) < 2 or min(dims) < 2:
+        raise HierarchyError("solve.continuation_dims must list at least two distinct integers "
+                             f">= 2 (got {_show(dims)})", field="solve.continuation_dims")
+    check_matrices_fit(max(dims), model["K"], "solve.continuation_dims")
+    draws = section["continuation_draws"] = _int_list(section, "solve", "continuation_draws")
+    if draws and (len(draws) != len(dims) or min(draws) < 2):
+        raise HierarchyError(f"solve.continuation_draws must be [] (automatic) or {len(dims)} "
+                             f"integers >= 2, one per continuation_dims entry (got {_show(draws)})",
+                             field="solve.continuation_draws")
 
 
 def _validate_sgd(section, model):

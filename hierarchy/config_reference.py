@@ -68,6 +68,23 @@ KEY_HELP = {
                      "`LSODA` \\| `RK45` \\| `RK23` \\| `DOP853` \\| `BDF` \\| `Radau`"),
     "solve.check_truncation": ("Also solve degree `M − 1` and warn when the two degrees differ by more "
                                "than 1% (a horizon near the convergence radius).", "`true` \\| `false`"),
+    "solve.extrapolate": ("Also solve every degree from `min_degree` to `degree` and extrapolate "
+                          "each word across the degrees (the M -> infinity limit, with an error "
+                          "estimate): `mu_extrapolated`, `error_estimate` in `result.npz`.",
+                          "`true` \\| `false`"),
+    "solve.min_degree": ("Lowest degree of the extrapolation (at least 4 degrees are needed for an "
+                         "error estimate).", "integer in 2..`hierarchy.degree`"),
+    "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
+                        "estimate is <= `tolerance` times the observable's largest magnitude over "
+                        "the run; past it the exit status is 3.", "number > 0"),
+    "solve.continuation": ("Continue past the extrapolation's reach by exact matrix flows at several "
+                           "`d'`, extrapolated in `1/d'` (`mu_best`, `error_estimate_best`, "
+                           "`method_best`).", "`\"\"` (none) \\| `matrix-flow`"),
+    "solve.continuation_dims": ("The dimensions `d'` of the continuation's matrix flows.",
+                                "at least two distinct integers >= 2 (fitting in memory)"),
+    "solve.continuation_draws": ("Draws of the initial matrices per `d'`; `[]`: 3·max(d')/d' each "
+                                 "(12, 6, 3 for 200, 400, 800).",
+                                 "`[]` or one integer >= 2 per `continuation_dims` entry"),
     "sgd.d": ("Dimension `d` of the SGD run.", "integer >= 1 (fitting in memory)"),
     "sgd.learning_rate": ("Learning rate `α`.", "number > 0"),
     "sgd.batch": ("Minibatch size `B` (fresh samples per step).", "integer >= 1"),

@@ -166,7 +166,7 @@ def activation(name, x, field):
 # compiled numpy callables
 
 
-def _lambdify_vector(exprs, args):
+def lambdify_vector(exprs, args):
     """``z (..., r) -> (..., len(exprs))`` evaluating ``exprs`` with numpy/scipy."""
     func = sympy.lambdify(args, list(exprs), modules=["scipy", "numpy"], cse=True)
     count = len(exprs)
@@ -227,7 +227,7 @@ def _reduce(expr, used):
     identity = sympy.eye(len(used))
     if expr.is_polynomial(*used) or len(used) == 1:
         return identity
-    gradient = _lambdify_vector([sympy.diff(expr, s) for s in used], used)
+    gradient = lambdify_vector([sympy.diff(expr, s) for s in used], used)
     rng = np.random.default_rng(12345)
     points = rng.standard_normal((4 * len(used) + 8, len(used)))
     grads = gradient(points)
@@ -266,9 +266,9 @@ class _TermShape:
         self.gradient_expressions = [sympy.diff(self.expression, v) for v in z]
         self.upper = [(a, b) for a in range(r) for b in range(a, r)]
         self.hessian_expressions = [sympy.diff(self.gradient_expressions[a], z[b]) for a, b in self.upper]
-        self.value = _lambdify_vector([self.expression], z) if r else None
-        self.gradient = _lambdify_vector(self.gradient_expressions, z) if r else None
-        self.hessian = _lambdify_vector(self.hessian_expressions, z) if r else None
+        self.value = lambdify_vector([self.expression], z) if r else None
+        self.gradient = lambdify_vector(self.gradient_expressions, z) if r else None
+        self.hessian = lambdify_vector(self.hessian_expressions, z) if r else None
         self.constant = float(self.expression) if not r else 0.0
 
 
@@ -301,7 +301,7 @@ class LossTerm:
         self.expression, self.constant = shape.expression, shape.constant
         self.gradient_expressions = shape.gradient_expressions
         self.hessian_expressions = shape.hessian_expressions
-        self._value, self._gradient, self._hessian = shape.value, shape.gradient, shape.hessian
+        self._value, self._gradient, self.hessian_upper = shape.value, shape.gradient, shape.hessian
         self._upper = shape.upper
         self.projection = np.zeros((self.rank, n))
         self.projection[:, [positions[s] for s in used]] = shape.basis
@@ -318,7 +318,7 @@ class LossTerm:
 
     def hessian(self, z):
         """``∇²f(z)``, shape (..., r, r)."""
-        upper = self._hessian(z)
+        upper = self.hessian_upper(z)
         out = np.empty(upper.shape[:-1] + (self.rank, self.rank))
         for position, (a, b) in enumerate(self._upper):
             out[..., a, b] = upper[..., position]

@@ -225,10 +225,60 @@ def save_figure(fig, path, dpi=MIN_DPI):
     return path
 
 
+# ----------------------------------------------------------------------------- extrapolated
+
+EXTRAPOLATED_COLOR = "tab:purple"
+EXTRAPOLATED_LABEL = "extrapolated M → ∞"
+UNCERTIFIED_LABEL = "extrapolated, not certified"
+
+
+def plot_extrapolated(ax, t, estimate, error, valid, color=EXTRAPOLATED_COLOR,
+                      label=EXTRAPOLATED_LABEL):
+    """Draw the degree-extrapolated curve: certified where ``valid``, marked as not elsewhere.
+
+    Certified times get a solid line with its ``± error`` band; the other times a faint
+    dotted line labelled :data:`UNCERTIFIED_LABEL`, drawn without rescaling the axes (an
+    uncertified estimate can be far off), so it is never shown as if it were valid.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    t : array (T,)
+    estimate, error : arrays (T,)
+        The extrapolation and its error estimate.
+    valid : array of bool (T,)
+        Where the error estimate is below the tolerance (``hierarchy.study.certified``).
+    color, label : str
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        ``valid`` as drawn.
+    """
+    t, estimate = np.asarray(t, float), np.asarray(estimate, float)
+    error = np.asarray(error, float)
+    valid = np.asarray(valid, bool) & np.isfinite(estimate) & np.isfinite(error)
+    if valid.any():
+        ax.plot(t, np.where(valid, estimate, np.nan), "-", marker=".", ms=3, color=color,
+                lw=1.6, label=label, zorder=4)
+        ax.fill_between(t, estimate - error, estimate + error, where=valid, color=color,
+                        alpha=0.25, lw=0, zorder=3)
+    # the uncertified stretches, joined to their certified neighbours
+    shown = ~valid
+    shown[1:] |= ~valid[:-1]
+    shown[:-1] |= ~valid[1:]
+    shown &= np.isfinite(estimate)
+    if (~valid & np.isfinite(estimate)).any():
+        ax.plot(t, np.where(shown, estimate, np.nan), ":", color=color, lw=1.0, alpha=0.5,
+                label=UNCERTIFIED_LABEL, scalex=False, scaley=False)
+    return valid
+
+
 # ----------------------------------------------------------------------------- solve, sgd
 
 def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
-                            parameterization=None):
+                            parameterization=None, curves=None, curve_t=None, beyond_from=None,
+                            unchecked=False):
     """The trajectories of a solve: moving observables, constants in a narrow panel.
 
     Parameters
@@ -244,12 +294,23 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
         Where a stopped run ended (dotted line).
     parameterization : str, optional
         Inferred from the labels when omitted.
+    curves : dict, optional
+        ``{name: {label: array (T',)}}`` on the times ``curve_t``: more answers for the same
+        observables (the extrapolated one, a continuation), drawn in the observable's colour
+        with a dash style per name (named once in the legend).
+    curve_t : array (T',), optional
+        Times of ``curves`` (default ``t``).
+    beyond_from : float, optional
+        Shade the region from this time on, labelled "beyond validity horizon".
+    unchecked : bool
+        Shade the whole run, labelled "unchecked (no error estimate)".
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     parameterization = parameterization or labels_parameterization(series)
+    curves, curve_t = curves or {}, t if curve_t is None else curve_t
     moving, constant = split_constant(series)
     panels = [("moving observables", moving)] + ([("constant", constant)] if constant else [])
     fig, axes = new_figure(1, len(panels), figsize=(8.0 if constant else 6.4, 4.2),
@@ -257,9 +318,21 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
     xlabel = {"t": "t", "tau": "τ"}.get(time_name, time_name)
     for ax, (name, labels) in zip(axes[0], panels):
         for label in labels:
-            ax.plot(t, series[label], lw=1.4, label=math_label(label, parameterization))
+            line, = ax.plot(t, series[label], lw=1.4, label=math_label(label, parameterization))
+            for k, (curve, values) in enumerate(curves.items()):
+                if label in values:
+                    ax.plot(curve_t, values[label], color=line.get_color(), lw=1.2,
+                            ls=("--", ":", "-.")[k % 3],
+                            label=curve if label == labels[0] else None)
         if stop_time is not None:
             ax.axvline(stop_time, color="k", ls=":", lw=1)
+        end = max(np.max(t) if np.size(t) else 0.0, np.max(curve_t) if np.size(curve_t) else 0.0)
+        if unchecked:
+            ax.axvspan(0.0, end, color="0.5", alpha=0.15, lw=0,
+                       label="unchecked (no error estimate)")
+        elif beyond_from is not None:
+            ax.axvspan(beyond_from, end, color="0.5", alpha=0.2, lw=0,
+                       label="beyond validity horizon")
         ax.set(xlabel=xlabel, ylabel="moment μ", title=name)
         ax.grid(alpha=0.3)
         if labels:
@@ -318,7 +391,7 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_
 
 # ----------------------------------------------------------------------------- study
 
-def make_errors_figure(analysis, degrees, labels, parameterization=None):
+def make_errors_figure(analysis, degrees, labels, parameterization=None, extrapolated=None):
     """The study's error against the degree ``M`` (log scale), one panel per observable.
 
     Parameters
@@ -328,6 +401,9 @@ def make_errors_figure(analysis, degrees, labels, parameterization=None):
     degrees : list of int
     labels : list of str
     parameterization : str, optional
+    extrapolated : dict, optional
+        :func:`hierarchy.study.analyse_extrapolation`: each reference's error of the
+        extrapolated curve, drawn as a horizontal line.
 
     Returns
     -------
@@ -335,6 +411,7 @@ def make_errors_figure(analysis, degrees, labels, parameterization=None):
     """
     parameterization = parameterization or labels_parameterization(labels)
     by = {(e["reference"], e["observable"], e["degree"]): e["error"] for e in analysis["errors"]}
+    extra = (extrapolated or {}).get("observables", {})
     fig, axes = panel_grid(len(labels))
     references = (("matrix-flow", "o-", "matrix flow"), ("sgd", "s--", "SGD"))
     for ax, label in zip(axes, labels):
@@ -342,6 +419,11 @@ def make_errors_figure(analysis, degrees, labels, parameterization=None):
             if ref in analysis["rate"]:
                 ax.semilogy(degrees, [by[(ref, label, M)] for M in degrees], style,
                             label=f"vs {name} (ratio {analysis['rate'][ref][label]:.2f})")
+        for ref, style, name in references:
+            error = extra.get(label, {}).get(ref, {}).get("error")
+            if error is not None and np.isfinite(error) and error > 0:
+                ax.axhline(error, color=EXTRAPOLATED_COLOR, lw=1.2, ls=style[1:],
+                           label=f"{EXTRAPOLATED_LABEL} vs {name}")
         if label in analysis.get("noise_floor", {}):
             ax.axhline(analysis["noise_floor"][label], color="gray", lw=0.8, ls=":",
                        label="SGD noise floor")
@@ -354,7 +436,7 @@ def make_errors_figure(analysis, degrees, labels, parameterization=None):
 
 
 def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None,
-                             parameterization=None):
+                             parameterization=None, extrapolation=None):
     """Each observable: the degree-``M`` truncations against the matrix flow and SGD.
 
     Parameters
@@ -366,12 +448,20 @@ def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd
     flow_mu : array (T, n), optional
     sgd_mu_seeds : array (S, T, n), optional
     parameterization : str, optional
+    extrapolation : (array (T, n), array (T, n)), optional
+        The degree-extrapolated estimate and its error (``hierarchy.study``), drawn by
+        :func:`plot_extrapolated` where ``hierarchy.study.certified``.
 
     Returns
     -------
     matplotlib.figure.Figure
         One legend for the whole figure (the curves are the same in every panel).
     """
+    valid = None
+    if extrapolation is not None:
+        from .study import certified
+
+        valid = certified(*extrapolation)
     parameterization = parameterization or labels_parameterization(labels)
     fig, axes = panel_grid(len(labels), extra_width=1.6)
     colors = degree_colors(degrees)
@@ -384,9 +474,15 @@ def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd
             ax.plot(t, sgd_mu_seeds[:, :, i].mean(0), "r:", lw=1.5, label="SGD (seed mean)")
             ax.fill_between(t, sgd_mu_seeds[:, :, i].min(0), sgd_mu_seeds[:, :, i].max(0),
                             color="r", alpha=0.2, lw=0)
+        if valid is not None:
+            plot_extrapolated(ax, t, extrapolation[0][:, i], extrapolation[1][:, i], valid[:, i])
         name = math_label(label, parameterization)
         ax.set(title=name, xlabel=time_label(parameterization), ylabel=name)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper",
+    handles = {}
+    for ax in axes:       # one entry per curve, also those drawn in some panels only
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(text, handle)
+    fig.legend(list(handles.values()), list(handles), loc="outside right upper",
                fontsize=LEGEND_FONTSIZE)
     fig.suptitle("Truncated hierarchies against the references", fontsize=10)
     return fig

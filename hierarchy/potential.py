@@ -29,6 +29,7 @@ covariance entry an independent variable; ``H = E[∇²L]`` reshaped ``(L², K, 
     ∂²Φ/∂m_k∂m_l = Σ C_ij C_i'j' H_{(ij)k,(i'j')l}              (:func:`mean_hessian`)
 """
 
+import warnings
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,7 +39,7 @@ import sympy
 
 from .errors import HierarchyError
 from .gaussian import structure_matrices
-from .losses import _lambdify_vector
+from .losses import lambdify_vector
 
 DEFAULT_TOL = 1e-10
 DEFAULT_ATOL = 1e-14
@@ -118,7 +119,7 @@ class _WickPiece:
         hess = [sympy.diff(grad[a], m[b]) for a, b in self.upper]
         args = m + [S[a][b] for a, b in self.upper]
         self.rank = r
-        self._evaluate = _lambdify_vector([phi] + grad + hess, args)
+        self._evaluate = lambdify_vector([phi] + grad + hess, args)
         self.phi = phi
 
     @staticmethod
@@ -255,7 +256,7 @@ class _QuadraturePiece:
             self.kernel.accumulate(np.ascontiguousarray(z), np.ascontiguousarray(weights), out)
             return out
         values = np.concatenate([self.term.value(z)[:, None], self.term.gradient(z),
-                                 self.term._hessian(z)], axis=1)
+                                 self.term.hessian_upper(z)], axis=1)
         finite = np.all(np.isfinite(values), axis=1)
         if not finite.all():  # overflow far in the tails (inf/inf): negligible weight
             values, weights = values[finite], weights[finite]
@@ -325,7 +326,7 @@ def _kernel_source(term):
     """Cython source of the node loop of one piece (templates/potential_quadrature.pyx.j2)."""
     from sympy.printing.c import C99CodePrinter
 
-    from .codegen import _render
+    from .codegen import render_template
 
     exprs = [term.expression] + list(term.gradient_expressions) + list(term.hessian_expressions)
     exprs, exponentials = _factor_exponentials(exprs, term.variables)
@@ -334,7 +335,7 @@ def _kernel_source(term):
     temporaries = [(str(e), f"exp({z})") for e, z in exponentials]
     temporaries += [(str(s), printer.doprint(e)) for s, e in replacements]
     outputs = [printer.doprint(e) for e in reduced]
-    return _render("potential_quadrature.pyx.j2", variables=[str(v) for v in term.variables],
+    return render_template("potential_quadrature.pyx.j2", variables=[str(v) for v in term.variables],
                    temporaries=temporaries, outputs=outputs)
 
 
@@ -369,20 +370,33 @@ def _factor_exponentials(exprs, variables):
 _KERNELS = {}
 
 
+_FALLBACK_WARNED = set()
+
+
 def _compiled_kernel(term):
-    """The compiled node loop of a piece, or None (no compiler: the numpy path is used)."""
+    """The compiled node loop of a piece, or None: the numpy path is used, with one warning."""
     try:
         source = _kernel_source(term)
-    except Exception:  # noqa: BLE001 — a function the C printer cannot print: numpy path
+    except Exception as error:  # noqa: BLE001 — a function the C printer cannot print
+        _warn_fallback(f"its C code cannot be printed ({type(error).__name__}: {error})")
         return None
     if source not in _KERNELS:
         try:
             from .cache import compile_pyx
 
             _KERNELS[source] = compile_pyx(source, f"potential_r{term.rank}")
-        except (ImportError, HierarchyError):
+        except (ImportError, HierarchyError) as error:
+            _warn_fallback(f"compiling it failed ({str(error).splitlines()[0] if str(error) else error})")
             _KERNELS[source] = None
     return _KERNELS[source]
+
+
+def _warn_fallback(reason):
+    """Say once per reason that a potential runs on numpy (same numbers, several times slower)."""
+    if reason not in _FALLBACK_WARNED:
+        _FALLBACK_WARNED.add(reason)
+        warnings.warn(f"potential quadrature runs on numpy instead of compiled code: {reason}",
+                      RuntimeWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------------------------

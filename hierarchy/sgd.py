@@ -921,26 +921,10 @@ def _summary(problem, seeds, store, steps, engine, complete, field=None, diverge
 
 def plot_sgd(path, t, mu_seeds, loss_seeds, field, max_panels=6):
     """PNG of the degree ≤ 2 moments (seed mean and min–max band) and of the loss."""
-    import matplotlib
+    from .plotting import make_sgd_figure, save_figure  # matplotlib loads only when plotting
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    shown = [i for i, w in enumerate(field.words) if len(w) <= 2
-             and any(int(field.alphabet.index_of[x]) + 1 in field.trainable for x in w)][:max_panels]
-    fig, axes = plt.subplots(1, len(shown) + 1, figsize=(3.2 * (len(shown) + 1), 3.0), squeeze=False)
-    for ax, i in zip(axes[0], shown):
-        mean = _seed_mean(mu_seeds[:, :, i])
-        ax.plot(t, mean, color="C0")
-        if mu_seeds.shape[0] > 1:
-            ax.fill_between(t, np.nanmin(mu_seeds[:, :, i], 0), np.nanmax(mu_seeds[:, :, i], 0),
-                            color="C0", alpha=0.25, lw=0)
-        ax.set_title(field.labels[i])
-        ax.set_xlabel("t")
-    ax = axes[0][-1]
-    ax.plot(t, _seed_mean(loss_seeds[:, :, None])[:, 0], color="C3")
-    ax.set_title("loss (minibatch)")
-    ax.set_xlabel("t")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    shown = [i for i, w in enumerate(field.words) if len(w) <= 2]
+    fig = make_sgd_figure(t, mu_seeds[:, :, shown], loss_seeds, [field.labels[i] for i in shown],
+                          field.parameterization, max_panels)
+    save_figure(fig, path)
+    return fig

@@ -69,13 +69,13 @@ def _sources_digest():
     from . import __version__
 
     digest = hashlib.sha256()
-    digest.update(json.dumps([__version__, META_FORMAT, cache._toolchain_description(
+    digest.update(json.dumps([__version__, META_FORMAT, cache.toolchain_description(
         cache.DEFAULT_COMPILE_ARGS)], sort_keys=True).encode())
     package = Path(__file__).resolve().parent
     for name in KEY_SOURCES:
         digest.update(b"\0" + name.encode() + b"\0" + (package / name).read_bytes())
     for name in KEY_TEMPLATES:
-        digest.update(b"\0" + name.encode() + b"\0" + codegen._template_text(name).encode())
+        digest.update(b"\0" + name.encode() + b"\0" + codegen.template_text(name).encode())
     return digest.hexdigest()
 
 

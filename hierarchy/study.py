@@ -137,6 +137,12 @@ def make_study_coefficients(config, field):
 
 # ----------------------------------------------------------------------------- jobs
 
+# The degree jobs' blow-up guard: beyond the convergence radius the high degrees grow far past
+# the solver's default 1e8 while still finite, and the extrapolation across degrees needs them
+# to reach the output times (with 1e8, degrees >= 13 stop early).
+BLOWUP = 1e300
+
+
 def degree_job(config, degree, labels):
     """Solve the degree-``M`` hierarchy from the study's matrices; observables' trajectories."""
     from .moments import moments_of
@@ -152,7 +158,7 @@ def degree_job(config, degree, labels):
     times = study_times(config)
     result = solver.solve(mu0, (0.0, float(times[-1])), make_study_coefficients(config, field),
                           t_eval=times, method=solve.get("method", "LSODA"),
-                          rtol=float(solve["rtol"]), atol=float(solve["atol"]))
+                          rtol=float(solve["rtol"]), atol=float(solve["atol"]), blowup=BLOWUP)
     mu = np.full((len(times), len(labels)), np.nan)
     columns = [solver.index(label) for label in labels]
     mu[:len(result.t)] = np.asarray(result.mu)[:, columns]
@@ -241,6 +247,7 @@ def job_inputs(config, key, labels):
     }
     if key.startswith("degree-"):
         inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
+        inputs["blowup"] = BLOWUP
     elif key == "flow":
         inputs["tolerances"] = list(flow_tolerances(config))
     elif key.startswith("sgd-"):
@@ -507,6 +514,143 @@ def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None, tole
             "tolerance_floor": tol}
 
 
+# ----------------------------------------------------------------------------- extrapolation
+
+# Relative error (to the observable's scale) below which the extrapolated curve is certified.
+EXTRAPOLATION_TOLERANCE = 1e-3
+EXTRAPOLATION_LABEL = "extrapolated"
+# The transformation's input accuracy, per unit of the solve's rtol (extrapolation.py:
+# about 10x the integrator's rtol, its global error).
+INPUT_RTOL_FACTOR = 10.0
+
+
+def extrapolate_degrees(degrees, hierarchy_mu, solve_rtol):
+    """The ``M → ∞`` limit across the study's degrees at each output time.
+
+    Parameters
+    ----------
+    degrees : list of int
+    hierarchy_mu : ndarray (D, T, n)
+        The degrees' trajectories, in the order of ``degrees`` (NaN where one did not reach
+        a time or has not run yet).
+    solve_rtol : float
+        The degree solves' ``rtol``.
+
+    Returns
+    -------
+    (estimate, error) : ndarrays (T, n), or None
+        From :func:`hierarchy.extrapolation.extrapolate_across_degrees` over the degrees
+        sorted; None unless the degrees are consecutive and at least four.
+    """
+    from .extrapolation import MIN_TERMS, extrapolate_across_degrees
+
+    order = np.argsort(degrees)
+    ranked = np.asarray(degrees)[order]
+    if len(ranked) < MIN_TERMS or np.any(np.diff(ranked) != 1):
+        return None
+    return extrapolate_across_degrees(np.asarray(hierarchy_mu, float)[order],
+                                      rtol=INPUT_RTOL_FACTOR * float(solve_rtol))
+
+
+def certified(estimate, error, tolerance=EXTRAPOLATION_TOLERANCE):
+    """Where the extrapolated curve is certified: ``error <= tolerance · scale``.
+
+    The scale of an observable is the largest ``|estimate|`` over the times whose error is
+    below half the estimate (points whose estimate means something), so that wild estimates
+    where the transformation failed cannot inflate it; 1 when there are none.
+
+    Parameters
+    ----------
+    estimate, error : array_like (T, n)
+    tolerance : float
+        Relative tolerance (> 0).
+
+    Returns
+    -------
+    numpy.ndarray of bool (T, n)
+    """
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise HierarchyError(f"tolerance must be a positive number, got {tolerance!r}",
+                             field="tolerance")
+    estimate, error = np.asarray(estimate, float), np.asarray(error, float)
+    with np.errstate(invalid="ignore"):
+        meaningful = np.isfinite(estimate) & (error <= 0.5 * np.abs(estimate))
+        scale = np.max(np.where(meaningful, np.abs(estimate), 0.0), axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return np.nan_to_num(error, nan=np.inf) <= tolerance * scale
+
+
+def analyse_extrapolation(times, degrees, labels, hierarchy_mu, estimate, error, references,
+                          tolerance=EXTRAPOLATION_TOLERANCE):
+    """The extrapolated curve's errors against the references, next to the best degree's.
+
+    Parameters
+    ----------
+    times : array (T,)
+    degrees, labels : lists
+    hierarchy_mu : ndarray (D, T, n)
+    estimate, error : ndarrays (T, n)
+        :func:`extrapolate_degrees`.
+    references : dict
+        ``{name: ndarray (T, n)}`` (``matrix-flow``, ``sgd`` seed mean).
+    tolerance : float
+        Relative tolerance of :func:`certified`.
+
+    Returns
+    -------
+    dict
+        ``tolerance``, ``degrees`` and per observable: ``claimed_error`` (max over times of
+        the error estimate), ``certified_until`` (last time up to which every time is
+        certified), ``certified_fraction``, and per reference ``error`` (max over all output
+        times of ``|estimate − reference|``, as the degrees' errors), ``error_certified``
+        (over the certified times only), ``best_degree`` and ``best_degree_error`` (the
+        degree with the smallest error over all times).
+    """
+    valid = certified(estimate, error, tolerance)
+    observables = {}
+    for i, label in enumerate(labels):
+        prefix = np.cumprod(valid[:, i]).astype(bool)
+        entry = {"claimed_error": float(np.max(error[:, i])),
+                 "certified_until": float(times[prefix.sum() - 1]) if prefix.any() else None,
+                 "certified_fraction": float(valid[:, i].mean())}
+        for name, ref in references.items():
+            diff = np.abs(estimate[:, i] - ref[:, i])
+            per_degree = np.nanmax(np.abs(hierarchy_mu[:, :, i] - ref[None, :, i]), axis=1) \
+                if np.isfinite(hierarchy_mu[:, :, i]).any() else np.full(len(degrees), np.nan)
+            best = int(np.nanargmin(per_degree)) if np.isfinite(per_degree).any() else None
+            entry[name] = {
+                "error": float(np.max(np.nan_to_num(diff, nan=np.inf))),
+                "error_certified": float(np.max(diff[valid[:, i]])) if valid[:, i].any() else None,
+                "best_degree": None if best is None else int(degrees[best]),
+                "best_degree_error": None if best is None else float(per_degree[best])}
+        observables[label] = entry
+    return {"tolerance": float(tolerance), "degrees": sorted(int(M) for M in degrees),
+            "method": "best", "observables": observables}
+
+
+def format_extrapolation(extrapolated, labels):
+    """Table lines: per observable the extrapolated curve's errors and how far it is certified."""
+    if not extrapolated:
+        return ""
+    degrees = extrapolated["degrees"]
+    lines = [f"extrapolated across M = {degrees[0]}..{degrees[-1]} (certified: error estimate "
+             f"below {extrapolated['tolerance']:.0e} relative)"]
+    for label in labels:
+        entry = extrapolated["observables"][label]
+        cells = []
+        for ref in REFERENCES:
+            if ref in entry:
+                e = entry[ref]
+                best = "-" if e["best_degree"] is None else \
+                    f"M = {e['best_degree']}: {e['best_degree_error']:.3e}"
+                cells.append(f"vs {ref} {e['error']:.3e} (best single degree {best})")
+        until = entry["certified_until"]
+        until = "nowhere" if until is None else f"t = {until:.3g}"
+        lines.append(f"{label:>12}   " + "; ".join(cells)
+                     + f"; claimed <= {entry['claimed_error']:.1e}, certified until {until}")
+    return "\n".join(lines)
+
+
 def format_table(analysis, degrees, labels):
     """The printed table: one row per observable and degree, then rates and floors."""
     by = {(e["reference"], e["observable"], e["degree"]): e for e in analysis["errors"]}
@@ -536,26 +680,31 @@ def format_table(analysis, degrees, labels):
     return "\n".join(lines)
 
 
-def plot_errors(path, analysis, degrees, labels):
+def plot_errors(path, analysis, degrees, labels, extrapolated=None):
     """PNG: error against degree (log scale), one panel per observable; returns the figure.
 
-    Drawn by :func:`hierarchy.plotting.make_errors_figure`.
+    Drawn by :func:`hierarchy.plotting.make_errors_figure`; ``extrapolated``
+    (:func:`analyse_extrapolation`) adds the extrapolated curve's errors as lines.
     """
     from .plotting import make_errors_figure, save_figure
 
-    fig = make_errors_figure(analysis, degrees, labels)
+    fig = make_errors_figure(analysis, degrees, labels, extrapolated=extrapolated)
     save_figure(fig, path)
     return fig
 
 
-def plot_trajectories(path, t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None):
+def plot_trajectories(path, t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None,
+                      extrapolation=None):
     """PNG: each observable, SGD (seed band) and flow against every degree's trajectory.
 
-    Drawn by :func:`hierarchy.plotting.make_trajectories_figure`; returns the figure.
+    Drawn by :func:`hierarchy.plotting.make_trajectories_figure`; ``extrapolation``
+    (``(estimate, error)`` of :func:`extrapolate_degrees`) adds the extrapolated curve, with
+    its error band where :func:`certified`. Returns the figure.
     """
     from .plotting import make_trajectories_figure, save_figure
 
-    fig = make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu, sgd_mu_seeds)
+    fig = make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu, sgd_mu_seeds,
+                                   extrapolation=extrapolation)
     save_figure(fig, path)
     return fig
 
@@ -645,8 +794,9 @@ def _run_in_folder(out, ckpt, config, jobs, expected, done, report, *, client, s
         except KeyboardInterrupt:
             _write(ckpt, out, config, labels, degrees, times, finished, complete=False,
                    seconds=time.perf_counter() - start, resume_report=report)
-            print(f"interrupted: {len(finished)}/{len(jobs)} jobs kept in {jobs_folder(out)} "
-                  "(continue with --resume)", file=sys.stderr)
+            # The CLI says "interrupted" once; this line only counts what was kept.
+            print(f"{len(finished)}/{len(jobs)} finished jobs kept in {jobs_folder(out)}",
+                  file=sys.stderr)
             raise
     return _write(ckpt, out, config, labels, degrees, times, results, complete=True,
                   seconds=time.perf_counter() - start, resume_report=report)
@@ -755,8 +905,19 @@ def _write(ckpt, out, config, labels, degrees, times, results, complete, seconds
     hierarchy_mu, flow_mu, sgd_mu, seeds = _assemble(labels, degrees, times, results)
     tolerance = None if flow_mu is None else tolerance_floor(config, flow_mu)
     analysis = analyse(degrees, labels, hierarchy_mu, flow_mu, sgd_mu, tolerance)
+    extrapolation = extrapolate_degrees(degrees, hierarchy_mu, config["solve"]["rtol"])
+    extrapolated = None
+    if extrapolation is not None:
+        references = {} if flow_mu is None else {"matrix-flow": flow_mu}
+        if sgd_mu is not None:
+            references["sgd"] = sgd_mu.mean(axis=0)
+        extrapolated = analyse_extrapolation(times, degrees, labels, hierarchy_mu, *extrapolation,
+                                             references)
     table = format_table(analysis, degrees, labels)
+    if extrapolated:
+        table += "\n" + format_extrapolation(extrapolated, labels)
     summary = dict(analysis)
+    summary["extrapolated"] = extrapolated
     summary.update({
         "degrees": degrees, "observables": labels, "seeds": seeds, "seconds": seconds,
         "d": int(config["sgd"]["d"]), "t_final": float(times[-1]), "table": table,
@@ -771,17 +932,20 @@ def _write(ckpt, out, config, labels, degrees, times, results, complete, seconds
     if sgd_mu is not None:
         arrays["mu_seeds"] = sgd_mu
         arrays["mu_sgd"] = sgd_mu.mean(axis=0)
+    if extrapolation is not None:
+        arrays["mu_extrapolated"], arrays["error_extrapolated"] = extrapolation
     mu = hierarchy_mu[-1]
     if complete:
         path = ckpt.finish(t=times, mu=mu, labels=labels, summary=summary, extra_arrays=arrays)
     else:
         ckpt.save(t=times, mu=mu, labels=labels, summary=summary, extra_arrays=arrays, force=True)
         path = out / "result.json"
-    _add_top_level(path, {"errors": analysis["errors"], "rate": analysis["rate"]})
+    _add_top_level(path, {"errors": analysis["errors"], "rate": analysis["rate"],
+                          "extrapolated": extrapolated})
     if complete:
-        plot_errors(out / "study_errors.png", analysis, degrees, labels)
+        plot_errors(out / "study_errors.png", analysis, degrees, labels, extrapolated)
         plot_trajectories(out / "study_trajectories.png", times, degrees, labels, hierarchy_mu,
-                          flow_mu, sgd_mu)
+                          flow_mu, sgd_mu, extrapolation)
     return summary
 
 

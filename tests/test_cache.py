@@ -176,13 +176,13 @@ def test_second_build_imports_without_compiling(tmp_cache, monkeypatch):
 
 def test_changed_template_rebuilds(tmp_cache, monkeypatch):
     original = hierarchy.build("tied", 2, [1], 2, kernel="unrolled")
-    real_text = codegen._template_text
+    real_text = codegen.template_text
 
     def edited(name):
         text = real_text(name)
         return text + "\n# edited template\n" if name == "rhs_unrolled.pyx.j2" else text
 
-    monkeypatch.setattr(codegen, "_template_text", edited)
+    monkeypatch.setattr(codegen, "template_text", edited)
     built = []
     real_build = cache._build_module
     monkeypatch.setattr(cache, "_build_module",
@@ -230,8 +230,8 @@ def test_index_key_is_canonical_and_tracks_sources(monkeypatch):
     assert build_key("tied", 2, [1, 2], 3) == build_key("tied", 2, [2, 1], 3)
     assert build_key("tied", 2, [1], 3) != build_key("tied", 2, [1], 3, all_words=True)
     assert build_key("tied", 2, [1], 3, observables=("no.such.word",)) is None
-    real_text = codegen._template_text
-    monkeypatch.setattr(codegen, "_template_text", lambda name: real_text(name) + "#\n")
+    real_text = codegen.template_text
+    monkeypatch.setattr(codegen, "template_text", lambda name: real_text(name) + "#\n")
     assert build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1")) != base
 
 

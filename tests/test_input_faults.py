@@ -279,3 +279,27 @@ def test_show_spells_direct_transposes_as_the_labels_do(capsys):
                      "--degree", "2"]) in (0, None)
     out = capsys.readouterr().out
     assert "St1" in out and "S1t" not in out and "S2t" not in out
+
+
+def test_potential_fallback_to_numpy_warns_once_with_the_reason(monkeypatch):
+    """A compiled kernel that cannot be built is loud, once, and the numbers do not change."""
+    import warnings
+
+    import hierarchy.cache
+    import hierarchy.potential as potential
+    from hierarchy.losses import make_loss
+
+    def no_compiler(*args, **kwargs):
+        raise HierarchyError("no C compiler found (install gcc)", field="compiler")
+
+    monkeypatch.setattr(hierarchy.cache, "compile_pyx", no_compiler)
+    monkeypatch.setattr(potential, "_KERNELS", {})
+    monkeypatch.setattr(potential, "_FALLBACK_WARNED", set())
+    loss = make_loss({"name": "mse", "student": "tanh", "teacher": "tanh"}, 1, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for term in loss.terms:
+            potential._compiled_kernel(term)
+            potential._compiled_kernel(term)
+    messages = [str(w.message) for w in caught if "runs on numpy" in str(w.message)]
+    assert len(messages) == 1 and "no C compiler" in messages[0]

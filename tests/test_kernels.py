@@ -131,7 +131,7 @@ def test_table_source_does_not_grow_with_the_system():
 
 def test_templates_are_found():
     for name in ("rhs_unrolled.pyx.j2", "rhs_table.pyx.j2", "_buffers.pyx.j2"):
-        assert "cdef " in codegen._template_text(name)
+        assert "cdef " in codegen.template_text(name)
 
 
 @pytest.mark.slow

@@ -282,3 +282,17 @@ def test_reduced_price_maps_match_full_gaussian_assembly(loss):
     np.testing.assert_allclose(fast.b, mean_gradient(ex.gradient, C, 2), atol=1e-12)
     np.testing.assert_allclose(fast.mean_hessian, mean_hessian(ex.hessian, C, 2), atol=1e-12)
     assert fast.value == pytest.approx(ex.value, abs=1e-12)
+
+
+@pytest.mark.parametrize("student, teacher", [("tanh", "erf"), ("erf", "erf"), ("sigmoid", "tanh")])
+def test_smooth_activations_get_a_compiled_kernel_not_the_numpy_fallback(student, teacher):
+    """erf's derivative prints as M_PI: the kernel template must know it (it once fell back)."""
+    import warnings
+
+    from hierarchy import potential
+
+    loss = make_loss({"name": "mse", "student": student, "teacher": teacher}, 1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        kernels = [potential._compiled_kernel(term) for term in loss.terms if not term.polynomial]
+    assert kernels and all(k is not None for k in kernels)

@@ -210,30 +210,30 @@ def test_run_solve_from_a_moments_file(tmp_path):
 
 # ----------------------------------------------------------------------------- CLI summary
 
-def solve_cli(capsys, monkeypatch, tmp_path, *flags, t_final=0.06):
+def solve_cli(capsys, monkeypatch, tmp_path, *flags, t_final=0.04, degree=8, extra=""):
     from hierarchy.cli import main
 
     monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
     path = tmp_path / "solve.toml"
-    path.write_text(f'[loss]\nname = "quadratic"\n[hierarchy]\ndegree = 5\n'
+    path.write_text(f'[loss]\nname = "quadratic"\n[hierarchy]\ndegree = {degree}\n'
                     f"[init]\nd = 30\nseed = 3\nscale = [0.6, 1.0]\n"
-                    f"[solve]\nt_final = {t_final}\npoints = 11\n")
+                    f"[solve]\nt_final = {t_final}\npoints = 11\n{extra}")
     out = tmp_path / "out"
     code = main(["solve", str(path), "--out", str(out), *flags])
     captured = capsys.readouterr()
     return code, captured.out, captured.err, out
 
 
-@pytest.mark.parametrize("t_final", [0.06, 1.0], ids=["inside", "beyond-radius"])
+@pytest.mark.parametrize("t_final", [0.04, 1.0], ids=["inside", "beyond-radius"])
 def test_solve_prints_final_values_and_truncation_check_table(capsys, monkeypatch, tmp_path, t_final):
-    # The fault: `solve` printed only "results written".
+    # The fault: `solve` printed only "results written"; then: exit 0 beyond the radius.
     import json
 
     code, out_text, err, out = solve_cli(capsys, monkeypatch, tmp_path, t_final=t_final)
-    assert code == 0, err
     summary = json.loads((out / "result.json").read_text())["summary"]
+    assert code == (0 if t_final < 0.1 else 3), err
     check = summary["truncation_check"]
-    assert check["compared_degree"] == 4
+    assert check["compared_degree"] == 7
     lines = out_text.splitlines()
     assert lines[0] == f"final values at t = {t_final:.6g}"
     rows = {line.split()[0]: line.split() for line in lines
@@ -241,16 +241,28 @@ def test_solve_prints_final_values_and_truncation_check_table(capsys, monkeypatc
     assert sorted(rows) == sorted(summary["final"]) == ["1", "1.1", "1.2", "2", "2.2"]
     verdicts = set()
     for label, cells in rows.items():
-        final, absolute, relative, verdict = cells[1:]
+        final, absolute, relative, verdict, answer, error, until = cells[1:]
         assert float(final) == pytest.approx(summary["final"][label], rel=1e-5, abs=1e-12)
         assert float(absolute) == pytest.approx(check["differences"][label], rel=1e-2, abs=1e-14)
         expected = check["relative_differences"][label]
         assert float(relative) == pytest.approx(expected, rel=5e-2, abs=1e-14)
         assert verdict == ("yes" if expected <= 0.01 else "NO")
         verdicts.add(verdict)
-    # degrees 5 and 4 agree at t = 0.06 and not at t = 1 (beyond the radius)
+        assert float(answer) == pytest.approx(summary["answer"][label], rel=1e-5, abs=1e-12)
+        assert float(error) == pytest.approx(summary["error_estimate"][label], rel=5e-2)
+        valid = summary["valid_until"][label]
+        assert until == ("never" if valid is None else f"{valid:.6g}")
+    # degrees 8 and 7 agree at t = 0.04 and not at t = 1 (beyond the radius)
     assert verdicts == ({"yes"} if t_final < 0.1 else {"yes", "NO"})
-    assert lines[-1] == f"results written to {out}"
+    if t_final < 0.1:
+        assert lines[-2].startswith("valid over the whole horizon")
+        assert lines[-1] == f"results written to {out}"
+    else:
+        beyond = summary["beyond_from"]
+        assert summary["beyond_horizon"] and 0 < beyond < t_final
+        line = f"beyond the validity horizon from t = {beyond:.6g} (exit status 3)"
+        assert lines[-2].startswith(line) and line in err
+        assert lines[-1] == f"results written to {out}"
 
 
 def test_quiet_solve_prints_no_table(capsys, monkeypatch, tmp_path):

@@ -14,13 +14,15 @@ import time
 
 import numpy as np
 
-from figure_common import (figure, gaussian, parse_args, save_png, settings, sgd_runs,
-                           suptitle, write_csv, write_summary)
+from figure_common import (EXTRAPOLATION_BLOWUP, draw_extrapolated, extrapolate_curves,
+                           extrapolation_summary, figure, gaussian, parse_args, save_png,
+                           settings, sgd_runs, suptitle, write_csv, write_summary)
 
 FULL = {"d": 400, "learning_rate": 0.01, "batch": 512, "seeds": [0, 1, 2],
         "degrees": [2, 3, 4, 6, 8], "t_final": 1.0, "points": 41, "scale": 1.0,
-        "seed_init": 0}
+        "seed_init": 0, "extrapolation_degrees": list(range(2, 17))}
 QUICK = {"d": 100, "batch": 128, "seeds": [0, 1], "degrees": [2, 3, 4, 6, 8], "points": 21}
+RTOL = 1e-10
 OBSERVABLES = ("1", "1.1", "1.2")
 
 
@@ -38,15 +40,20 @@ def main():
     mats = [gaussian(d, d, cfg["scale"], rng), gaussian(d, d, cfg["scale"], rng)]
     loss = make_loss({"name": "softmax-mse"}, 2, 2)
     times = np.linspace(0.0, cfg["t_final"], cfg["points"])
-    curves, summary = {}, {"degrees": {}}
-    for M in cfg["degrees"]:
+    curves, summary, all_curves = {}, {"degrees": {}}, {}
+    for M in sorted(set(cfg["degrees"]) | set(cfg["extrapolation_degrees"])):
         solver = build("tied", 2, [1], M)
         coef = make_coefficients(solver.field, loss)
         mu0 = trace_moments("tied", solver.words, mats)
         start = time.perf_counter()
-        res = solver.solve(mu0, (0.0, times[-1]), coef, t_eval=times, method="LSODA")
+        res = solver.solve(mu0, (0.0, times[-1]), coef, t_eval=times, method="LSODA",
+                           rtol=RTOL, atol=1e-12, blowup=EXTRAPOLATION_BLOWUP)
         cols = np.full((len(times), len(OBSERVABLES)), np.nan)
         cols[:len(res.t)] = res.mu[:len(times), [solver.index(x) for x in OBSERVABLES]]
+        all_curves[M] = cols
+        if M not in cfg["degrees"]:
+            print(f"degree {M}: {len(solver.labels)} words ({time.perf_counter() - start:.1f}s)")
+            continue
         curves[M] = cols
         summary["degrees"][M] = {"words": len(solver.labels), "status": res.status,
                                  "message": res.message, "seconds": time.perf_counter() - start}
@@ -59,22 +66,51 @@ def main():
                                              args.engine, "sgd")
     sgd_mean = mu_sgd.mean(axis=0)
     spread = mu_sgd.std(axis=0) if len(cfg["seeds"]) > 1 else np.zeros_like(sgd_mean)
+    flow = exact_flow(mats, loss, times)
+    extrapolated = extrapolate_curves({M: all_curves[M] for M in cfg["extrapolation_degrees"]},
+                                      rtol=RTOL)
+    summary["extrapolated_vs_sgd"] = extrapolation_summary(times, extrapolated, sgd_mean,
+                                                           OBSERVABLES)
+    summary["extrapolated_vs_flow"] = extrapolation_summary(times, extrapolated, flow,
+                                                            OBSERVABLES)
+    summary["extrapolation_degrees"] = cfg["extrapolation_degrees"]
+    summary["flow_max_error_vs_sgd"] = dict(zip(OBSERVABLES, np.max(np.abs(flow - sgd_mean),
+                                                                     axis=0)))
+    print("extrapolated vs SGD (certified times): " + ", ".join(
+        f"{lab}: {v['max_error_certified']} until t = {v['certified_until']}"
+        for lab, v in summary["extrapolated_vs_sgd"].items()), flush=True)
     for M, cols in curves.items():
         summary["degrees"][M]["max_error_vs_sgd"] = dict(zip(OBSERVABLES, np.nanmax(
             np.abs(cols - sgd_mean), axis=0)))
     summary["sgd_seed_spread"] = dict(zip(OBSERVABLES, spread.max(axis=0)))
-    save_png(draw(times, curves, t_sgd, sgd_mean, spread, cfg), f"{out}/figure1.png")
+    save_png(draw(times, curves, t_sgd, sgd_mean, spread, cfg, flow, extrapolated),
+             f"{out}/figure1.png")
     columns = {"t": times, "steps": steps, "samples": samples}
     for j, lab in enumerate(OBSERVABLES):
         columns[f"sgd_{lab}"] = sgd_mean[:, j]
         for M, cols in curves.items():
             columns[f"M{M}_{lab}"] = cols[:, j]
+        columns[f"flow_{lab}"] = flow[:, j]
+        columns[f"extrapolated_{lab}"] = extrapolated["estimate"][:, j]
+        columns[f"extrapolated_error_{lab}"] = extrapolated["error"][:, j]
+        columns[f"extrapolated_certified_{lab}"] = extrapolated["valid"][:, j].astype(float)
     write_csv(f"{out}/figure1.csv", columns)
     write_summary(out, cfg, summary, t_sgd, sgd_mean, [f"sgd_{x}" for x in OBSERVABLES])
     print(f"wrote {out}/figure1.png, figure1.csv, result.json")
 
 
-def draw(times, curves, t_sgd, sgd_mean, spread, cfg):
+def exact_flow(mats, loss, times):
+    """The exact finite-d matrix flow from the SGD start (:mod:`hierarchy.flows`), (T, 3)."""
+    from hierarchy.coefficients import make_coefficients
+    from hierarchy.flows import matrix_flow
+    from hierarchy.operators import build_field
+
+    field = build_field("tied", 2, (1,), 2)
+    flow = matrix_flow(field, mats, make_coefficients(field, loss), times)
+    return flow.mu[:, [field.index(x) for x in OBSERVABLES]]
+
+
+def draw(times, curves, t_sgd, sgd_mean, spread, cfg, flow=None, extrapolated=None):
     """The figure from its data: one panel per observable, SGD against every degree ``M``.
 
     Parameters
@@ -86,6 +122,11 @@ def draw(times, curves, t_sgd, sgd_mean, spread, cfg):
         SGD times, seed mean and seed standard deviation.
     cfg : dict
         The run's settings (``d``, ``learning_rate``, ``batch``, ``mode``).
+    flow : array (T, 3), optional
+        The exact finite-d matrix flow from the same matrices: theory over the whole horizon.
+    extrapolated : dict, optional
+        :func:`figure_common.extrapolate_curves`: drawn with its error band where certified,
+        faint and labelled "not certified" elsewhere.
 
     Returns
     -------
@@ -102,6 +143,9 @@ def draw(times, curves, t_sgd, sgd_mean, spread, cfg):
             ax.plot(times, cols[:, j], "--", color=color, label=f"M = {M}")
         ax.errorbar(t_sgd, sgd_mean[:, j], yerr=spread[:, j], fmt="o", ms=3, color="tab:red",
                     label="SGD (seed mean ± std)")
+        if flow is not None:
+            ax.plot(times, flow[:, j], "k-", lw=1.5, label="exact matrix flow (finite d)")
+        draw_extrapolated(ax, times, extrapolated, j)
         ax.set_ylim(lo - pad, hi + pad)
         name = math_label(lab, "tied")
         ax.set(title=name, xlabel=time_label("tied"), ylabel=name)

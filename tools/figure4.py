@@ -15,13 +15,15 @@ import time
 
 import numpy as np
 
-from figure_common import (figure, gaussian, parse_args, save_png, settings, sgd_runs,
-                           suptitle, write_csv, write_summary)
+from figure_common import (EXTRAPOLATION_BLOWUP, draw_extrapolated, extrapolate_curves,
+                           extrapolation_summary, figure, gaussian, parse_args, save_png,
+                           settings, sgd_runs, suptitle, write_csv, write_summary)
 
 FULL = {"d": 400, "learning_rate": 0.01, "batch": 512, "seeds": [0, 1, 2],
         "degrees": [2, 3, 4, 6, 8, 10], "t_final": 0.5, "points": 41, "seed_init": 0,
-        "scale": 0.5}
+        "scale": 0.5, "extrapolation_degrees": list(range(2, 17))}
 QUICK = {"d": 100, "batch": 128, "seeds": [0, 1], "degrees": [2, 3, 4, 6, 8], "points": 21}
+RTOL = 1e-10
 OBSERVABLES = ("1", "1.1", "1.2")
 
 
@@ -62,17 +64,21 @@ def main():
     loss = make_loss({"name": "mse", "student": "h1", "teacher": "h1"}, 1, 2)
     times = np.linspace(0.0, cfg["t_final"], cfg["points"])
 
-    curves, summary = {}, {"degrees": {}}
-    for M in cfg["degrees"]:
+    curves, summary, all_curves = {}, {"degrees": {}}, {}
+    for M in sorted(set(cfg["degrees"]) | set(cfg["extrapolation_degrees"])):
         solver = build("tied", 2, [1], M)
         field = solver.field
         coef = make_coefficients(field, loss)
         mu0 = trace_moments("tied", field.words, mats)
         gamma = coef.as_dict(mu0)   # constant for this loss
         start = time.perf_counter()
-        res = solver.solve(mu0, (0.0, times[-1]), gamma, t_eval=times, method="LSODA")
+        res = solver.solve(mu0, (0.0, times[-1]), gamma, t_eval=times, method="LSODA",
+                           rtol=RTOL, atol=1e-12, blowup=EXTRAPOLATION_BLOWUP)
         cols = np.full((len(times), len(OBSERVABLES)), np.nan)
         cols[:len(res.t)] = res.mu[:, [solver.index(x) for x in OBSERVABLES]]
+        all_curves[M] = cols
+        if M not in cfg["degrees"]:
+            continue
         curves[M] = cols
         summary["degrees"][M] = {"words": len(solver.labels), "status": res.status,
                                  "seconds": time.perf_counter() - start}
@@ -80,6 +86,13 @@ def main():
     c = gamma["Gamma[1,1]"]
     assert abs(gamma["Gamma[1,2]"] + c) < 1e-12, "linear MSE has Γ12 = −Γ11"
     exact = riccati_moments(S1, S2, c, times)
+    extrapolated = extrapolate_curves({M: all_curves[M] for M in cfg["extrapolation_degrees"]},
+                                      rtol=RTOL)
+    summary["extrapolated"] = extrapolation_summary(times, extrapolated, exact, OBSERVABLES)
+    summary["extrapolated"]["degrees"] = cfg["extrapolation_degrees"]
+    print("extrapolated vs exact (certified times): " + ", ".join(
+        f"{lab}: {v['max_error_certified']} until t = {v['certified_until']}"
+        for lab, v in summary["extrapolated"].items() if lab in OBSERVABLES), flush=True)
 
     problem = Problem("tied", 2, (1,), d, np.eye(1), cfg["learning_rate"], cfg["batch"], loss)
     words = [field.words[field.index(x)] for x in OBSERVABLES]
@@ -93,12 +106,15 @@ def main():
     summary["sgd_max_error_vs_exact"] = dict(zip(OBSERVABLES, np.max(np.abs(
         sgd_mean - riccati_moments(S1, S2, c, t_sgd)), axis=0)))
     summary["c"] = c
-    save_png(draw(times, exact, curves, t_sgd, mu_sgd, cfg), f"{out}/figure4.png")
+    save_png(draw(times, exact, curves, t_sgd, mu_sgd, cfg, extrapolated), f"{out}/figure4.png")
     columns = {"t": times}
     for j, lab in enumerate(OBSERVABLES):
         columns[f"exact_{lab}"] = exact[:, j]
         for M, cols in curves.items():
             columns[f"M{M}_{lab}"] = cols[:, j]
+        columns[f"extrapolated_{lab}"] = extrapolated["estimate"][:, j]
+        columns[f"extrapolated_error_{lab}"] = extrapolated["error"][:, j]
+        columns[f"extrapolated_certified_{lab}"] = extrapolated["valid"][:, j].astype(float)
     write_csv(f"{out}/figure4_ode.csv", columns)
     sgd_cols = {"t": t_sgd, "steps": steps, "samples": samples}
     sgd_cols.update({f"sgd_{lab}": sgd_mean[:, j] for j, lab in enumerate(OBSERVABLES)})
@@ -107,7 +123,7 @@ def main():
     print(f"wrote {out}/figure4.png, figure4_ode.csv, figure4_sgd.csv, result.json")
 
 
-def draw(times, exact, curves, t_sgd, mu_sgd, cfg):
+def draw(times, exact, curves, t_sgd, mu_sgd, cfg, extrapolated=None):
     """The figure from its data: exact flow, SGD seeds and the degree-``M`` truncations.
 
     Parameters
@@ -121,6 +137,9 @@ def draw(times, exact, curves, t_sgd, mu_sgd, cfg):
         SGD times and every seed's moments.
     cfg : dict
         The run's settings (``d``, ``learning_rate``, ``batch``, ``mode``).
+    extrapolated : dict, optional
+        :func:`figure_common.extrapolate_curves` of consecutive degrees: drawn with its
+        error band where certified, faint and labelled "not certified" elsewhere.
 
     Returns
     -------
@@ -140,6 +159,7 @@ def draw(times, exact, curves, t_sgd, mu_sgd, cfg):
         for i, run in enumerate(mu_sgd):
             ax.plot(t_sgd[::every], run[::every, j], "o", color="tab:red", ms=3.5, zorder=5,
                     label="SGD" if i == 0 else None)
+        draw_extrapolated(ax, times, extrapolated, j)
         name = math_label(lab, "tied")
         ax.set(title=name, xlabel=time_label("tied"), ylabel=name)
         lo, hi = exact[:, j].min(), exact[:, j].max()

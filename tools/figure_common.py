@@ -122,3 +122,67 @@ def unit_teacher(W, d):
     S = W @ W.T
     q22 = np.sum(S * S) / d
     return W * (1.0 / (2.0 * q22)) ** 0.25
+
+
+# Relative error below which a figure draws the degree-extrapolated curve as valid.
+EXTRAPOLATION_TOLERANCE = 1e-3
+# Guard of the degree solves that feed the extrapolation: past the radius the high degrees
+# grow far beyond the solver's default 1e8 while still finite, and must reach every time.
+EXTRAPOLATION_BLOWUP = 1e300
+
+
+def extrapolate_curves(curves, rtol=1e-8, tolerance=EXTRAPOLATION_TOLERANCE):
+    """The ``M → ∞`` extrapolation of consecutive degrees' curves, and where it is certified.
+
+    Parameters
+    ----------
+    curves : dict
+        ``{M: array (T, n)}`` for consecutive degrees (NaN where a degree stopped).
+    rtol : float
+        The degree solves' rtol.
+    tolerance : float
+        Relative tolerance of :func:`hierarchy.study.certified`.
+
+    Returns
+    -------
+    dict
+        ``estimate``, ``error`` (T, n), ``valid`` (T, n) bool, ``degrees``, ``tolerance``.
+    """
+    from hierarchy.errors import HierarchyError
+    from hierarchy.study import certified, extrapolate_degrees
+
+    degrees = sorted(curves)
+    pair = extrapolate_degrees(degrees, np.stack([curves[M] for M in degrees]), rtol)
+    if pair is None:
+        raise HierarchyError("extrapolation needs four or more consecutive degrees, got "
+                             f"{degrees}", field="degrees")
+    estimate, error = pair
+    return {"estimate": estimate, "error": error, "degrees": degrees, "tolerance": tolerance,
+            "valid": certified(estimate, error, tolerance)}
+
+
+def extrapolation_summary(times, extrapolated, reference, labels):
+    """Per observable: max error against ``reference`` over the certified times, the claim,
+    and the last time up to which every time is certified."""
+    out = {}
+    for j, label in enumerate(labels):
+        valid = extrapolated["valid"][:, j]
+        diff = np.abs(extrapolated["estimate"][:, j] - reference[:, j])
+        prefix = np.cumprod(valid).astype(bool)
+        out[label] = {
+            "max_error_certified": float(np.max(diff[valid])) if valid.any() else None,
+            "max_claimed_certified": float(np.max(extrapolated["error"][valid, j]))
+            if valid.any() else None,
+            "certified_until": float(times[prefix.sum() - 1]) if prefix.any() else None,
+            "certified_fraction": float(valid.mean())}
+    return out
+
+
+def draw_extrapolated(ax, times, extrapolated, j):
+    """Column ``j`` of :func:`extrapolate_curves` via :func:`hierarchy.plotting.plot_extrapolated`."""
+    from hierarchy.plotting import plot_extrapolated
+
+    if extrapolated is None:
+        return None
+    return plot_extrapolated(ax, times, extrapolated["estimate"][:, j],
+                             extrapolated["error"][:, j], extrapolated["valid"][:, j])
