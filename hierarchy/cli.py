@@ -82,9 +82,11 @@ def main(argv=None):
                         format="%(message)s")
     from .outputs import interruptible, check_out_dir
 
+    before = None
     try:
         if hasattr(args, "out"):
             check_out_dir(args.out)  # a bad --out fails now, not after the compute
+            before = _result_stamp(args.out)
         with interruptible():  # SIGTERM anywhere in a run ends like Ctrl-C
             return args.handler(args) or EXIT_OK
     except HierarchyError as error:
@@ -92,7 +94,7 @@ def main(argv=None):
         _fail(f"error: {str(error).strip()}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        _fail(_interrupted_message(args))
+        _fail(_interrupted_message(args, before))
         return EXIT_INTERRUPTED
     except MemoryError:
         _fail("error: out of memory; lower hierarchy.degree, K or d")
@@ -102,10 +104,24 @@ def main(argv=None):
         return EXIT_OK
 
 
-def _interrupted_message(args):
-    """What an interrupted run left, stated only as far as the files on disk show it."""
+def _result_stamp(out):
+    """``(mtime_ns, size)`` of ``out/result.json``, or None when there is none."""
+    try:
+        info = os.stat(os.path.join(out, "result.json"))
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
+def _interrupted_message(args, before=None):
+    """What an interrupted run left, as far as the files on disk show it.
+
+    Results are claimed only when this run wrote ``result.json`` (it differs from ``before``,
+    its stamp when the run started): an older run's file in the same folder proves nothing.
+    """
     out = getattr(args, "out", None)
-    if not out or not os.path.isfile(os.path.join(out, "result.json")):
+    stamp = _result_stamp(out) if out else None
+    if stamp is None or stamp == before:
         return "interrupted before any result was written"
     message = f"interrupted; partial results kept in {out} (marked incomplete)"
     if getattr(args, "resume", None) is not None:

@@ -78,9 +78,15 @@ def entry_symbols(L, K):
     return [entry_symbol(i + 1, j + 1, k + 1) for i in range(L) for j in range(L) for k in range(K)]
 
 
+_MAX_CONSTANT = 1e300  # a folded constant must stay a finite double in the compiled kernels
+
+
 def _check_smooth(expr, field):
     """Refuse functions the theory cannot use: non-smooth, unknown or possibly singular."""
     for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Number) and node.is_finite and not abs(float(node)) < _MAX_CONSTANT:
+            raise HierarchyError(f"{field}: the constant {sympy.N(node, 3)} is beyond double "
+                                 f"precision (|c| < {_MAX_CONSTANT:g})", field=field)
         if isinstance(node, AppliedUndef):
             raise HierarchyError(
                 f"{field}: unknown function {node.func.__name__!r}; allowed: {_SMOOTH_NAMES}", field=field)

@@ -190,6 +190,8 @@ def test_interrupt_before_any_result_does_not_claim_kept_results(tmp_path):
     (tmp_path / "nothing-here").mkdir()
     (tmp_path / "nothing-here" / "result.json").write_text("{}")
     assert "partial results kept" in cli._interrupted_message(Args)
+    old = cli._result_stamp(Args.out)  # an earlier run's file, untouched by this run
+    assert "kept" not in cli._interrupted_message(Args, before=old)
 
 
 # --- a forged build record ------------------------------------------------------------------------

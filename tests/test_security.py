@@ -222,3 +222,9 @@ def test_random_whitelisted_expressions_round_trip(tree):
         assert any(word in str(error) for word in ("degree", "terms", "nested exponentials")), str(error)
         return
     assert parsed == trusted or sympy.simplify(parsed - trusted) == 0
+
+
+@pytest.mark.parametrize("text", ["G[1,1,1]*1e308*10", "G[1,1,1]*1e200*1e200", "exp(G[1,1,1])*1e301"])
+def test_constants_beyond_double_precision_are_refused(text):
+    with pytest.raises(HierarchyError, match="beyond double precision"):
+        make_loss({"name": "expression", "expression": text}, 1, 2)
