@@ -132,6 +132,10 @@ MAX_TOKENS = 32
 # Output times of one solve; the trajectory is points x words floats, checked against memory
 # by check_trajectory_fits, but a million rows is already far beyond any plot or table.
 MAX_POINTS = 1_000_000
+# Below this relative tolerance the across-degree error estimates were measured to under-state
+# the true error by more than 10x (up to ~40x at 1e-6, tests/test_study_extrapolation.py), so
+# a validity horizon at a tighter tolerance would over-claim.
+MIN_TOLERANCE = 1e-4
 TRAJECTORY_COPIES = 3  # the trajectory, the truncation check's degree M-1 run, the written file
 
 
@@ -451,6 +455,11 @@ def _validate_solve(section, model, hierarchy):
     degree = _int(hierarchy, "hierarchy", "degree", minimum=2)
     section["min_degree"] = _int(section, "solve", "min_degree", minimum=2, maximum=degree)
     section["tolerance"] = _float(section, "solve", "tolerance", minimum=0.0, strict=True)
+    if section["tolerance"] < MIN_TOLERANCE:
+        raise HierarchyError(
+            f"solve.tolerance = {section['tolerance']:g} is below {MIN_TOLERANCE:g}: the error "
+            "estimates are verified (true error < 10x the tolerance where they claim less) only "
+            f"from {MIN_TOLERANCE:g} up; allowed: {MIN_TOLERANCE:g} <= tolerance", field="solve.tolerance")
     if section["continuation"] not in CONTINUATIONS:
         raise HierarchyError('solve.continuation must be "" (none) or "matrix-flow" (got '
                              f"{_show(section['continuation'])})", field="solve.continuation")

@@ -75,8 +75,9 @@ KEY_HELP = {
     "solve.min_degree": ("Lowest degree of the extrapolation (at least 4 degrees are needed for an "
                          "error estimate).", "integer in 2..`hierarchy.degree`"),
     "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
-                        "estimate is <= `tolerance` times the observable's largest magnitude over "
-                        "the run; past it the exit status is 3.", "number > 0"),
+                        "estimate is <= `tolerance` times the observable's largest magnitude so "
+                        "far (times 0..t); past it the exit status is 3. The estimates are verified "
+                        "from 1e-4 up.", "number >= 1e-4"),
     "solve.continuation": ("Continue past the extrapolation's reach by exact matrix flows at several "
                            "`d'`, extrapolated in `1/d'` (`mu_best`, `error_estimate_best`, "
                            "`method_best`).", "`\"\"` (none) \\| `matrix-flow`"),

@@ -322,6 +322,9 @@ def extrapolate_across_degrees(mu_by_degree, method="best", rtol=1e-10, safety=2
             continue
         where = (start == s0) & (length == n)
         seqs = mu[s0:s0 + n][:, where]                      # (n, points)
+        if n < MIN_TERMS:  # too short to estimate anything: the last value, unvouched
+            estimate[where] = seqs[-1]
+            continue
         est, err = _best_transform(seqs, method, rtol)
         estimate[where], error[where] = est, safety * err
     return estimate, error

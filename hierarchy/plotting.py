@@ -217,6 +217,18 @@ def legend(ax, **kwargs):
     return ax.legend(**kwargs)
 
 
+def figure_legend(fig, axes, loc="outside right upper"):
+    """One legend for the whole figure: every labelled curve of ``axes``, once, in order.
+
+    A curve drawn in some panels only (e.g. an uncertified stretch) still gets its entry.
+    """
+    handles = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(text, handle)
+    return fig.legend(list(handles.values()), list(handles), loc=loc, fontsize=LEGEND_FONTSIZE)
+
+
 def save_figure(fig, path, dpi=MIN_DPI):
     """Save a figure as PNG at ``dpi`` (at least :data:`MIN_DPI`) and return the path."""
     if not dpi >= MIN_DPI:
@@ -259,19 +271,36 @@ def plot_extrapolated(ax, t, estimate, error, valid, color=EXTRAPOLATED_COLOR,
     error = np.asarray(error, float)
     valid = np.asarray(valid, bool) & np.isfinite(estimate) & np.isfinite(error)
     if valid.any():
-        ax.plot(t, np.where(valid, estimate, np.nan), "-", marker=".", ms=3, color=color,
-                lw=1.6, label=label, zorder=4)
+        # broad and translucent: a reference drawn over it stays visible
+        ax.plot(t, np.where(valid, estimate, np.nan), "-", marker=".", ms=4, color=color,
+                lw=3.0, alpha=0.7, label=label, zorder=4)
         ax.fill_between(t, estimate - error, estimate + error, where=valid, color=color,
                         alpha=0.25, lw=0, zorder=3)
-    # the uncertified stretches, joined to their certified neighbours
+    # the uncertified stretches, joined to their certified neighbours, and only where they
+    # stay near the panel's other data (a line's data limits would rescale the panel)
     shown = ~valid
     shown[1:] |= ~valid[:-1]
     shown[:-1] |= ~valid[1:]
-    shown &= np.isfinite(estimate)
-    if (~valid & np.isfinite(estimate)).any():
+    lo, hi = _data_range(ax, estimate[valid])
+    with np.errstate(invalid="ignore"):
+        shown &= (estimate >= lo) & (estimate <= hi)
+    if (shown & ~valid).any():
         ax.plot(t, np.where(shown, estimate, np.nan), ":", color=color, lw=1.0, alpha=0.5,
-                label=UNCERTIFIED_LABEL, scalex=False, scaley=False)
+                label=UNCERTIFIED_LABEL)
     return valid
+
+
+def _data_range(ax, extra):
+    """The y range of the panel's data so far (and ``extra``), widened by its span each side."""
+    lo, hi = ax.dataLim.intervaly if ax.has_data() else (np.inf, -np.inf)
+    finite = np.asarray(extra, float)
+    finite = finite[np.isfinite(finite)]
+    if finite.size:
+        lo, hi = min(lo, finite.min()), max(hi, finite.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return -np.inf, np.inf
+    span = max(hi - lo, 1e-12 * max(1.0, abs(hi)))
+    return lo - span, hi + span
 
 
 # ----------------------------------------------------------------------------- solve, sgd
@@ -333,6 +362,8 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
         elif beyond_from is not None:
             ax.axvspan(beyond_from, end, color="0.5", alpha=0.2, lw=0,
                        label="beyond validity horizon")
+        if curves and labels:
+            _answer_limits(ax, t, series, curve_t, curves, labels, beyond_from)
         ax.set(xlabel=xlabel, ylabel="moment μ", title=name)
         ax.grid(alpha=0.3)
         if labels:
@@ -340,6 +371,21 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def _answer_limits(ax, t, series, curve_t, curves, labels, beyond_from):
+    """y-limits from the answers (``curves``) and the trajectories inside the validity
+    horizon: a zero closure that runs away past the radius is clipped instead of flattening
+    the answer."""
+    inside = np.asarray(t) <= (np.inf if beyond_from is None else beyond_from)
+    values = [np.asarray(series[label])[inside] for label in labels]
+    values += [np.asarray(curve[label]) for curve in curves.values() for label in labels
+               if label in curve]
+    finite = np.concatenate([v[np.isfinite(v)] for v in values]) if values else np.zeros(0)
+    if finite.size:
+        low, high = float(finite.min()), float(finite.max())
+        pad = 0.08 * (high - low) or 0.05 * max(abs(high), 1e-12)
+        ax.set_ylim(low - pad, high + pad)
 
 
 def over_seeds(values, reduce=np.nanmean):
@@ -478,11 +524,6 @@ def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd
             plot_extrapolated(ax, t, extrapolation[0][:, i], extrapolation[1][:, i], valid[:, i])
         name = math_label(label, parameterization)
         ax.set(title=name, xlabel=time_label(parameterization), ylabel=name)
-    handles = {}
-    for ax in axes:       # one entry per curve, also those drawn in some panels only
-        for handle, text in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(text, handle)
-    fig.legend(list(handles.values()), list(handles), loc="outside right upper",
-               fontsize=LEGEND_FONTSIZE)
+    figure_legend(fig, axes)
     fig.suptitle("Truncated hierarchies against the references", fontsize=10)
     return fig

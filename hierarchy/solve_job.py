@@ -21,14 +21,14 @@ logged as a warning, because it means the horizon is near or beyond the radius.
 Long horizons (``[solve] extrapolate``, the default): the run also solves every degree from
 ``solve.min_degree`` to ``M`` (:func:`solve_ladder`, blow-up guard :data:`LADDER_BLOWUP`)
 and extrapolates every word of the degree-``M`` state across the degrees
-(:func:`hierarchy.extrapolation.extrapolate_across_degrees`, see :func:`extrapolate_ladder`):
+(:func:`hierarchy.extrapolation.extrapolate_across_degrees`, see :func:`hierarchy_answer`):
 ``result.npz`` gains ``mu_extrapolated`` and ``error_estimate`` (shape of ``mu``, which stays
 the degree-``M`` zero-closure trajectory). With extrapolation on, a blow-up of the degree-``M``
 zero closure is not a failure: the extrapolated answer and its validity decide the exit
 status. ``summary.valid_until`` gives, per observable (degree ≤ 2 and
 ``hierarchy.observables``), the last output time up to which the error estimate stays below
-``solve.tolerance`` relative to the observable's largest magnitude over the run
-(:func:`hierarchy.extrapolation.valid_until`); ``summary.beyond_horizon`` says whether some
+``solve.tolerance`` relative to the observable's largest magnitude over the run so far
+(:func:`validity`); ``summary.beyond_horizon`` says whether some
 output time is past it (the CLI then exits with status 3), and
 ``summary.convergence_radius_estimate`` is the zero closure's radius in time estimated from the
 growth of successive degrees' differences. ``solve.continuation = "matrix-flow"`` continues
@@ -114,7 +114,8 @@ def plot_solve(path, solver, result, t_eval, summary, found, cont):
         curves["matrix-flow continuation"] = {label: cont[label] for label in labels
                                               if label in cont.labels}
     title = (f"{solver.parameterization} K={solver.K} trainable={list(solver.trainable)} "
-             f"degree {solver.degree}" + ("" if result.success else f" -- {result.message}"))
+             f"degree {solver.degree}" + (" (solid)" if curves else "")
+             + ("" if result.success else f" -- {result.message}"))
     return plot_observables(path, result, labels, time_name=TIME_VARIABLE[solver.parameterization],
                             title=title, curves=curves, curve_t=t_eval,
                             beyond_from=None if summary["unchecked"] else summary["beyond_from"],
@@ -342,11 +343,8 @@ def stitch(t_eval, labels, answer, error, cont, tolerance):
         ``"extrapolation"`` (the hierarchy's answer, within its validity), ``"matrix-flow"``
         or ``"none"`` (neither method valid: the hierarchy's value, marked).
     """
-    from .extrapolation import valid_until
-
     error = np.full(answer.shape, np.inf) if error is None else error
-    _, until = valid_until(t_eval, answer, error, tolerance)
-    inside = t_eval[:, None] <= np.where(np.isnan(until), -np.inf, until)[None, :]
+    _, inside = validity(answer, error, tolerance)
     best = np.where(inside, answer, np.nan)
     best_error = np.where(inside, error, np.nan)
     method = np.where(inside, "extrapolation", "none").astype("<U13")
@@ -361,12 +359,39 @@ def stitch(t_eval, labels, answer, error, cont, tolerance):
     return best, best_error, method
 
 
+def validity(answer, error, tolerance):
+    """Pointwise and prefix validity of an answer with an error estimate.
+
+    A time ``t_j`` is valid when ``error ≤ tolerance · s_j``, ``s_j`` the observable's
+    largest magnitude over the output times ``t_0 … t_j`` (so an observable crossing 0 is
+    not refused there). The scale stops at ``t_j`` on purpose: values past the horizon are
+    not certified, and a wild one there must not make earlier times look accurate. This is
+    the scale of :func:`hierarchy.extrapolation.valid_until` restricted to the times up to
+    ``t_j``.
+
+    Parameters
+    ----------
+    answer, error : numpy.ndarray (T, O)
+    tolerance : float
+
+    Returns
+    -------
+    valid : numpy.ndarray of bool (T, O)
+        Valid at that time.
+    prefix : numpy.ndarray of bool (T, O)
+        Valid at that time and at every earlier one (the validity horizon).
+    """
+    magnitude = np.where(np.isfinite(answer), np.abs(answer), 0.0)
+    scale = np.maximum.accumulate(magnitude, axis=0)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(answer) & np.isfinite(error) & (error <= tolerance * scale)
+    return valid, np.cumprod(valid, axis=0).astype(bool)
+
+
 def assess(t_eval, labels, answer, error, tolerance):
     """Validity of the answer on the observables ``labels`` (columns of ``answer``).
 
-    A time is valid when ``error ≤ tolerance · s``, ``s`` the observable's largest magnitude
-    over the output times (:func:`hierarchy.extrapolation.valid_until`), so an observable
-    crossing 0 is not refused there.
+    See :func:`validity` for when a time is valid.
 
     Returns
     -------
@@ -376,16 +401,14 @@ def assess(t_eval, labels, answer, error, tolerance):
     beyond_from : float or None
         The first output time where some observable is past its horizon.
     """
-    from .extrapolation import valid_until
-
     if error is None:
         return np.zeros(answer.shape, dtype=bool), {label: None for label in labels}, \
             float(t_eval[0])
-    valid, until = valid_until(t_eval, answer, error, tolerance)
-    counts = np.cumprod(valid, axis=0).sum(axis=0)
+    valid, prefix = validity(answer, error, tolerance)
+    counts = prefix.sum(axis=0)
+    until = {label: float(t_eval[n - 1]) if n else None for label, n in zip(labels, counts)}
     first = int(counts.min()) if counts.size else t_eval.size
-    return valid, {label: None if np.isnan(u) else float(u) for label, u in zip(labels, until)}, \
-        float(t_eval[first]) if first < t_eval.size else None
+    return valid, until, float(t_eval[first]) if first < t_eval.size else None
 
 
 def stretches(t_eval, methods, valid):
@@ -428,7 +451,8 @@ def run_solve(config, out_dir):
         The summary written into ``result.json``: solver module, kernel form, number of
         words, status, message, the words that diverged (if any), integrator counts, wall
         time and the final values of the degree-≤2 observables; then the long-horizon
-        figures (module docstring): ``extrapolate``, ``tolerance``, ``degrees``, ``answer``
+        figures (module docstring; ``result.npz`` also gets ``valid``, shape of ``mu``: the
+        answer is within its validity horizon there, see :func:`validity`): ``extrapolate``, ``tolerance``, ``degrees``, ``answer``
         and ``error_estimate`` (final values), ``valid_until``, ``beyond_horizon``,
         ``beyond_from``, ``unchecked``, ``convergence_radius_estimate``, ``stretches`` and,
         with a continuation, ``continuation``.
@@ -479,7 +503,7 @@ def run_solve(config, out_dir):
                 lower = [run for s, run in runs if s.degree == solver.degree - 1]
                 summary["truncation_check"] = truncation_check(
                     config, solver, mu0, result, t_eval, lower=lower[0] if lower else None)
-                _warn_truncation(solver, summary["truncation_check"])
+                _warn_truncation(solver, summary["truncation_check"], settings["extrapolate"])
             found = hierarchy_answer(config, solver, result, runs, t_eval)
             arrays = dict(found["arrays"])
             answer, error = found["answer"], found["error"]
@@ -491,9 +515,12 @@ def run_solve(config, out_dir):
                 cont = _continue(config, field, horizon, t_eval, continuation, progress, summary)
                 answer, error, methods = stitch(t_eval, solver.labels, answer, error, cont,
                                                 float(settings["tolerance"]))
-                arrays.update(mu_best=answer, error_estimate_best=error, method_best=methods)
+                arrays.update(mu_best=answer, error_estimate_best=error, method_best=methods,
+                              **continuation_arrays(cont, solver.labels))
             _horizon_summary(summary, t_eval, solver, horizon, answer, error, methods,
                              float(settings["tolerance"]))
+            arrays["valid"] = np.zeros(answer.shape, dtype=bool) if error is None else \
+                validity(answer, error, float(settings["tolerance"]))[1]
             stage = "while plotting"
             out.mkdir(parents=True, exist_ok=True)
             plot_solve(out / PLOT_FILE, solver, result, t_eval, summary, found, cont)
@@ -503,6 +530,7 @@ def run_solve(config, out_dir):
             partial = getattr(interrupt, "result", None)
             if stage == "during the matrix-flow continuation" and partial is not None:
                 summary["continuation"] = partial.summary()
+                arrays.update(continuation_arrays(partial, solver.labels))
             _write(out, config, solver, result, summary, complete=False, arrays=arrays,
                    t_eval=t_eval)
             raise
@@ -510,6 +538,16 @@ def run_solve(config, out_dir):
         _write(out, config, solver, result, summary, complete=complete, arrays=arrays,
                t_eval=t_eval)
     return summary
+
+
+def continuation_arrays(cont, labels):
+    """``mu_continuation``, ``error_estimate_continuation``: the continuation alone, shape of
+    ``mu`` (NaN on the words it does not compute and where it is not valid)."""
+    mu = np.full((cont.times.size, len(labels)), np.nan)
+    err = np.full(mu.shape, np.nan)
+    columns = [labels.index(label) for label in cont.labels]
+    mu[:, columns], err[:, columns] = cont.estimate, cont.error_estimate
+    return {"mu_continuation": mu, "error_estimate_continuation": err}
 
 
 def _continue(config, field, labels, t_eval, arguments, progress, summary):
@@ -567,20 +605,35 @@ def solve_summary(solver, result, interrupted=None):
 
 
 def _write(out, config, solver, result, summary, complete, arrays=None, t_eval=None):
-    """Write the result; with ``arrays`` (shape ``(T, n)``) ``mu`` is padded to every output
-    time of ``t_eval`` (NaN past a stop of the degree-``M`` run) so all arrays share one shape."""
+    """Write the result; all arrays get the shape of ``mu``.
+
+    With ``solve.extrapolate`` the answer covers every output time of ``t_eval``, so ``mu``
+    is padded with NaN past a stop of the degree-``M`` run; without it the extra arrays
+    (``(T, n)``) are cut to the times the degree-``M`` run reached, as ``mu`` is.
+    """
     from .outputs import write_result
 
     t, mu = result.t, result.mu
     if arrays and t_eval is not None and t.size < t_eval.size:
-        t, mu = t_eval, _padded(result, t_eval.size)
+        if config["solve"]["extrapolate"]:
+            t, mu = t_eval, _padded(result, t_eval.size)
+        else:
+            arrays = {key: value[:t.size] for key, value in arrays.items()}
     out.mkdir(parents=True, exist_ok=True)
     write_result(out, t=t, mu=mu, labels=solver.labels, config=config,
                  summary=summary, complete=complete, extra_arrays=arrays or None)
 
 
-def _warn_truncation(solver, check):
-    if check and not check["max_relative_difference"] <= TRUNCATION_WARNING:
+def _warn_truncation(solver, check, extrapolated=False):
+    if not (check and not check["max_relative_difference"] <= TRUNCATION_WARNING):
+        return
+    if extrapolated:
+        log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the degree-M "
+                    "trajectory (mu) is beyond the truncation's convergence radius; the answer is "
+                    "the extrapolation across degrees (mu_extrapolated), valid as the validity "
+                    "horizon says", solver.degree, check["compared_degree"],
+                    check["max_relative_difference"])
+    else:
         log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the "
                     "horizon may be beyond the truncation's convergence radius; raise "
                     "hierarchy.degree, add weight decay or shorten solve.t_final",

@@ -23,6 +23,16 @@ can beat the next, e.g. ``t₁``'s ``M = 4`` error changes sign near ``t = 0.045
 maximum over ``t`` is small) and ``q₁₁``'s ``M = 7`` error near ``t = 0.057``: a property of
 the truncated series of that observable, not noise.
 
+When the degrees are consecutive and at least four, the study also combines them at each
+output time into the ``M → ∞`` limit (:func:`extrapolate_degrees`, by
+:func:`hierarchy.extrapolation.extrapolate_across_degrees`) with an error estimate; it is
+*certified* where that estimate is below :data:`EXTRAPOLATION_TOLERANCE` of the observable's
+scale (:func:`certified`). Its errors against the references, next to the best single
+degree's, are the ``extrapolated`` entry of ``result.json`` (top level and summary;
+``errors`` keeps one integer degree per entry), and ``result.npz`` gains
+``mu_extrapolated`` and ``error_extrapolated``. Degree solves use the blow-up guard
+:data:`BLOWUP` so that high degrees reach times past the convergence radius.
+
 Independent jobs (one per degree, the flow, one per seed) run through Dask: local worker
 processes by default, or an existing cluster with ``scheduler=ADDRESS`` (``tcp://HOST:PORT``,
 also ``tls://``, ``ucx://``, ``inproc://``; reached within ``study.connect_timeout`` seconds or
@@ -139,8 +149,10 @@ def make_study_coefficients(config, field):
 
 # The degree jobs' blow-up guard: beyond the convergence radius the high degrees grow far past
 # the solver's default 1e8 while still finite, and the extrapolation across degrees needs them
-# to reach the output times (with 1e8, degrees >= 13 stop early).
-BLOWUP = 1e300
+# to reach the output times (with 1e8, degrees >= 13 stop early). Not 1e300: at a finite-time
+# singularity (untied, degree 4, past tau = 0.24) words whose squares overflow make LSODA
+# grind for minutes; with 1e150 it stops there in seconds.
+BLOWUP = 1e150
 
 
 def degree_job(config, degree, labels):
@@ -518,7 +530,6 @@ def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None, tole
 
 # Relative error (to the observable's scale) below which the extrapolated curve is certified.
 EXTRAPOLATION_TOLERANCE = 1e-3
-EXTRAPOLATION_LABEL = "extrapolated"
 # The transformation's input accuracy, per unit of the solve's rtol (extrapolation.py:
 # about 10x the integrator's rtol, its global error).
 INPUT_RTOL_FACTOR = 10.0
@@ -548,8 +559,20 @@ def extrapolate_degrees(degrees, hierarchy_mu, solve_rtol):
     ranked = np.asarray(degrees)[order]
     if len(ranked) < MIN_TERMS or np.any(np.diff(ranked) != 1):
         return None
-    return extrapolate_across_degrees(np.asarray(hierarchy_mu, float)[order],
-                                      rtol=INPUT_RTOL_FACTOR * float(solve_rtol))
+    mu = np.asarray(hierarchy_mu, float)[order]
+    # Where fewer than MIN_TERMS consecutive degrees reached a time no estimate is made (the
+    # transformations cannot take a single term there): NaN with an infinite error.
+    mu = np.where(longest_finite_run(mu) < MIN_TERMS, np.nan, mu)
+    return extrapolate_across_degrees(mu, rtol=INPUT_RTOL_FACTOR * float(solve_rtol))
+
+
+def longest_finite_run(mu):
+    """Per point of ``mu[0]``, the longest run of consecutive finite entries along axis 0."""
+    run = best = np.zeros(np.shape(mu)[1:], dtype=int)
+    for row in np.isfinite(mu):
+        run = np.where(row, run + 1, 0)
+        best = np.maximum(best, run)
+    return best
 
 
 def certified(estimate, error, tolerance=EXTRAPOLATION_TOLERANCE):

@@ -242,3 +242,15 @@ def test_bad_arguments_name_the_field(kwargs, field):
     with pytest.raises(HierarchyError) as info:
         extrapolate_across_degrees(**kwargs)
     assert info.value.field == field
+
+
+def test_points_reached_by_fewer_than_four_degrees_give_the_last_value_unvouched():
+    """Once crashed in Levin's table (IndexError) where a single degree was finite."""
+    mu = np.full((5, 3, 2), np.nan)
+    mu[-1] = 1.0
+    mu[-3:, 2, 1] = [1.0, 1.5, 1.75]
+    mu[:, 1, 0] = [1, 1.5, 1.75, 1.875, 1.9375]
+    estimate, error = extrapolate_across_degrees(mu)
+    assert estimate[0, 0] == 1.0 and np.isinf(error[0, 0])
+    assert estimate[2, 1] == 1.75 and np.isinf(error[2, 1])
+    assert abs(estimate[1, 0] - 2.0) <= error[1, 0] < 0.2

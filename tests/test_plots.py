@@ -274,6 +274,45 @@ def test_study_trajectories_plot(tmp_path):
     check_png(fig, tmp_path / "study_trajectories.png")
 
 
+def _extrapolation(flow):
+    """An extrapolated estimate: tiny error up to t = 0.3, then uncertified, wild from 0.4."""
+    error = np.where(T[:, None] <= 0.3, 1e-6, 5.0) + 0 * flow
+    estimate = flow + np.select([T[:, None] <= 0.3, T[:, None] <= 0.4], [1e-7, 0.05], 40.0)
+    return estimate, error
+
+
+def test_study_trajectories_plot_shows_the_extrapolated_curve(tmp_path):
+    hier, flow, seeds, _ = _study_data()
+    extrapolation = _extrapolation(flow)
+    fig = plot_trajectories(tmp_path / "t.png", T, DEGREES, STUDY_LABELS, hier, flow, seeds,
+                            extrapolation)
+    axes = check_reader_figure(fig)
+    texts = legend_texts(fig)[1]
+    assert plotting.EXTRAPOLATED_LABEL in texts and plotting.UNCERTIFIED_LABEL in texts
+    for i, ax in enumerate(axes):
+        by = {ln.get_label(): ln for ln in ax.get_lines()}
+        certified = np.asarray(by[plotting.EXTRAPOLATED_LABEL].get_ydata(), float)
+        # drawn as valid exactly where the error estimate is below the tolerance
+        assert np.array_equal(np.isfinite(certified), T <= 0.3)
+        # the wild uncertified stretch does not rescale the panel
+        assert ax.get_ylim()[1] < 10
+        check_degree_lines(ax, DEGREES)
+    check_png(fig, tmp_path / "t.png")
+
+
+def test_study_errors_plot_draws_the_extrapolated_errors(tmp_path):
+    hier, flow, seeds, analysis = _study_data()
+    from hierarchy.study import analyse_extrapolation
+
+    extrapolated = analyse_extrapolation(T, DEGREES, STUDY_LABELS, hier, *_extrapolation(flow),
+                                         {"matrix-flow": flow, "sgd": seeds.mean(0)})
+    fig = plot_errors(tmp_path / "e.png", analysis, DEGREES, STUDY_LABELS, extrapolated)
+    axes = check_reader_figure(fig)
+    texts = legend_texts(fig)[1]
+    assert f"{plotting.EXTRAPOLATED_LABEL} vs matrix flow" in texts
+    assert all(ax.get_legend() for ax in axes)
+
+
 def test_study_plots_of_many_untied_observables_wrap_into_rows(tmp_path):
     labels = ["M1", "M1.M1", "M1.Mt1", "A1", "B1", "M1.M2", "M1.Mt2"]
     flow = np.column_stack([(k + 1) * T for k in range(len(labels))])
@@ -321,6 +360,36 @@ def test_figure1_draw(figures, tmp_path):
     check_png(fig, tmp_path / "figure1.png")
 
 
+def _figure_extrapolation(base):
+    error = np.where(T[:, None] <= 0.3, 1e-6, 1.0) + 0 * base
+    return {"estimate": base + 1e-7, "error": error, "valid": error < 1e-3,
+            "degrees": list(range(2, 17)), "tolerance": 1e-3}
+
+
+def test_figure1_draw_shows_the_flow_and_the_extrapolated_curve(figures, tmp_path):
+    curves, base = _tied_curves([2, 3, 4, 6, 8])
+    fig = figures[1].draw(T, curves, T, base, 0.01 + 0 * base, CFG, base,
+                          _figure_extrapolation(base))
+    axes = check_reader_figure(fig)
+    texts = legend_texts(fig)[1]
+    assert "exact matrix flow (finite d)" in texts
+    assert plotting.EXTRAPOLATED_LABEL in texts and plotting.UNCERTIFIED_LABEL in texts
+    for ax in axes:
+        check_degree_lines(ax, list(curves))
+    figures[1].save_png(fig, tmp_path / "figure1.png")
+    check_png(fig, tmp_path / "figure1.png")
+
+
+def test_figure4_draw_shows_the_extrapolated_curve(figures, tmp_path):
+    curves, exact = _tied_curves([2, 3, 4, 6, 8])
+    fig = figures[4].draw(T, exact, curves, T, np.stack([exact, exact + 0.002]), CFG,
+                          _figure_extrapolation(exact))
+    check_reader_figure(fig)
+    assert plotting.EXTRAPOLATED_LABEL in legend_texts(fig)[1]
+    figures[4].save_png(fig, tmp_path / "figure4.png")
+    check_png(fig, tmp_path / "figure4.png")
+
+
 def test_figure2_draw(figures, tmp_path):
     cfg = dict(CFG, activations=["h1", "h2", "h3"])
     samples = np.linspace(0, 1e6, 11)
@@ -355,6 +424,14 @@ def test_figure3_draw(figures, tmp_path):
     fig = figures[3].draw(results, study, cfg)
     axes = check_reader_figure(fig)
     assert len(axes) == 4
+    # the extrapolated series over the whole horizon, certified up to τ = 0.1
+    valid = (short <= 0.1)[:, None]
+    study["extrapolated"] = {"estimate": 0.5 * short[:, None], "degrees": [2, 3, 4, 5, 6],
+                             "error": np.where(valid, 1e-6, 1.0), "valid": valid}
+    fig = figures[3].draw(results, study, cfg)
+    axes = check_reader_figure(fig)
+    assert plotting.EXTRAPOLATED_LABEL in legend_texts(fig)[1]
+    assert "certified until τ = 0.1" in fig.get_suptitle()
     err_ax = axes[3]
     lum = [luminance(ln.get_color()) for ln in err_ax.get_lines() if ln.get_label().startswith("M")]
     assert len(lum) == 4 and all(a < b for a, b in zip(lum, lum[1:]))

@@ -368,7 +368,9 @@ def test_blowing_up_solve_run_keeps_the_trajectory_on_disk(tmp_path):
     """``hierarchy solve`` on a horizon far beyond the truncation's reach (quadratic loss,
     degree 4: the truncated solution is a polynomial in t that passes 1e8 near t = 57)."""
     config = tmp_path / "blowup.toml"
-    config.write_text(SGD_CONFIG.format(t_final=1e3).replace("degree = 2", "degree = 4"))
+    # extrapolate = false: the degree-4 blow-up is then the failure (exit 1) it used to be
+    config.write_text(SGD_CONFIG.format(t_final=1e3).replace("degree = 2", "degree = 4")
+                      .replace("[solve]\n", "[solve]\nextrapolate = false\n"))
     out = tmp_path / "solve"
     proc = run_child(cli_child("solve", config, "--out", out, "--quiet"), child_env(tmp_path), timeout=300)
     assert proc.returncode == 1, proc.stderr

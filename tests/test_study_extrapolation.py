@@ -104,6 +104,18 @@ def test_too_few_or_gapped_degrees_give_no_extrapolation(tmp_path):
     assert est.shape == err.shape == (4, 2)
 
 
+def test_points_reached_by_too_few_consecutive_degrees_get_no_estimate():
+    """Regression: alternate degrees blowing up left one degree at late times, and the
+    transformations failed on a single term (IndexError in figure 3)."""
+    t = np.linspace(0.0, 1.0, 6)
+    mu = np.stack([np.exp(-t) * (1 + 0.5 ** M) for M in range(2, 7)])[:, :, None]
+    mu[[2, 4], 3:] = np.nan                                  # degrees 4 and 6 stop at t = 0.6
+    est, err = study.extrapolate_degrees([2, 3, 4, 5, 6], mu, 1e-10)
+    assert np.all(np.isfinite(est[:3])) and np.all(np.isnan(est[3:]))
+    assert np.all(np.isinf(err[3:]))
+    assert not study.certified(est, err, 1e-3)[3:].any()
+
+
 def test_certified_refuses_a_bad_tolerance_and_ignores_wild_estimates():
     est = np.array([[1.0], [2.0], [1e9]])
     err = np.array([[1e-6], [1e-3], [1e9]])
@@ -112,3 +124,29 @@ def test_certified_refuses_a_bad_tolerance_and_ignores_wild_estimates():
 
     with pytest.raises(HierarchyError):
         study.certified(est, err, 0.0)
+
+
+def test_a_degree_job_stops_at_a_finite_time_singularity_in_seconds():
+    """Regression: with a 1e300 guard LSODA ground for minutes at the untied degree-4
+    singularity (tau ~ 0.24), where words whose squares overflow enter the field."""
+    import signal
+
+    config = load_config(None, {
+        "model": {"parameterization": "untied", "K": 2, "trainable": [1]},
+        "loss": {"name": "mse", "student": "h1", "teacher": "h1"},
+        "solve": {"t_final": 0.4, "points": 9}, "sgd": {"d": 40},
+        "study": {"min_degree": 2, "max_degree": 4, "references": ["matrix-flow"]}})
+
+    def too_slow(*_):
+        raise TimeoutError("the degree job did not stop at the singularity within 60 s")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(60)
+    try:
+        job = study.degree_job(config, 4, study.study_observables(config))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert job["status"] != 0
+    reached = np.isfinite(job["mu"][:, 0])
+    assert reached[:3].all() and not reached[-1]       # kept up to the singularity, not past

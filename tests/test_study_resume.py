@@ -441,7 +441,7 @@ def test_disagreeing_keys_are_refused_naming_both(tmp_path, capsys, text, keys):
 
 def test_the_readme_example_config_runs_the_degrees_it_names(tmp_path):
     config = study_config(REPO / "tools" / "configs" / "tied_quadratic.toml")
-    assert max(config["study"]["degrees"]) == config["hierarchy"]["degree"] == 8
+    assert max(config["study"]["degrees"]) == config["hierarchy"]["degree"] == 10
     assert config["study"]["seeds"] == config["sgd"]["seeds"]
 
 

@@ -132,9 +132,9 @@ def draw(times, curves, t_sgd, sgd_mean, spread, cfg, flow=None, extrapolated=No
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.plotting import degree_colors, legend, math_label, time_label
+    from hierarchy.plotting import degree_colors, figure_legend, math_label, time_label
 
-    fig, axes = figure(1, len(OBSERVABLES), figsize=(11, 3.8))
+    fig, axes = figure(1, len(OBSERVABLES), figsize=(12.5, 3.8))
     colors = degree_colors(list(curves))
     for j, (ax, lab) in enumerate(zip(axes[0], OBSERVABLES)):
         lo, hi = sgd_mean[:, j].min(), sgd_mean[:, j].max()
@@ -144,12 +144,13 @@ def draw(times, curves, t_sgd, sgd_mean, spread, cfg, flow=None, extrapolated=No
         ax.errorbar(t_sgd, sgd_mean[:, j], yerr=spread[:, j], fmt="o", ms=3, color="tab:red",
                     label="SGD (seed mean ± std)")
         if flow is not None:
-            ax.plot(times, flow[:, j], "k-", lw=1.5, label="exact matrix flow (finite d)")
+            ax.plot(times, flow[:, j], "k--", lw=1.0, zorder=5,
+                    label="exact matrix flow (finite d)")
         draw_extrapolated(ax, times, extrapolated, j)
         ax.set_ylim(lo - pad, hi + pad)
         name = math_label(lab, "tied")
         ax.set(title=name, xlabel=time_label("tied"), ylabel=name)
-    legend(axes[0][0])
+    figure_legend(fig, axes[0])
     suptitle(fig, "Tied softmax attention (L = 2): SGD against degree-M truncations", cfg)
     return fig
 

@@ -145,13 +145,13 @@ def draw(times, exact, curves, t_sgd, mu_sgd, cfg, extrapolated=None):
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.plotting import degree_colors, legend, math_label, time_label
+    from hierarchy.plotting import degree_colors, figure_legend, math_label, time_label
 
-    fig, axes = figure(1, len(OBSERVABLES), figsize=(11, 3.8))
+    fig, axes = figure(1, len(OBSERVABLES), figsize=(12.5, 3.8))
     colors = degree_colors(list(curves))
     for j, (ax, lab) in enumerate(zip(axes[0], OBSERVABLES)):
         scale = np.max(np.abs(exact[:, j]))
-        ax.plot(times, exact[:, j], "k-", lw=2, label="exact flow (343)")
+        ax.plot(times, exact[:, j], "k-", lw=2.5, label="exact flow (343)")
         for color, (M, cols) in zip(colors, curves.items()):
             ax.plot(times, np.clip(cols[:, j], -3 * scale, 3 * scale), "--", color=color,
                     label=f"M = {M}")
@@ -165,7 +165,7 @@ def draw(times, exact, curves, t_sgd, mu_sgd, cfg, extrapolated=None):
         lo, hi = exact[:, j].min(), exact[:, j].max()
         pad = max(0.6 * (hi - lo), 0.05 * scale)     # the exact curve's range, not from 0
         ax.set_ylim(lo - pad, hi + pad)
-    legend(axes[0][0])
+    figure_legend(fig, axes[0])
     suptitle(fig, "Exactly solvable case: SGD against truncation degree M", cfg)
     return fig
 

@@ -127,8 +127,9 @@ def unit_teacher(W, d):
 # Relative error below which a figure draws the degree-extrapolated curve as valid.
 EXTRAPOLATION_TOLERANCE = 1e-3
 # Guard of the degree solves that feed the extrapolation: past the radius the high degrees
-# grow far beyond the solver's default 1e8 while still finite, and must reach every time.
-EXTRAPOLATION_BLOWUP = 1e300
+# grow far beyond the solver's default 1e8 while still finite, and must reach every time
+# (hierarchy.study.BLOWUP: why not 1e300).
+EXTRAPOLATION_BLOWUP = 1e150
 
 
 def extrapolate_curves(curves, rtol=1e-8, tolerance=EXTRAPOLATION_TOLERANCE):
