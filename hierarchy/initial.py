@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from .errors import HierarchyError
-from .limit_moments import limit_moments, limit_parameters
+from .limit_moments import limit_moments, limit_parameters, per_index
 from .moments import moments_of
 from .words import parse_label, word_label
 
@@ -50,8 +50,8 @@ def initial_matrices(config, d=None, seed=None):
     K = int(model["K"])
     d = int(d if d is not None else init.get("d", 400))
     seed = init.get("seed", 0) if seed is None else seed
-    widths = _per_index(init.get("width") or [], K, d, "init.width")
-    scales = _per_index(init.get("scale") or [], K, 1.0, "init.scale")
+    widths = per_index(init.get("width") or [], K, d, "init.width")
+    scales = per_index(init.get("scale") or [], K, 1.0, "init.scale")
     rng = np.random.default_rng(seed)
 
     def draw(k):
@@ -64,18 +64,6 @@ def initial_matrices(config, d=None, seed=None):
         return [(draw(k), draw(k)) for k in range(K)]
     Ws = [draw(k) for k in range(K)]
     return [W @ W.T for W in Ws]
-
-
-def _per_index(values, K, default, name):
-    values = list(values)
-    if not values:
-        return [default] * K
-    if len(values) == 1:
-        return values * K
-    if len(values) != K:
-        raise HierarchyError(f"{name} must have 1 or K={K} entries, got {len(values)}",
-                             field=name)
-    return values
 
 
 def initial_moments(field, config):

@@ -84,12 +84,14 @@ def limit_parameters(config):
     K = int(config["model"]["K"])
     init = config.get("init", {})
     d = init.get("d", 400)
-    widths = _per_index(init.get("width") or [], K, d, "init.width")
-    scales = _per_index(init.get("scale") or [], K, 1.0, "init.scale")
+    widths = per_index(init.get("width") or [], K, d, "init.width")
+    scales = per_index(init.get("scale") or [], K, 1.0, "init.scale")
     return [w / d for w in widths], scales
 
 
-def _per_index(values, K, default, name):
+def per_index(values, K, default, name):
+    """A per-index config list (``init.width``, ``init.scale``): ``[]`` the default, one value
+    for every index, or exactly ``K`` values."""
     values = list(values)
     if not values:
         return [default] * K
