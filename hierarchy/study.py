@@ -231,12 +231,24 @@ def sgd_job(config, seed, labels):
     problem = problem_from_config(config)
     traj = simulate(problem, study_matrices(config), seed=int(seed), times=study_times(config),
                     words=words, progress=False)
+    if traj.diverged is not None:
+        where = traj.diverged
+        raise HierarchyError(f"study: SGD seed {seed} diverged at step {where['step']} "
+                             f"(t = {where['t']:.6g}): {where['quantity']}; lower sgd.learning_rate",
+                             field="sgd.learning_rate")
     if len(traj.t) != len(study_times(config)):
         raise HierarchyError("study: sgd.learning_rate is too large for solve.points (two record "
                              "times fall on one SGD step); lower it or use fewer points",
                              field="sgd.learning_rate")
     return {"mu": traj.mu, "loss": traj.loss, "seconds": traj.seconds, "t": traj.t, "status": 0,
             "seed": int(seed)}
+
+
+def check_sgd_horizon(config):
+    """Refuse, before any job, an SGD learning rate for which no step fits in the horizon."""
+    from .sgd import check_horizon, problem_from_config
+
+    check_horizon(problem_from_config(config), config)
 
 
 def job_inputs(config, key, labels):
@@ -777,6 +789,8 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     from .config import check_scheduler
 
     scheduler = check_scheduler(study.get("scheduler", "") if scheduler is None else scheduler, field)
+    if "sgd" in study.get("references", REFERENCES):
+        check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
     labels = study_observables(config)
     ckpt = Checkpoint(out, config)

@@ -455,3 +455,21 @@ def test_interrupted_study_keeps_finished_jobs_and_marks_incomplete(tmp_path, mo
     calls = _spy_todo(monkeypatch)
     _run(TINY, tmp_path, resume=True)
     assert calls == [["degree-2", "flow"]] and read_result(tmp_path)["complete"] is True
+
+
+def test_a_learning_rate_with_no_step_in_the_horizon_is_refused_before_any_job(tmp_path, monkeypatch):
+    calls = _spy_todo(monkeypatch)
+    doc = dict(TINY, sgd=dict(TINY["sgd"], learning_rate=500.0))
+    with pytest.raises(HierarchyError, match="not a single step fits") as info:
+        _run(doc, tmp_path / "o")
+    assert info.value.field == "sgd.learning_rate" and not calls
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_diverging_sgd_seed_names_the_step_instead_of_blaming_the_points(tmp_path):
+    doc = dict(TINY, solve=dict(TINY["solve"], t_final=2.0),
+               sgd=dict(TINY["sgd"], learning_rate=0.09, batch=1))  # unstable, steps < spacing
+    config = _config(doc)
+    with pytest.raises(HierarchyError, match=r"SGD seed 0 diverged at step \d+") as info:
+        study.sgd_job(config, 0, study.study_observables(config))
+    assert info.value.field == "sgd.learning_rate"
