@@ -72,7 +72,7 @@ def table(degrees, blowup):
                      for m in METHODS + ("best",)]
             print(f"{label:5s} {t:.2f}  {t / rho:5.2f}  {reached.sum():4d}     "
                   f"{single[best, j, o]:9.2e} (M={degrees[best]:2d})  " + "  ".join(cells))
-    print(f"(error against the exact limit, in brackets the method's own error estimate)")
+    print("(error against the exact limit, in brackets the method's own error estimate)")
     print(f"solves: {solve_s:.2f} s for {len(degrees)} degrees; extrapolation: "
           + ", ".join(f"{m} {1e3 * s:.1f} ms" for m, s in timings.items()))
     return rows
