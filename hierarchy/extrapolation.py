@@ -56,6 +56,13 @@ from .errors import HierarchyError
 
 METHODS = ("epsilon", "levin", "theta")
 RATIO_CAP = 0.99       # tail factor r/(1 − r) at most 99: a column that barely converges
+# Blow-up guard of the per-degree solves fed to the extrapolation. High-degree words are large
+# by nature (Catalan growth), so the solver's default guard (1e8 on every word) stops high
+# degrees early; but not 1e300 either: at a finite-time singularity (untied from a Gaussian
+# start) words whose squares overflow make LSODA grind for minutes, 1e150 stops in seconds.
+LADDER_BLOWUP = 1e150
+TABLE_BYTES = 256 * 2**20  # working memory of the transformation tables of one block of points
+TABLE_COPIES = 12          # arrays of one table's size alive at once (three methods, perturbed)
 MIN_TERMS = 4          # the error rule needs a column with two entries and a column below
 
 
@@ -317,16 +324,21 @@ def extrapolate_across_degrees(mu_by_degree, method="best", rtol=1e-10, safety=2
     start, length = _longest_runs(np.isfinite(mu))
     estimate = np.full(mu.shape[1:], np.nan)
     error = np.full(mu.shape[1:], np.inf)
+    flat_mu = mu.reshape(mu.shape[0], -1)
+    flat_estimate, flat_error = estimate.reshape(-1), error.reshape(-1)
     for s0, n in sorted(set(zip(start.ravel().tolist(), length.ravel().tolist()))):
         if n == 0:
             continue
-        where = (start == s0) & (length == n)
-        seqs = mu[s0:s0 + n][:, where]                      # (n, points)
+        points = np.flatnonzero(((start == s0) & (length == n)).ravel())
         if n < MIN_TERMS:  # too short to estimate anything: the last value, unvouched
-            estimate[where] = seqs[-1]
+            flat_estimate[points] = flat_mu[s0 + n - 1, points]
             continue
-        est, err = _best_transform(seqs, method, rtol)
-        estimate[where], error[where] = est, safety * err
+        # the tables hold O(n²) entries per point: bound their memory by blocks of points
+        block = max(1, TABLE_BYTES // (TABLE_COPIES * 8 * n * n))
+        for first in range(0, points.size, block):
+            chunk = points[first:first + block]
+            est, err = _best_transform(flat_mu[s0:s0 + n, chunk], method, rtol)
+            flat_estimate[chunk], flat_error[chunk] = est, safety * err
     return estimate, error
 
 

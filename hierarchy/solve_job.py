@@ -47,11 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import HierarchyError
+from .extrapolation import LADDER_BLOWUP
+
 PLOT_FILE = "observables.png"
 TRUNCATION_WARNING = 1e-2
-# Blow-up guard of the extrapolation ladder: high-degree words are large by nature (Catalan
-# growth), so the default guard (1e8 on every word) would stop the high degrees early.
-LADDER_BLOWUP = 1e300
 # The extrapolation's input error: the solver's global error exceeds its rtol.
 LADDER_RTOL_FACTOR = 10.0
 METHODS_BEST = ("extrapolation", "matrix-flow", "none")
@@ -435,6 +435,35 @@ def _continuation_arguments(config, field, labels, t_eval):
     return {"dims": list(settings["continuation_dims"]), "draws": draws}
 
 
+MANY_WORDS = 20_000  # above this the initial moments take seconds: say so before
+
+
+def check_run_fits(config, n_words):
+    """Refuse a run whose trajectories (degree M, the ladder, the answer) exceed the memory.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``solve.points``, with the largest count that fits, before any solve.
+    """
+    from .config import MEMORY_FRACTION, TRAJECTORY_COPIES, available_memory_bytes
+
+    settings = config["solve"]
+    ladder = 0
+    if settings["extrapolate"] or settings["check_truncation"]:
+        ladder = int(config["hierarchy"]["degree"]) - int(settings["min_degree"]) + 1
+    copies = TRAJECTORY_COPIES + ladder
+    budget = MEMORY_FRACTION * available_memory_bytes()
+    need = copies * 8 * int(settings["points"]) * n_words
+    if need > budget:
+        largest = int(budget // (copies * 8 * n_words))
+        raise HierarchyError(
+            f"solve.points = {settings['points']} is too many output times for {n_words} words "
+            f"and {ladder} ladder degrees: about {need / 2**30:.3g} GiB, more than the "
+            f"{budget / 2**30:.3g} GiB available; allowed: points <= {largest} (or lower "
+            "hierarchy.degree)", field="solve.points")
+
+
 def run_solve(config, out_dir):
     """Solve the hierarchy of a validated config and write the result files.
 
@@ -473,6 +502,10 @@ def run_solve(config, out_dir):
 
     solver = _solver_for(config)
     field = solver.field
+    check_run_fits(config, len(solver.labels))
+    if len(solver.labels) > MANY_WORDS and not os.environ.get("HIERARCHY_QUIET"):
+        print(f"initial moments of {len(solver.labels)} words ({config['init']['source']})...",
+              file=sys.stderr, flush=True)
     mu0 = initial_moments(field, config)
     coefficients = _coefficients_for(field, config)
     settings = config["solve"]

@@ -20,6 +20,7 @@ import io
 import json
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field as dataclass_field
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 import scipy.sparse as sps
 
 from . import cache, codegen
+from .config import available_memory_bytes
 from .errors import HierarchyError
 
 META_FILE = "meta.json"
@@ -316,6 +318,26 @@ class _Coefficients:
 
 # ----------------------------------------------------------------------------- solver
 
+# LSODA keeps dense n x n work arrays (its Jacobian and its LU: 16 n² bytes); it may use this
+# share of the available memory, beyond which BDF with the analytic sparse Jacobian takes over
+# (on 24 GB about 18,000 words; untied K=2 degree 8 has 130,829).
+LSODA_MEMORY_SHARE = 0.25
+_METHOD_WARNED = set()
+
+
+def _method_that_fits(method, n_words, available_bytes=None):
+    """``method``, or ``BDF`` (with one warning) where LSODA's dense work arrays cannot fit."""
+    available = available_memory_bytes() if available_bytes is None else available_bytes
+    if method != "LSODA" or 16.0 * n_words ** 2 <= LSODA_MEMORY_SHARE * available:
+        return method
+    if n_words not in _METHOD_WARNED:
+        _METHOD_WARNED.add(n_words)
+        warnings.warn(f"solve.method = 'LSODA' needs dense {n_words} x {n_words} work arrays "
+                      f"({8 * n_words ** 2 / 2**30:.3g} GiB); integrating with BDF and the "
+                      "analytic sparse Jacobian instead", RuntimeWarning, stacklevel=3)
+    return "BDF"
+
+
 class Solver:
     """A compiled truncated hierarchy ``dμ = Σ_c κ_c(μ) A_c μ``.
 
@@ -530,6 +552,7 @@ class Solver:
         if not t1 > t0:
             raise HierarchyError(f"t_span must be increasing, got {t_span}", field="t_span")
         mu0 = self._state(mu0)
+        method = _method_that_fits(method, mu0.size)
         coef = _Coefficients(self, coefficients)
         options = dict(rtol=rtol, atol=atol, max_step=max_step)
         if method in IMPLICIT_METHODS:

@@ -73,6 +73,7 @@ import zipfile
 import numpy as np
 
 from .errors import HierarchyError
+from .extrapolation import LADDER_BLOWUP
 
 REFERENCES = ("matrix-flow", "sgd")
 
@@ -152,7 +153,7 @@ def make_study_coefficients(config, field):
 # to reach the output times (with 1e8, degrees >= 13 stop early). Not 1e300: at a finite-time
 # singularity (untied, degree 4, past tau = 0.24) words whose squares overflow make LSODA
 # grind for minutes; with 1e150 it stops there in seconds.
-BLOWUP = 1e150
+BLOWUP = LADDER_BLOWUP  # the guard of every degree solve fed to the extrapolation
 
 
 def degree_job(config, degree, labels):

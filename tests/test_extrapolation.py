@@ -254,3 +254,18 @@ def test_points_reached_by_fewer_than_four_degrees_give_the_last_value_unvouched
     assert estimate[0, 0] == 1.0 and np.isinf(error[0, 0])
     assert estimate[2, 1] == 1.75 and np.isinf(error[2, 1])
     assert abs(estimate[1, 0] - 2.0) <= error[1, 0] < 0.2
+
+
+def test_blocks_of_points_give_the_same_answer_with_bounded_memory(monkeypatch):
+    """Every word of a large ladder once needed O(D² T n) memory at once (MemoryError)."""
+    import hierarchy.extrapolation as extrapolation
+
+    rng = np.random.default_rng(0)
+    ratios = rng.uniform(0.1, 0.6, size=(7, 5))
+    mu = np.cumsum(ratios[None] ** np.arange(1, 10)[:, None, None], axis=0)  # (9, 7, 5)
+    mu[6:, 3, 2] = np.nan
+    whole = extrapolate_across_degrees(mu)
+    monkeypatch.setattr(extrapolation, "TABLE_BYTES", 1)  # one point per block
+    blocked = extrapolate_across_degrees(mu)
+    for a, b in zip(whole, blocked):
+        np.testing.assert_array_equal(a, b)

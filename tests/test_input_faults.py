@@ -305,3 +305,31 @@ def test_potential_fallback_to_numpy_warns_once_with_the_reason(monkeypatch):
             potential._compiled_kernel(term)
     messages = [str(w.message) for w in caught if "runs on numpy" in str(w.message)]
     assert len(messages) == 1 and "no C compiler" in messages[0]
+
+
+def test_lsoda_beyond_its_dense_work_arrays_switches_to_bdf_loudly(monkeypatch):
+    """Untied degree 8 (130,829 words) once died asking LSODA for a 128 GiB work array."""
+    import warnings
+
+    from hierarchy import solver as solver_module
+
+    monkeypatch.setattr(solver_module, "_METHOD_WARNED", set())
+    memory = 24 * 2**30
+    assert solver_module._method_that_fits("LSODA", 5085, memory) == "LSODA"  # tied K=2 M=16
+    assert solver_module._method_that_fits("RK45", 10**6, memory) == "RK45"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert solver_module._method_that_fits("LSODA", 130_829, memory) == "BDF"
+        assert solver_module._method_that_fits("LSODA", 130_829, memory) == "BDF"
+    assert len(caught) == 1 and "sparse Jacobian" in str(caught[0].message)
+
+
+def test_solve_refuses_more_points_than_the_ladder_can_hold(monkeypatch):
+    from hierarchy.solve_job import check_run_fits
+
+    monkeypatch.setenv("HIERARCHY_MEMORY_BYTES", str(2**30))
+    config = load_config(None, {"solve": {"points": 100_000}})
+    with pytest.raises(HierarchyError, match=r"solve.points = 100000 .* ladder degrees") as info:
+        check_run_fits(config, 130_829)
+    assert info.value.field == "solve.points"
+    check_run_fits(load_config(None, {}), 130)

@@ -19,6 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from hierarchy.extrapolation import LADDER_BLOWUP  # noqa: E402  (after the path set-up)
+
 
 def parse_args(description, default_out):
     parser = argparse.ArgumentParser(description=description)
@@ -129,7 +131,7 @@ EXTRAPOLATION_TOLERANCE = 1e-3
 # Guard of the degree solves that feed the extrapolation: past the radius the high degrees
 # grow far beyond the solver's default 1e8 while still finite, and must reach every time
 # (hierarchy.study.BLOWUP: why not 1e300).
-EXTRAPOLATION_BLOWUP = 1e150
+EXTRAPOLATION_BLOWUP = LADDER_BLOWUP
 
 
 def extrapolate_curves(curves, rtol=1e-8, tolerance=EXTRAPOLATION_TOLERANCE):
