@@ -372,9 +372,8 @@ def stack_degrees(results, labels, n_times):
 def valid_until(times, estimate, error, tolerance):
     """Per observable, the last output time up to which the relative error stays below tolerance.
 
-    The relative error is ``error / max_t |estimate|`` (the observable's scale over the run,
-    as in the solve's truncation check), so observables that pass through 0 are not refused
-    there.
+    The rule is :func:`validity`'s: the relative error at ``t_j`` is the error over the
+    observable's largest magnitude up to ``t_j``.
 
     Parameters
     ----------
@@ -396,15 +395,37 @@ def valid_until(times, estimate, error, tolerance):
                              field="solve.tolerance")
     times = np.asarray(times, dtype=float)
     estimate, error = np.asarray(estimate, dtype=float), np.asarray(error, dtype=float)
-    with np.errstate(invalid="ignore"):
-        scale = np.nanmax(np.where(np.isfinite(estimate), np.abs(estimate), np.nan), axis=0,
-                          initial=0.0)
-    scale = np.where(scale > 0, scale, 1.0)
-    valid = np.nan_to_num(error / scale, nan=np.inf) < tolerance
-    prefix = np.cumprod(valid, axis=0).astype(bool)          # valid at every earlier time
+    valid, prefix = validity(estimate, error, tolerance)
     count = prefix.sum(axis=0)
     until = np.where(count > 0, times[np.maximum(count - 1, 0)], np.nan)
     return valid, until
+
+
+def validity(answer, error, tolerance):
+    """Pointwise and prefix validity of an answer with an error estimate.
+
+    A time ``t_j`` is valid when ``error ≤ tolerance · s_j``, ``s_j`` the observable's
+    largest magnitude over the output times ``t_0 … t_j`` (so an observable crossing 0 is
+    not refused there). The scale stops at ``t_j`` on purpose: values past the horizon are
+    not certified, and a wild one there must not make earlier times look accurate.
+
+    Parameters
+    ----------
+    answer, error : numpy.ndarray (T, O)
+    tolerance : float
+
+    Returns
+    -------
+    valid : numpy.ndarray of bool (T, O)
+        Valid at that time.
+    prefix : numpy.ndarray of bool (T, O)
+        Valid at that time and at every earlier one (the validity horizon).
+    """
+    magnitude = np.where(np.isfinite(answer), np.abs(answer), 0.0)
+    scale = np.maximum.accumulate(magnitude, axis=0)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(answer) & np.isfinite(error) & (error <= tolerance * scale)
+    return valid, np.cumprod(valid, axis=0).astype(bool)
 
 
 def estimate_radius(times, mu_by_degree, window=5):

@@ -28,7 +28,7 @@ zero closure is not a failure: the extrapolated answer and its validity decide t
 status. ``summary.valid_until`` gives, per observable (degree ≤ 2 and
 ``hierarchy.observables``), the last output time up to which the error estimate stays below
 ``solve.tolerance`` relative to the observable's largest magnitude over the run so far
-(:func:`validity`); ``summary.beyond_horizon`` says whether some
+(:func:`hierarchy.extrapolation.validity`); ``summary.beyond_horizon`` says whether some
 output time is past it (the CLI then exits with status 3), and
 ``summary.convergence_radius_estimate`` is the zero closure's radius in time estimated from the
 growth of successive degrees' differences. ``solve.continuation = "matrix-flow"`` continues
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import HierarchyError
-from .extrapolation import LADDER_BLOWUP
+from .extrapolation import LADDER_BLOWUP, validity
 
 PLOT_FILE = "observables.png"
 TRUNCATION_WARNING = 1e-2
@@ -357,35 +357,6 @@ def stitch(t_eval, labels, answer, error, cont, tolerance):
         best_error[:, j] = np.where(use_c, e_c, np.where(inside[:, j], error[:, j], np.nan))
         method[:, j] = np.where(use_c, "matrix-flow", method[:, j])
     return best, best_error, method
-
-
-def validity(answer, error, tolerance):
-    """Pointwise and prefix validity of an answer with an error estimate.
-
-    A time ``t_j`` is valid when ``error ≤ tolerance · s_j``, ``s_j`` the observable's
-    largest magnitude over the output times ``t_0 … t_j`` (so an observable crossing 0 is
-    not refused there). The scale stops at ``t_j`` on purpose: values past the horizon are
-    not certified, and a wild one there must not make earlier times look accurate. This is
-    the scale of :func:`hierarchy.extrapolation.valid_until` restricted to the times up to
-    ``t_j``.
-
-    Parameters
-    ----------
-    answer, error : numpy.ndarray (T, O)
-    tolerance : float
-
-    Returns
-    -------
-    valid : numpy.ndarray of bool (T, O)
-        Valid at that time.
-    prefix : numpy.ndarray of bool (T, O)
-        Valid at that time and at every earlier one (the validity horizon).
-    """
-    magnitude = np.where(np.isfinite(answer), np.abs(answer), 0.0)
-    scale = np.maximum.accumulate(magnitude, axis=0)
-    with np.errstate(invalid="ignore"):
-        valid = np.isfinite(answer) & np.isfinite(error) & (error <= tolerance * scale)
-    return valid, np.cumprod(valid, axis=0).astype(bool)
 
 
 def assess(t_eval, labels, answer, error, tolerance):
