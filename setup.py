@@ -11,7 +11,7 @@ and a build step cannot know which cache folder the installed package will searc
 checkout's ``generated/`` for ``pip install -e``, ``~/.cache/hierarchy`` otherwise), so a
 hook would either fail or compile into a folder nobody reads.
 """
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name="hierarchy",
@@ -20,9 +20,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=["hierarchy", "hierarchy.templates"],
+    packages=find_packages(include=["hierarchy", "hierarchy.*"]) + ["hierarchy.templates"],
     package_dir={"hierarchy.templates": "templates"},
-    package_data={"hierarchy": ["*.pyx"], "hierarchy.templates": ["*.j2", "*.pyx"]},
+    package_data={"hierarchy.models.attention": ["*.pyx"], "hierarchy.templates": ["*.j2", "*.pyx"]},
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",
@@ -37,5 +37,5 @@ setup(
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],
     },
-    entry_points={"console_scripts": ["hierarchy = hierarchy.cli:main"]},
+    entry_points={"console_scripts": ["hierarchy = hierarchy.cli.main:main"]},
 )

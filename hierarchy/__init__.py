@@ -20,17 +20,17 @@ Modules, in dependency order (each imports only from those above it):
 
 __version__ = "0.1.0"
 
-from .errors import HierarchyError  # noqa: F401
+from hierarchy.core.errors import HierarchyError  # noqa: F401
 
 
 def __getattr__(name):
     # Lazy public API: importing the package stays cheap (no sympy/Cython at import).
     if name in ("build", "load"):
-        from . import solver
+        from hierarchy.ode import solver
 
         return getattr(solver, name)
     if name == "build_field":
-        from .operators import build_field
+        from hierarchy.models.attention.operators import build_field
 
         return build_field
     raise AttributeError(f"module 'hierarchy' has no attribute {name!r}")

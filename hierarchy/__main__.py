@@ -1,4 +1,4 @@
 """``python -m hierarchy``: the same command line as the ``hierarchy`` script."""
-from .cli import main
+from hierarchy.cli.main import main
 
 raise SystemExit(main())

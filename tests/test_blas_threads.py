@@ -1,4 +1,4 @@
-"""BLAS thread counts chosen by measurement (hierarchy.blas_threads) and recorded by sgd."""
+"""BLAS thread counts chosen by measurement (hierarchy.core.blas_threads) and recorded by sgd."""
 import time
 
 import numpy as np
@@ -6,10 +6,10 @@ import pytest
 import scipy.linalg  # noqa: F401  (loads scipy's own OpenBLAS, which must be limited too)
 from threadpoolctl import threadpool_info
 
-from hierarchy import blas_threads as bt
-from hierarchy import sgd
-from hierarchy.config import load_config
-from hierarchy.outputs import read_result
+from hierarchy.core import blas_threads as bt
+from hierarchy.sgd import run as sgd
+from hierarchy.config.loader import load_config
+from hierarchy.core.io import read_result
 
 
 def blas_counts():

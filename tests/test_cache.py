@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import hierarchy
-import hierarchy.operators
-from hierarchy import cache, codegen
-from hierarchy.errors import HierarchyError
+import hierarchy.models.attention.operators
+from hierarchy.jit import cache
+from hierarchy.jit import codegen
+from hierarchy.core.errors import HierarchyError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ def run_python(code, cache_folder, extra_env=None):
 
 COUNTING_BUILD = """
     import sys
-    from hierarchy import cache
+    from hierarchy.jit import cache
     real = cache._build_module
     def counting(*args, **kwargs):
         print("COMPILED", flush=True)
@@ -207,7 +208,7 @@ def test_second_build_skips_field_and_render(tmp_cache, monkeypatch):
     import numpy as np
 
     first = hierarchy.build("untied", 2, [1], 5)
-    monkeypatch.setattr(hierarchy.operators, "build_field", forbid)
+    monkeypatch.setattr(hierarchy.models.attention.operators, "build_field", forbid)
     monkeypatch.setattr(codegen, "generate", forbid)
     monkeypatch.setattr(cache, "_build_module", forbid)
     again = hierarchy.build("untied", 2, (1,), 5)
@@ -220,7 +221,7 @@ def test_second_build_skips_field_and_render(tmp_cache, monkeypatch):
 
 
 def test_index_key_is_canonical_and_tracks_sources(monkeypatch):
-    from hierarchy.solver import build_key
+    from hierarchy.ode.solver import build_key
 
     base = build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1"))
     assert base == build_key("untied", 2, (1,), 4, observables=["A1.A1", "Mt2.M1"])
@@ -246,7 +247,7 @@ def only_tmp_cache(tmp_cache, tmp_path, monkeypatch):
 @pytest.mark.parametrize("damage", ["garbage", "dangling", "other-model", "not-a-solver"])
 def test_bad_index_entry_falls_back_to_the_full_build(only_tmp_cache, monkeypatch, damage):
     tmp_cache = only_tmp_cache
-    from hierarchy.solver import build_key
+    from hierarchy.ode.solver import build_key
 
     first = hierarchy.build("tied", 2, [1], 2)
     key = build_key("tied", 2, [1], 2)
@@ -263,8 +264,8 @@ def test_bad_index_entry_falls_back_to_the_full_build(only_tmp_cache, monkeypatc
         plain = cache.compile_pyx(tiny_source(uuid.uuid4().hex), "tiny")
         entry.write_text(json.dumps({"key": key, "name": plain.__name__}))
     fields = []
-    real_build_field = hierarchy.operators.build_field
-    monkeypatch.setattr(hierarchy.operators, "build_field",
+    real_build_field = hierarchy.models.attention.operators.build_field
+    monkeypatch.setattr(hierarchy.models.attention.operators, "build_field",
                         lambda *a, **k: fields.append(a) or real_build_field(*a, **k))
     again = hierarchy.build("tied", 2, [1], 2)
     assert fields and again.labels == first.labels and again.degree == 2

@@ -2,15 +2,16 @@
 import json
 import os
 import subprocess
+import importlib
 import sys
 import types
 from pathlib import Path
 
 import pytest
 
-from hierarchy import config as config_module
-from hierarchy.cli import main, parse_index_list
-from hierarchy.errors import HierarchyError
+from hierarchy.config import loader as config_module
+from hierarchy.cli.main import main, parse_index_list
+from hierarchy.core.errors import HierarchyError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,7 +150,7 @@ def test_python_m_hierarchy_malformed_toml_subprocess(tmp_path):
 
 
 def test_console_entry_point_subprocess(tmp_path):
-    code = "import sys; from hierarchy.cli import main; sys.exit(main())"
+    code = "import sys; from hierarchy.cli.main import main; sys.exit(main())"
     proc = subprocess.run([sys.executable, "-c", code, "show", "--trainable", "0"], capture_output=True,
                           text=True, cwd=REPO, timeout=120)
     assert_clean_error(proc.returncode, proc.stderr, "--trainable")
@@ -226,7 +227,12 @@ def test_version(capsys):
 # --- wiring of the long-running subcommands (their modules replaced by recorders) -------------
 
 
+FAKED_MODULES = {"solve_job": "hierarchy.models.attention.solve_job", "sgd": "hierarchy.sgd.run",
+                 "study": "hierarchy.study.run"}
+
+
 def fake_module(monkeypatch, name, function_name, behaviour=None):
+    """Replace ``function_name`` of a job module by a recorder (the CLI must call it by module)."""
     calls = []
 
     def function(*args, **kwargs):
@@ -234,9 +240,8 @@ def fake_module(monkeypatch, name, function_name, behaviour=None):
         if behaviour is not None:
             behaviour(*args, **kwargs)
 
-    module = types.ModuleType(f"hierarchy.{name}")
-    setattr(module, function_name, function)
-    monkeypatch.setitem(sys.modules, f"hierarchy.{name}", module)
+    module = importlib.import_module(FAKED_MODULES[name])
+    monkeypatch.setattr(module, function_name, function)
     return calls
 
 
@@ -311,7 +316,7 @@ def test_incomplete_sgd_run_exits_130(capsys, monkeypatch, tmp_path):
         (Path(out) / "result.json").write_text("{}")
         return {"complete": False}
 
-    sys.modules["hierarchy.sgd"].run_sgd = incomplete
+    monkeypatch.setattr(sys.modules["hierarchy.sgd.run"], "run_sgd", incomplete)
     code, _, err = cli(capsys, "sgd", write_config(tmp_path, ""), "--out", tmp_path / "o")
     assert code == 130 and "--resume" in err and "Traceback" not in err
 
@@ -319,7 +324,8 @@ def test_incomplete_sgd_run_exits_130(capsys, monkeypatch, tmp_path):
 def test_solve_that_blew_up_exits_1_with_its_message(capsys, monkeypatch, tmp_path):
     fake_module(monkeypatch, "solve_job", "run_solve")
     message = "the truncated hierarchy blew up at t = 3.5: 1.1.2 exceeded 1e+08 or became non-finite"
-    sys.modules["hierarchy.solve_job"].run_solve = lambda *a, **k: {"status": 1, "message": message}
+    monkeypatch.setattr(sys.modules["hierarchy.models.attention.solve_job"], "run_solve",
+                        lambda *a, **k: {"status": 1, "message": message})
     code, _, err = cli(capsys, "solve", write_config(tmp_path, ""), "--out", tmp_path / "o")
     assert code == 1 and message in err and str(tmp_path / "o") in err
 
@@ -334,7 +340,7 @@ def test_hierarchy_error_from_a_run_exits_2(capsys, monkeypatch, tmp_path):
 
 
 def test_config_is_validated_before_the_run_module_is_imported(capsys, monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "hierarchy.sgd", None)  # importing it would fail
+    monkeypatch.setitem(sys.modules, "hierarchy.sgd.run", None)  # importing it would fail
     code, _, err = cli(capsys, "sgd", write_config(tmp_path, "[sgd]\nd = -1\n"), "--out", tmp_path / "o")
     assert_clean_error(code, err, "sgd.d")
 
@@ -376,7 +382,7 @@ def test_good_initial_moments_solve(capsys, tmp_path):
     code, _, err = cli(capsys, "solve", path, "--out", tmp_path / "o")
     # degree 2 alone has no lower degrees to estimate its error from: beyond the horizon
     assert code == 3 and "beyond the validity horizon" in err, err
-    from hierarchy.outputs import read_result
+    from hierarchy.core.io import read_result
 
     result = read_result(tmp_path / "o")
     assert result["complete"] is True and result["mu"].shape == (3, 5)

@@ -6,8 +6,8 @@ equations of ``q_12`` and ``t_1``; (920)‚Äì(921): the untied slow field of ``q‚Å
 """
 import sympy as sp
 
-from hierarchy.display import equation_terms
-from hierarchy.operators import build_field
+from hierarchy.models.attention.display import equation_terms
+from hierarchy.models.attention.operators import build_field
 
 
 def _symbolic_rhs(field, label, coefficients=None):

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from hierarchy.coefficients import make_coefficients, potential_gradients
-from hierarchy.errors import HierarchyError
-from hierarchy.gaussian import project_tied
-from hierarchy.losses import make_loss
-from hierarchy.moments import moments_of
-from hierarchy.operators import build_field
+from hierarchy.models.attention.coefficients import make_coefficients, potential_gradients
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.gaussian import project_tied
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import moments_of
+from hierarchy.models.attention.operators import build_field
 
 RNG = np.random.default_rng(5)
 QUADRATIC = make_loss({"name": "quadratic"}, 1, 2)

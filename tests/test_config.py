@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hierarchy import config as config_module
-from hierarchy.config import DEFAULTS, deep_merge, load_config, validate_config
-from hierarchy.errors import HierarchyError
+from hierarchy.config import loader as config_module
+from hierarchy.config.loader import DEFAULTS, deep_merge, load_config, validate_config
+from hierarchy.core.errors import HierarchyError
 
 # The example config of INTERFACE.md, verbatim.
 INTERFACE_EXAMPLE = """

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from hierarchy import continuation as cont
-from hierarchy.config import load_config
-from hierarchy.errors import HierarchyError
-from hierarchy.initial import initial_matrices
-from hierarchy.operators import build_field
+from hierarchy.models.attention import continuation as cont
+from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.initial import initial_matrices
+from hierarchy.models.attention.operators import build_field
 
 LABELS = ["1", "1.1", "1.2"]
 QUADRATIC = {"model": {"parameterization": "tied", "K": 2, "trainable": [1]},
@@ -247,7 +247,7 @@ def test_untied_and_direct_models_run_with_plain_means():
 
 @pytest.mark.slow
 def test_figure1_continuation_to_t3_has_error_estimate_below_2e_3():
-    from hierarchy.config import INIT_SOURCES
+    from hierarchy.config.loader import INIT_SOURCES
 
     source = "limit" if "limit" in INIT_SOURCES else "gaussian"
     config = load_config(None, {"model": {"parameterization": "tied", "K": 2, "trainable": [1],
@@ -273,9 +273,9 @@ def test_summary_is_json_ready_and_reports_the_valid_horizon(tied_field):
 
 def test_figure1_continuation_agrees_with_the_limit_hierarchy_inside_its_radius():
     """At short times the degree-8 hierarchy from the exact d→∞ moments is the reference."""
-    limit = pytest.importorskip("hierarchy.limit_moments")
-    from hierarchy.coefficients import coefficients_from_config
-    from hierarchy.solver import build
+    limit = pytest.importorskip("hierarchy.models.attention.limit_moments")
+    from hierarchy.models.attention.coefficients import coefficients_from_config
+    from hierarchy.ode.solver import build
 
     config = load_config(None, {"model": {"tokens": 2}, "loss": {"name": "softmax-mse"},
                                 "init": {"scale": [1.0, 1.0]}})

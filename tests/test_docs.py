@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from hierarchy.cli import build_parser, main
-from hierarchy.config import DEFAULTS
-from hierarchy.config_reference import (KEY_HELP, flatten_defaults, missing_help,
+from hierarchy.cli.main import build_parser, main
+from hierarchy.config.loader import DEFAULTS
+from hierarchy.config.reference import (KEY_HELP, flatten_defaults, missing_help,
                                         render_config_reference, toml_value)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def test_docs_config_md_matches_the_generator():
     expected = render_config_reference()
     current = (DOCS / "config.md").read_text(encoding="utf-8")
     assert current == expected, (
-        "docs/config.md is out of date with hierarchy.config.DEFAULTS / KEY_HELP: "
+        "docs/config.md is out of date with hierarchy.config.loader.DEFAULTS / KEY_HELP: "
         "run `python tools/gen_config_docs.py`")
 
 

@@ -7,10 +7,10 @@ half speed.
 """
 import numpy as np
 
-from hierarchy.coefficients import make_coefficients
-from hierarchy.initial import initial_moments
-from hierarchy.losses import make_loss
-from hierarchy.solver import build
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.initial import initial_moments
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.ode.solver import build
 
 
 def test_h1_mse_solver_uses_half_the_quadratic_gamma_at_every_step():
@@ -43,11 +43,11 @@ def test_h1_mse_solver_uses_half_the_quadratic_gamma_at_every_step():
 
 
 def test_untied_config_coefficients_take_the_teacher_mean_of_the_start():
-    from hierarchy.coefficients import coefficients_from_config
-    from hierarchy.config import load_config
-    from hierarchy.initial import initial_matrices
-    from hierarchy.moments import moments_of, untied_means
-    from hierarchy.operators import build_field
+    from hierarchy.models.attention.coefficients import coefficients_from_config
+    from hierarchy.config.loader import load_config
+    from hierarchy.models.attention.initial import initial_matrices
+    from hierarchy.models.attention.moments import moments_of, untied_means
+    from hierarchy.models.attention.operators import build_field
 
     config = load_config(None, {"model": {"parameterization": "untied", "K": 2, "trainable": [1]},
                                 "loss": {"name": "mse", "student": "h1", "teacher": "h1"},

@@ -9,13 +9,13 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import hierarchy
-from hierarchy import flows
-from hierarchy.blas_threads import blas_threads
-from hierarchy.errors import HierarchyError
-from hierarchy.exact_limit import (SpectralLaw, convergence_radius, initial_limit_moments,
+from hierarchy.models.attention import flows
+from hierarchy.core.blas_threads import blas_threads
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.exact_limit import (SpectralLaw, convergence_radius, initial_limit_moments,
                                    limit_moments, marchenko_pastur, marchenko_pastur_moment,
                                    riccati_eigenvalue)
-from hierarchy.operators import build_field
+from hierarchy.models.attention.operators import build_field
 
 QUADRATIC = {"Gamma[1,1]": 2.0, "Gamma[1,2]": -2.0}
 OBSERVABLES = ["1", "1.1", "1.2", "2.2", "1.1.2"]

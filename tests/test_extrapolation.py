@@ -1,7 +1,7 @@
-"""Extrapolation across truncation degrees (``hierarchy.extrapolation``).
+"""Extrapolation across truncation degrees (``hierarchy.models.attention.extrapolation``).
 
 The exactly solvable case (tied, quadratic loss, ``S_2 = cI``) is the reference: its exact
-limit is a one-dimensional integral (``hierarchy.exact_limit``) and every degree ``≤ 14`` is
+limit is a one-dimensional integral (``hierarchy.models.attention.exact_limit``) and every degree ``≤ 14`` is
 off by more than 0.1 at 2.5 convergence radii, where the extrapolation must be within 1e-5.
 """
 import json
@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import hierarchy
-from hierarchy.errors import HierarchyError
-from hierarchy.exact_limit import (SpectralLaw, convergence_radius, limit_moments,
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.exact_limit import (SpectralLaw, convergence_radius, limit_moments,
                                    marchenko_pastur_moment)
-from hierarchy.extrapolation import (METHODS, estimate_radius, extrapolate_across_degrees,
+from hierarchy.models.attention.extrapolation import (METHODS, estimate_radius, extrapolate_across_degrees,
                                      levin_u, stack_degrees, theta, valid_until, wynn_epsilon)
-from hierarchy.initial import moments_from_file
-from hierarchy.moments import moments_of
+from hierarchy.models.attention.initial import moments_from_file
+from hierarchy.models.attention.moments import moments_of
 
 QUADRATIC = {"Gamma[1,1]": 2.0, "Gamma[1,2]": -2.0}
 OBSERVABLES = ["1", "1.1", "1.2"]
@@ -86,9 +86,9 @@ def test_error_estimate_is_honest_for_a_finite_d_start_with_weight_decay():
 @pytest.fixture(scope="module")
 def gaussian_teacher_case():
     """d = 60 Gaussian W_1 and W_2 (S_2 not scalar), linear MSE; truth: flows.matrix_flow."""
-    from hierarchy import flows
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.losses import make_loss
+    from hierarchy.models.attention import flows
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.losses import make_loss
 
     d, rng = 60, np.random.default_rng(0)
     mats = [rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(2)]
@@ -258,7 +258,7 @@ def test_points_reached_by_fewer_than_four_degrees_give_the_last_value_unvouched
 
 def test_blocks_of_points_give_the_same_answer_with_bounded_memory(monkeypatch):
     """Every word of a large ladder once needed O(D² T n) memory at once (MemoryError)."""
-    import hierarchy.extrapolation as extrapolation
+    import hierarchy.models.attention.extrapolation as extrapolation
 
     rng = np.random.default_rng(0)
     ratios = rng.uniform(0.1, 0.6, size=(7, 5))

@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from hierarchy import flows
-from hierarchy.coefficients import make_coefficients
-from hierarchy.losses import make_loss
-from hierarchy.moments import moments_of
-from hierarchy.operators import build_field
+from hierarchy.models.attention import flows
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import moments_of
+from hierarchy.models.attention.operators import build_field
 
 CASES = [("tied", 2, (1,)), ("tied", 3, (1, 3)), ("untied", 2, (1,)), ("direct", 2, (1,)),
          ("direct", 2, (1, 2))]
@@ -97,7 +97,7 @@ def test_riccati_closed_form_for_a_scalar_teacher():
 
 
 def test_unknown_coefficient_is_rejected():
-    from hierarchy.errors import HierarchyError
+    from hierarchy.core.errors import HierarchyError
     field = build_field("tied", 2, (1,), 2)
     with pytest.raises(HierarchyError):
         flows.matrix_velocity(field, _matrices("tied", 2, 5, np.random.default_rng(0)), {"beta[1]": 1.0})

@@ -11,8 +11,8 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from hierarchy.moments import letter_matrices, moments_of
-from hierarchy.operators import build_field
+from hierarchy.models.attention.moments import letter_matrices, moments_of
+from hierarchy.models.attention.operators import build_field
 
 
 def _tied_flow(Ws, trainable, coef, gamma):

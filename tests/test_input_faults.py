@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hierarchy import cli
-from hierarchy.cache import extension_is_complete
-from hierarchy.config import load_config
-from hierarchy.errors import HierarchyError
-from hierarchy.initial import moments_from_file
-from hierarchy.operators import build_field
-from hierarchy.outputs import check_out_dir, write_result
+from hierarchy.cli import main as cli
+from hierarchy.jit.cache import extension_is_complete
+from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.initial import moments_from_file
+from hierarchy.models.attention.operators import build_field
+from hierarchy.core.io import check_out_dir, write_result
 
 REPO = Path(__file__).resolve().parent.parent
 GOOD_MOMENTS = {"1": 1.0, "2": 1.0, "1.1": 2.0, "1.2": 0.5, "2.2": 2.0}
@@ -51,12 +51,12 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("expensive work started before the input was checked")
 
-    import hierarchy.sgd
-    import hierarchy.solve_job
-    import hierarchy.study
-    monkeypatch.setattr(hierarchy.solve_job, "run_solve", forbidden)
-    monkeypatch.setattr(hierarchy.sgd, "run_sgd", forbidden)
-    monkeypatch.setattr(hierarchy.study, "run_study", forbidden)
+    import hierarchy.sgd.run
+    import hierarchy.models.attention.solve_job
+    import hierarchy.study.run
+    monkeypatch.setattr(hierarchy.models.attention.solve_job, "run_solve", forbidden)
+    monkeypatch.setattr(hierarchy.sgd.run, "run_sgd", forbidden)
+    monkeypatch.setattr(hierarchy.study.run, "run_study", forbidden)
 
 
 # --- config values ---------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def test_interrupt_before_any_result_does_not_claim_kept_results(tmp_path):
 def some_extension():
     found = sorted(REPO.glob("generated/*/*.so"))
     if not found:
-        from hierarchy.solver import build
+        from hierarchy.ode.solver import build
         build("tied", K=2, trainable=[1], degree=2)
         found = sorted(REPO.glob("generated/*/*.so"))
     return found[0]
@@ -220,7 +220,7 @@ def test_forged_build_record_for_a_truncated_extension_is_rebuilt_not_imported(t
     """BUILD.json edited to match a truncated .so: importing it would crash with SIGBUS."""
     source = f"def answer():\n    return 42\n# {os.urandom(8).hex()}\n"
     build = f"""
-import hierarchy.cache as cache
+import hierarchy.jit.cache as cache
 m = cache.compile_pyx({source!r}, "probe")
 print("DIR", cache.module_dir(m), m.answer())
 """
@@ -257,12 +257,12 @@ def fake_solver_entry(folder, name, observables, mtime):
 
 
 def test_list_says_what_differs_and_marks_older_copies(tmp_path, capsys, monkeypatch):
-    import hierarchy.cache
+    import hierarchy.jit.cache
     defaults = ["1", "2", "1.1", "1.2", "2.2"]
     entries = [fake_solver_entry(tmp_path, "rhs_a", defaults + ["1", "1.1"], 1_000_000.0),
                fake_solver_entry(tmp_path, "rhs_b", defaults, 2_000_000.0),
                fake_solver_entry(tmp_path, "rhs_c", defaults + ["1.1.2"], 3_000_000.0)]
-    monkeypatch.setattr(hierarchy.cache, "list_modules", lambda: entries)
+    monkeypatch.setattr(hierarchy.jit.cache, "list_modules", lambda: entries)
     assert cli.main(["list"]) in (0, None)
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("rhs_")}
     assert "default observables" in rows["rhs_a"] and " * " in rows["rhs_a"]  # older, same system
@@ -287,14 +287,14 @@ def test_potential_fallback_to_numpy_warns_once_with_the_reason(monkeypatch):
     """A compiled kernel that cannot be built is loud, once, and the numbers do not change."""
     import warnings
 
-    import hierarchy.cache
-    import hierarchy.potential as potential
-    from hierarchy.losses import make_loss
+    import hierarchy.jit.cache
+    import hierarchy.models.attention.potential as potential
+    from hierarchy.models.attention.losses import make_loss
 
     def no_compiler(*args, **kwargs):
         raise HierarchyError("no C compiler found (install gcc)", field="compiler")
 
-    monkeypatch.setattr(hierarchy.cache, "compile_pyx", no_compiler)
+    monkeypatch.setattr(hierarchy.jit.cache, "compile_pyx", no_compiler)
     monkeypatch.setattr(potential, "_KERNELS", {})
     monkeypatch.setattr(potential, "_FALLBACK_WARNED", set())
     loss = make_loss({"name": "mse", "student": "tanh", "teacher": "tanh"}, 1, 2)
@@ -311,7 +311,7 @@ def test_lsoda_beyond_its_dense_work_arrays_switches_to_bdf_loudly(monkeypatch):
     """Untied degree 8 (130,829 words) once died asking LSODA for a 128 GiB work array."""
     import warnings
 
-    from hierarchy import solver as solver_module
+    from hierarchy.ode import solver as solver_module
 
     monkeypatch.setattr(solver_module, "_METHOD_WARNED", set())
     memory = 24 * 2**30
@@ -325,7 +325,7 @@ def test_lsoda_beyond_its_dense_work_arrays_switches_to_bdf_loudly(monkeypatch):
 
 
 def test_solve_refuses_more_points_than_the_ladder_can_hold(monkeypatch):
-    from hierarchy.solve_job import check_run_fits
+    from hierarchy.models.attention.solve_job import check_run_fits
 
     monkeypatch.setenv("HIERARCHY_MEMORY_BYTES", str(2**30))
     config = load_config(None, {"solve": {"points": 100_000}})

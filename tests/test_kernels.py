@@ -6,9 +6,9 @@ import pytest
 import scipy.sparse as sps
 
 import hierarchy
-from hierarchy import codegen
-from hierarchy.errors import HierarchyError
-from hierarchy.words import alphabet, word_label
+from hierarchy.jit import codegen
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.words import alphabet, word_label
 
 MODELS = {
     "tied": ("tied", 2, [1], 4),
@@ -154,8 +154,8 @@ def test_large_untied_system_generates_and_compiles_fast(tmp_path, monkeypatch):
 def test_table_column_types(tmp_path, monkeypatch, columns):
     """Columns are uint16 up to 65536 words; the int32 fallback of larger systems computes
     the same right-hand side (forced here on a small system)."""
-    from hierarchy import cache
-    from hierarchy.solver import Solver, _metadata
+    from hierarchy.jit import cache
+    from hierarchy.ode.solver import Solver, _metadata
 
     monkeypatch.setenv("HIERARCHY_GENERATED", str(tmp_path))
     if columns == "int32":

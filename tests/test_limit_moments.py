@@ -1,4 +1,4 @@
-"""The exact d → ∞ initial moments (``[init] source = "limit"``, hierarchy.limit_moments).
+"""The exact d → ∞ initial moments (``[init] source = "limit"``, hierarchy.models.attention.limit_moments).
 
 Exact integer sequences (Catalan, Narayana, Fuss–Catalan) and free-independence identities
 check the combinatorics; sampled Gaussian matrices at d = 2000 check the whole formula
@@ -11,14 +11,14 @@ from math import comb
 import numpy as np
 import pytest
 
-from hierarchy.config import load_config
-from hierarchy.errors import HierarchyError
-from hierarchy.initial import initial_moments
-from hierarchy.limit_moments import (free_poisson_moment, limit_moments, limit_word_moments,
+from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.initial import initial_moments
+from hierarchy.models.attention.limit_moments import (free_poisson_moment, limit_moments, limit_word_moments,
                                      narayana)
-from hierarchy.moments import trace_moments
-from hierarchy.operators import build_field
-from hierarchy.words import alphabet, decode, enumerate_codes, enumerate_words, parse_label
+from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.words import alphabet, decode, enumerate_codes, enumerate_words, parse_label
 
 
 def _catalan(n):

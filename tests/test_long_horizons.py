@@ -7,10 +7,10 @@ import types
 import numpy as np
 import pytest
 
-from hierarchy import solve_job
-from hierarchy.config import DEFAULTS, load_config
-from hierarchy.errors import HierarchyError
-from hierarchy.outputs import read_result
+from hierarchy.models.attention import solve_job
+from hierarchy.config.loader import DEFAULTS, load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import read_result
 
 OBSERVABLES = ("1", "1.1", "1.2")
 
@@ -34,9 +34,9 @@ def quadratic_config(**solve):
 def flow_of(config, labels, times):
     """The exact matrix flow from the config's own initial matrices."""
     import hierarchy
-    from hierarchy.coefficients import coefficients_from_config
-    from hierarchy.flows import matrix_flow
-    from hierarchy.initial import initial_matrices
+    from hierarchy.models.attention.coefficients import coefficients_from_config
+    from hierarchy.models.attention.flows import matrix_flow
+    from hierarchy.models.attention.initial import initial_matrices
 
     model = config["model"]
     solver = hierarchy.build(model["parameterization"], model["K"], model["trainable"],
@@ -116,7 +116,7 @@ def test_limit_start_extrapolation_and_continuation_agree(tmp_path, monkeypatch)
 
 
 def cli_solve(capsys, monkeypatch, tmp_path, text, *flags):
-    from hierarchy.cli import main
+    from hierarchy.cli.main import main
 
     monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
     path = tmp_path / "c.toml"
@@ -281,7 +281,7 @@ def test_interrupt_during_the_ladder_keeps_the_trajectory(tmp_path, monkeypatch)
 
 
 def test_interrupt_during_the_continuation_keeps_the_extrapolation(tmp_path, monkeypatch):
-    from hierarchy import continuation
+    from hierarchy.models.attention import continuation
 
     partial = types.SimpleNamespace(labels=["1"], times=np.linspace(0.0, 0.3, 16),
                                     estimate=np.ones((16, 1)), error_estimate=np.ones((16, 1)),

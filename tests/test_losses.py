@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from hierarchy.errors import HierarchyError
-from hierarchy.losses import make_loss
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.losses import make_loss
 
 RNG = np.random.default_rng(7)
 
@@ -113,7 +113,7 @@ def test_builtin_builders_are_fast_for_the_largest_token_count():
     """Summing L² pieces one at a time was O(L⁴) (63 s at L = 20); now one Add and shared terms."""
     import time
 
-    from hierarchy.config import MAX_TOKENS
+    from hierarchy.config.loader import MAX_TOKENS
 
     for name in ("quadratic", "mse"):
         start = time.perf_counter()
@@ -141,8 +141,8 @@ def test_pieces_reading_a_subset_of_entries_are_merged():
 
 
 def test_token_caps_are_one_line_errors_naming_model_tokens():
-    from hierarchy.config import MAX_TOKENS, load_config
-    from hierarchy.losses import MAX_SOFTMAX_TOKENS
+    from hierarchy.config.loader import MAX_TOKENS, load_config
+    from hierarchy.models.attention.losses import MAX_SOFTMAX_TOKENS
 
     with pytest.raises(HierarchyError) as info:
         load_config(overrides={"model": {"tokens": 1000, "covariance": []}})

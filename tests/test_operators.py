@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from hierarchy.display import render
-from hierarchy.errors import HierarchyError
-from hierarchy.operators import build_field
+from hierarchy.models.attention.display import render
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.operators import build_field
 
 
 @pytest.mark.parametrize("kwargs,field", [

@@ -17,11 +17,11 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from hierarchy import plotting
-from hierarchy.errors import HierarchyError
-from hierarchy.solve_job import plot_observables
-from hierarchy.solver import SolveResult
-from hierarchy.study import analyse, plot_errors, plot_trajectories
+from hierarchy.core import plotting
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.solve_job import plot_observables
+from hierarchy.ode.solver import SolveResult
+from hierarchy.study.run import analyse, plot_errors, plot_trajectories
 
 TOOLS = pathlib.Path(__file__).resolve().parent.parent / "tools"
 RAW_LABELS = {"1", "2", "1.1", "1.2", "2.2", "M1.Mt2", "M1.M2", "Psi1.2", "Omega1.2"}
@@ -302,7 +302,7 @@ def test_study_trajectories_plot_shows_the_extrapolated_curve(tmp_path):
 
 def test_study_errors_plot_draws_the_extrapolated_errors(tmp_path):
     hier, flow, seeds, analysis = _study_data()
-    from hierarchy.study import analyse_extrapolation
+    from hierarchy.study.run import analyse_extrapolation
 
     extrapolated = analyse_extrapolation(T, DEGREES, STUDY_LABELS, hier, *_extrapolation(flow),
                                          {"matrix-flow": flow, "sgd": seeds.mean(0)})

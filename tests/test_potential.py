@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from hierarchy.coefficients import potential_gradients
-from hierarchy.gaussian import (covariance_of, gaussian_law, project_pair, project_psd, project_tied,
+from hierarchy.models.attention.coefficients import potential_gradients
+from hierarchy.models.attention.gaussian import (covariance_of, gaussian_law, project_pair, project_psd, project_tied,
                                 structure_matrices)
-from hierarchy.losses import Loss, entry_symbol, hermite_function, make_loss
-from hierarchy.potential import Potential, covariance_gradients, mean_gradient, mean_hessian, hermite_grid, principal_factor, trapezoid_grid
+from hierarchy.models.attention.losses import Loss, entry_symbol, hermite_function, make_loss
+from hierarchy.models.attention.potential import Potential, covariance_gradients, mean_gradient, mean_hessian, hermite_grid, principal_factor, trapezoid_grid
 
 RNG = np.random.default_rng(11)
 QUADRATIC = make_loss({"name": "quadratic"}, 1, 2)
@@ -289,7 +289,7 @@ def test_smooth_activations_get_a_compiled_kernel_not_the_numpy_fallback(student
     """erf's derivative prints as M_PI: the kernel template must know it (it once fell back)."""
     import warnings
 
-    from hierarchy import potential
+    from hierarchy.models.attention import potential
 
     loss = make_loss({"name": "mse", "student": student, "teacher": teacher}, 1, 2)
     with warnings.catch_warnings():

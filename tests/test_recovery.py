@@ -3,12 +3,12 @@ the invariant uninformative manifold of direct S with h2."""
 import numpy as np
 import pytest
 
-from hierarchy.coefficients import make_coefficients
-from hierarchy.errors import HierarchyError
-from hierarchy.losses import make_loss
-from hierarchy.moments import trace_moments
-from hierarchy.operators import build_field
-from hierarchy.recovery import (escape_velocity, hitting_time, overlaps, sgd_hitting,
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.recovery import (escape_velocity, hitting_time, overlaps, sgd_hitting,
                                 steps_per_time, uninformative_moments, weak_recovery)
 
 D = 120
@@ -101,7 +101,7 @@ def test_hitting_time_and_conversions():
 
 
 def test_sgd_hitting_reads_a_trajectory():
-    from hierarchy.sgd import Trajectory
+    from hierarchy.sgd.run import Trajectory
 
     field = build_field("tied", 2, [1], 2)
     T = 5

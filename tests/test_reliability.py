@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hierarchy.errors import HierarchyError
-from hierarchy.outputs import read_result
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import read_result
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 # and count the builds the cache performs (printed as "BUILT <name>").
 PRELUDE = """
 import os, pathlib, sys
-import hierarchy.cache as cache
+import hierarchy.jit.cache as cache
 cache._repo_generated_dir = lambda: pathlib.Path(os.environ["TEST_REPO_GENERATED"])
 _build = cache._build_module
 def _counting_build(source, name, *args, **kwargs):
@@ -67,7 +67,7 @@ def start_child(body, env):
 
 def cli_child(*argv):
     """Child body running the CLI with the exit status of main()."""
-    return f"from hierarchy.cli import main\nsys.exit(main({[str(a) for a in argv]!r}))\n"
+    return f"from hierarchy.cli.main import main\nsys.exit(main({[str(a) for a in argv]!r}))\n"
 
 
 def unique_source():
@@ -147,7 +147,7 @@ sysconfig.get_paths = lambda *a, **k: {**_paths(*a, **k), "include": "/nonexiste
 def test_compile_error_shows_the_compilers_own_message(tmp_path):
     source = 'cdef extern from *:\n    """\n    #error deliberate_failure_marker\n    """\n' + unique_source()
     body = f"""
-from hierarchy.errors import HierarchyError
+from hierarchy.core.errors import HierarchyError
 try:
     cache.compile_pyx({source!r}, "broken")
 except HierarchyError as error:
@@ -223,7 +223,7 @@ def test_two_processes_generating_the_same_solver_build_once_and_both_succeed(tm
 CHECKPOINTED_RUN = """
 import time
 import numpy as np
-from hierarchy.outputs import Checkpoint, interruptible
+from hierarchy.core.io import Checkpoint, interruptible
 out, resume, steps = sys.argv[1], sys.argv[2] == "resume", 150
 ckpt = Checkpoint(out, {"run": "counter", "steps": steps}, min_interval=0.0)
 previous = ckpt.resume() if resume else None
@@ -339,7 +339,7 @@ def test_sgd_interrupted_by_a_signal_keeps_its_record_and_resumes(tmp_path):
 def test_blowup_stops_with_time_and_words_and_keeps_the_trajectory(tmp_path):
     body = """
 import numpy as np
-from hierarchy import solver as solver_module
+from hierarchy.ode import solver as solver_module
 solver = solver_module.build("tied", K=2, trainable=[1], degree=2)
 mu0 = np.ones(len(solver.labels))
 coefficients = {name: 0.0 for name in solver.coefficient_names}
@@ -398,7 +398,7 @@ TOKENS = st.sampled_from([
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=st.lists(TOKENS, max_size=12), L=st.integers(1, 2), K=st.integers(1, 2))
 def test_fuzz_loss_expression_loads_or_refuses(pieces, L, K):
-    from hierarchy.losses import make_loss
+    from hierarchy.models.attention.losses import make_loss
 
     _loss_loads_or_refuses(make_loss, "".join(pieces), L, K)
 
@@ -406,7 +406,7 @@ def test_fuzz_loss_expression_loads_or_refuses(pieces, L, K):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(max_size=30), L=st.integers(1, 2), K=st.integers(1, 2))
 def test_fuzz_loss_expression_random_text(text, L, K):
-    from hierarchy.losses import make_loss
+    from hierarchy.models.attention.losses import make_loss
 
     _loss_loads_or_refuses(make_loss, text, L, K)
 
@@ -424,8 +424,8 @@ def _loss_loads_or_refuses(make_loss, text, L, K):
 def test_loss_expression_with_a_huge_exact_power_is_refused_quickly(tmp_path):
     """``9**9**9`` is a 370-million-digit integer: the parser must refuse it, not compute it."""
     body = """
-from hierarchy.errors import HierarchyError
-from hierarchy.losses import make_loss
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.losses import make_loss
 for text in ("9**9**9", "2**10**10"):
     try:
         make_loss({"name": "expression", "expression": text}, 1, 1)
@@ -445,14 +445,14 @@ for text in ("9**9**9", "2**10**10"):
 
 
 def _config():
-    from hierarchy.config import load_config
+    from hierarchy.config.loader import load_config
 
     return load_config()
 
 
 def test_result_round_trip_carries_config_version_labels(tmp_path):
     import hierarchy
-    from hierarchy.outputs import write_result
+    from hierarchy.core.io import write_result
 
     t, mu = np.linspace(0, 1, 4), np.arange(12.0).reshape(4, 3)
     write_result(tmp_path, t=t, mu=mu, labels=["1", "1.2", "2.2"], config=_config(),
@@ -469,7 +469,7 @@ def test_result_round_trip_carries_config_version_labels(tmp_path):
 
 
 def test_result_with_a_replaced_npz_is_reported_damaged(tmp_path):
-    from hierarchy.outputs import write_result
+    from hierarchy.core.io import write_result
 
     write_result(tmp_path / "a", t=[0.0], mu=[[1.0]], labels=["1"], config={})
     write_result(tmp_path / "b", t=[0.0], mu=[[2.0]], labels=["1"], config={})
@@ -481,7 +481,7 @@ def test_result_with_a_replaced_npz_is_reported_damaged(tmp_path):
 
 
 def test_result_shapes_are_checked(tmp_path):
-    from hierarchy.outputs import write_result
+    from hierarchy.core.io import write_result
 
     with pytest.raises(HierarchyError, match="shape"):
         write_result(tmp_path, t=[0.0, 1.0], mu=[[1.0, 2.0]], labels=["1", "2"], config={})
@@ -490,7 +490,7 @@ def test_result_shapes_are_checked(tmp_path):
 
 
 def test_unwritable_output_folder_is_a_clean_error(tmp_path):
-    from hierarchy.outputs import write_result
+    from hierarchy.core.io import write_result
 
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -499,7 +499,7 @@ def test_unwritable_output_folder_is_a_clean_error(tmp_path):
 
 
 def test_signals_during_a_write_are_delivered_after_it(tmp_path):
-    from hierarchy.outputs import _signals_held
+    from hierarchy.core.io import _signals_held
 
     with pytest.raises(KeyboardInterrupt):
         with _signals_held():
@@ -510,7 +510,7 @@ def test_signals_during_a_write_are_delivered_after_it(tmp_path):
 
 
 def test_interruptible_turns_sigterm_into_keyboard_interrupt():
-    from hierarchy.outputs import interruptible
+    from hierarchy.core.io import interruptible
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
@@ -521,8 +521,8 @@ def test_interruptible_turns_sigterm_into_keyboard_interrupt():
 
 
 def test_resume_refuses_another_config(tmp_path):
-    from hierarchy.config import load_config
-    from hierarchy.outputs import Checkpoint
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.io import Checkpoint
 
     Checkpoint(tmp_path, _config()).save(t=[0.0], mu=[[1.0]], labels=["1"], state={"step": 1}, force=True)
     other = load_config(overrides={"sgd": {"batch": 7}})

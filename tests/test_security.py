@@ -17,10 +17,10 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hierarchy.cli import main
-from hierarchy.errors import HierarchyError
-from hierarchy.expressions import FUNCTIONS, expression_from_text
-from hierarchy.losses import entry_symbol, make_loss
+from hierarchy.cli.main import main
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.expressions import FUNCTIONS, expression_from_text
+from hierarchy.models.attention.losses import entry_symbol, make_loss
 
 TOUCH = "import os; os.system('touch pwned')"
 ISSUE_PAYLOAD = """(G for G in [1]).gi_frame.f_builtins['ex' 'ec']('im' 'port os; os.system("touch pwned")')"""

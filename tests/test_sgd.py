@@ -2,14 +2,14 @@
 import numpy as np
 import pytest
 
-from hierarchy import sgd
-from hierarchy.config import load_config
-from hierarchy.flows import matrix_flow
-from hierarchy.initial import initial_matrices
-from hierarchy.losses import make_loss
-from hierarchy.operators import build_field
-from hierarchy.outputs import read_result
-from hierarchy.study import make_study_coefficients
+from hierarchy.sgd import run as sgd
+from hierarchy.config.loader import load_config
+from hierarchy.models.attention.flows import matrix_flow
+from hierarchy.models.attention.initial import initial_matrices
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.operators import build_field
+from hierarchy.core.io import read_result
+from hierarchy.study.run import make_study_coefficients
 
 PARAMETERIZATIONS = ["tied", "untied", "direct"]
 
@@ -149,7 +149,7 @@ def sgd_labels(config):
 def test_moment_source_is_rejected():
     config = load_config(None)
     config["init"]["source"] = "moments"
-    from hierarchy.errors import HierarchyError
+    from hierarchy.core.errors import HierarchyError
     with pytest.raises(HierarchyError):
         sgd.sgd_initial_matrices(config)
 
@@ -158,7 +158,7 @@ def test_interrupted_sgd_says_so_once(tmp_path, capsys, monkeypatch):
     # The fault: run_sgd printed its own "interrupted: ..." line and the CLI a second one.
     import dataclasses
 
-    from hierarchy.cli import main
+    from hierarchy.cli.main import main
 
     real = sgd.problem_from_config
 

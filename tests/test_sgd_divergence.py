@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hierarchy import sgd
-from hierarchy.cli import main
-from hierarchy.config import load_config
-from hierarchy.errors import HierarchyError
-from hierarchy.operators import build_field
-from hierarchy.outputs import read_result
+from hierarchy.sgd import run as sgd
+from hierarchy.cli.main import main
+from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.operators import build_field
+from hierarchy.core.io import read_result
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import hierarchy
-from hierarchy.errors import HierarchyError
-from hierarchy.moments import moments_of
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.moments import moments_of
 
 GAMMA = {"Gamma[1,1]": 2.0, "Gamma[1,2]": -2.0, "gamma": 0.0}  # L = (G1 - G2)^2, L = 1, C = 1
 TIGHT = dict(rtol=1e-12, atol=1e-14)
@@ -156,7 +156,7 @@ def test_solve_input_errors(solvers):
 # ----------------------------------------------------------------------------- solve job
 
 def small_config(**sections):
-    from hierarchy.config import load_config
+    from hierarchy.config.loader import load_config
 
     overrides = {"model": {"parameterization": "tied", "K": 2, "trainable": [1]},
                  "hierarchy": {"degree": 3}, "init": {"d": 30, "seed": 3},
@@ -167,9 +167,9 @@ def small_config(**sections):
 
 
 def test_run_solve_writes_results_matching_polynomial_341(tmp_path):
-    from hierarchy.initial import initial_moments
-    from hierarchy.outputs import read_result
-    from hierarchy.solve_job import PLOT_FILE, run_solve
+    from hierarchy.models.attention.initial import initial_moments
+    from hierarchy.core.io import read_result
+    from hierarchy.models.attention.solve_job import PLOT_FILE, run_solve
 
     config = small_config()
     summary = run_solve(config, tmp_path)
@@ -190,7 +190,7 @@ def test_run_solve_writes_results_matching_polynomial_341(tmp_path):
 def test_run_solve_from_a_moments_file(tmp_path):
     import json
 
-    from hierarchy.solve_job import run_solve
+    from hierarchy.models.attention.solve_job import run_solve
 
     solver = hierarchy.build("tied", 2, [1], 2)
     values = {"1": 0.5, "2": 0.8, "1.1": 1.0, "1.2": 0.3, "2.2": 1.2}
@@ -211,7 +211,7 @@ def test_run_solve_from_a_moments_file(tmp_path):
 # ----------------------------------------------------------------------------- CLI summary
 
 def solve_cli(capsys, monkeypatch, tmp_path, *flags, t_final=0.04, degree=8, extra=""):
-    from hierarchy.cli import main
+    from hierarchy.cli.main import main
 
     monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
     path = tmp_path / "solve.toml"

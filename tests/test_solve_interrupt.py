@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import hierarchy
-from hierarchy.outputs import read_result
-from hierarchy.solver import SolveInterrupted
+from hierarchy.core.io import read_result
+from hierarchy.ode.solver import SolveInterrupted
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -134,8 +134,8 @@ def test_interrupt_inside_solver_carries_the_partial_result():
 
 
 def test_interrupt_during_the_truncation_check_keeps_the_full_trajectory(tmp_path, monkeypatch):
-    from hierarchy import solve_job
-    from hierarchy.config import load_config
+    from hierarchy.models.attention import solve_job
+    from hierarchy.config.loader import load_config
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

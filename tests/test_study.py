@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from hierarchy import study
-from hierarchy.config import load_config
-from hierarchy.outputs import read_result
+from hierarchy.study import run as study
+from hierarchy.config.loader import load_config
+from hierarchy.core.io import read_result
 
 SMALL = {
     "loss": {"name": "quadratic"},

@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from hierarchy import study
-from hierarchy.config import load_config
-from hierarchy.extrapolation import estimate_radius
-from hierarchy.outputs import read_result
+from hierarchy.study import run as study
+from hierarchy.config.loader import load_config
+from hierarchy.models.attention.extrapolation import estimate_radius
+from hierarchy.core.io import read_result
 
 # d = 30 tied quadratic, degrees 2..16 to t = 0.3: past the convergence radius (about 0.22)
 LONG = {
@@ -63,7 +63,7 @@ def test_extrapolation_beats_every_single_degree_past_the_radius(long_study):
 
 
 # (at 1e-5 and 1e-6 a few points past t = 0.1 are off by 20-40x the tolerance: the
-# transformations agree on a slightly wrong limit there; hierarchy.extrapolation's business)
+# transformations agree on a slightly wrong limit there; hierarchy.models.attention.extrapolation's business)
 @pytest.mark.parametrize("tolerance", [1e-2, 1e-3, 1e-4])
 def test_certified_points_are_within_ten_times_the_tolerance(long_study, tolerance):
     _, _, result = long_study
@@ -120,7 +120,7 @@ def test_certified_refuses_a_bad_tolerance_and_ignores_wild_estimates():
     est = np.array([[1.0], [2.0], [1e9]])
     err = np.array([[1e-6], [1e-3], [1e9]])
     assert study.certified(est, err, 1e-3).ravel().tolist() == [True, True, False]
-    from hierarchy.errors import HierarchyError
+    from hierarchy.core.errors import HierarchyError
 
     with pytest.raises(HierarchyError):
         study.certified(est, err, 0.0)

@@ -1,9 +1,9 @@
 """The study on the untied and direct models (the default study is tied)."""
 import numpy as np
 
-from hierarchy.config import load_config
-from hierarchy.outputs import read_result
-from hierarchy.study import run_study
+from hierarchy.config.loader import load_config
+from hierarchy.core.io import read_result
+from hierarchy.study.run import run_study
 
 
 def _config(parameterization):

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hierarchy import study
-from hierarchy.cli import main, study_config
-from hierarchy.config import check_scheduler, load_config
-from hierarchy.errors import HierarchyError
-from hierarchy.outputs import read_result
+from hierarchy.study import run as study
+from hierarchy.cli.main import main, study_config
+from hierarchy.config.loader import check_scheduler, load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import read_result
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -225,7 +225,7 @@ scheduler = "serial"
 
 
 def _cli_child(*argv):
-    code = "import sys; from hierarchy.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from hierarchy.cli.main import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("HIERARCHY_QUIET", None)  # main(["--quiet", ...]) in an earlier test sets it here
     return [sys.executable, "-c", code, *map(str, argv)], env

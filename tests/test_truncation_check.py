@@ -1,9 +1,9 @@
 """``hierarchy solve`` compares degree M with M − 1 and warns outside the convergence radius."""
 import logging
 
-from hierarchy.config import load_config
-from hierarchy.outputs import read_result
-from hierarchy.solve_job import run_solve
+from hierarchy.config.loader import load_config
+from hierarchy.core.io import read_result
+from hierarchy.models.attention.solve_job import run_solve
 
 
 def _config(t_final):

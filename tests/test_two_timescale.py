@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from hierarchy.coefficients import make_coefficients
-from hierarchy.errors import HierarchyError
-from hierarchy.losses import make_loss
-from hierarchy.operators import build_field
-from hierarchy.recovery import escape_velocity, uninformative_moments
-from hierarchy.two_timescale import fast_phase, initial_means, solve_two_timescale
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments
+from hierarchy.models.attention.two_timescale import fast_phase, initial_means, solve_two_timescale
 
 D = 100
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hierarchy.errors import HierarchyError
-from hierarchy.moments import letter_matrices, word_moments
-from hierarchy.words import (alphabet, canonical_codes, canonical_word, count_words, encode,
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.moments import letter_matrices, word_moments
+from hierarchy.models.attention.words import (alphabet, canonical_codes, canonical_word, count_words, encode,
                              enumerate_words, parse_label, transpose_reverse, word_label)
 
 

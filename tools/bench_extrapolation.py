@@ -31,7 +31,7 @@ RTOL = 1e-12
 def solve_degrees(degrees, times, blowup):
     """``(D, T, O)`` observables of each degree (NaN past its stop) and the solve seconds."""
     import hierarchy
-    from hierarchy.exact_limit import initial_limit_moments
+    from hierarchy.models.attention.exact_limit import initial_limit_moments
 
     mu = np.full((len(degrees), len(times), len(OBSERVABLES)), np.nan)
     seconds = 0.0
@@ -47,8 +47,8 @@ def solve_degrees(degrees, times, blowup):
 
 def table(degrees, blowup):
     """Print one setting's table; returns the errors ``{method: (T, O)}``."""
-    from hierarchy.exact_limit import convergence_radius, limit_moments
-    from hierarchy.extrapolation import METHODS, extrapolate_across_degrees
+    from hierarchy.models.attention.exact_limit import convergence_radius, limit_moments
+    from hierarchy.models.attention.extrapolation import METHODS, extrapolate_across_degrees
 
     times = np.array((0.0,) + TIMES)
     mu, solve_s = solve_degrees(degrees, times, blowup)

@@ -1,6 +1,6 @@
 """Time to build the truncated fields (issue 2), against a per-word Python baseline.
 
-The package builds operators with vectorised integer tables (:mod:`hierarchy.operators`).
+The package builds operators with vectorised integer tables (:mod:`hierarchy.models.attention.operators`).
 The baseline does the same job word by word in pure Python (``canonical_word`` on every
 substituted tuple, a dict look-up), which is what a straightforward implementation does;
 both are timed in this run and must produce the same operators.
@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from hierarchy.operators import build_field
-from hierarchy.rules import derive_rules
-from hierarchy.words import canonical_word
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.rules import derive_rules
+from hierarchy.models.attention.words import canonical_word
 
 
 def per_word_baseline(field):

@@ -27,7 +27,7 @@ OBSERVABLES = ("1", "1.1", "1.2")
 
 
 def config(**solve):
-    from hierarchy.config import load_config
+    from hierarchy.config.loader import load_config
 
     return load_config(None, {"model": {"tokens": 2}, "loss": {"name": "softmax-mse"},
                               "hierarchy": {"degree": 12}, "init": {"d": 100, "seed": 0},
@@ -35,8 +35,8 @@ def config(**solve):
 
 
 def timed_solve(cfg):
-    from hierarchy.outputs import read_result
-    from hierarchy.solve_job import run_solve
+    from hierarchy.core.io import read_result
+    from hierarchy.models.attention.solve_job import run_solve
 
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
@@ -47,9 +47,9 @@ def timed_solve(cfg):
 
 def extrapolation():
     import hierarchy
-    from hierarchy.coefficients import coefficients_from_config
-    from hierarchy.flows import matrix_flow
-    from hierarchy.initial import initial_matrices
+    from hierarchy.models.attention.coefficients import coefficients_from_config
+    from hierarchy.models.attention.flows import matrix_flow
+    from hierarchy.models.attention.initial import initial_matrices
 
     cfg = config(t_final=1.0, points=201, check_truncation=False)
     cold, _, _ = timed_solve(cfg)

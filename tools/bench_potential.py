@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 
-from hierarchy.coefficients import make_coefficients, potential_gradients
-from hierarchy.gaussian import gaussian_law, structure_matrices
-from hierarchy.losses import make_loss
-from hierarchy.operators import build_field
-from hierarchy.potential import principal_factor
+from hierarchy.models.attention.coefficients import make_coefficients, potential_gradients
+from hierarchy.models.attention.gaussian import gaussian_law, structure_matrices
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.potential import principal_factor
 
 CASES = [
     ("quadratic", {"name": "quadratic"}, 1),

@@ -29,10 +29,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hierarchy import cache, codegen  # noqa: E402
-from hierarchy.moments import moments_of  # noqa: E402
-from hierarchy.operators import build_field  # noqa: E402
-from hierarchy.solver import Solver, _metadata, build  # noqa: E402
+from hierarchy.jit import cache
+from hierarchy.jit import codegen# noqa: E402
+from hierarchy.models.attention.moments import moments_of  # noqa: E402
+from hierarchy.models.attention.operators import build_field  # noqa: E402
+from hierarchy.ode.solver import Solver, _metadata, build  # noqa: E402
 
 CASES = [("tied", 2, (1,), m) for m in (8, 12, 16)] + [("untied", 2, (1,), m) for m in (4, 5, 6, 7)]
 QUICK_CASES = [("tied", 2, (1,), 8), ("untied", 2, (1,), 4)]

@@ -11,7 +11,7 @@ the same numpy call, timed separately):
 Also: moments of every word of the tied K = 2, M = 8 field at d = 400 (target < 1 s); and
 the ``hierarchy sgd`` example (``tools/configs/tied_quadratic.toml``, horizon shortened to
 ``--example-t-final``) run twice as a command, with the default BLAS threads (chosen by
-measurement, :mod:`hierarchy.blas_threads`) and forced to one (``OPENBLAS_NUM_THREADS=1``):
+measurement, :mod:`hierarchy.core.blas_threads`) and forced to one (``OPENBLAS_NUM_THREADS=1``):
 target, the default within 10% of the better of the two.
 
     python tools/bench_sgd.py [--d 400] [--batch 512] [--repeats 7] [--example-t-final 0.06]
@@ -30,10 +30,10 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from hierarchy import sgd  # noqa: E402
-from hierarchy.losses import make_loss  # noqa: E402
-from hierarchy.moments import moments_of  # noqa: E402
-from hierarchy.operators import build_field  # noqa: E402
+from hierarchy.sgd import run as sgd# noqa: E402
+from hierarchy.models.attention.losses import make_loss  # noqa: E402
+from hierarchy.models.attention.moments import moments_of  # noqa: E402
+from hierarchy.models.attention.operators import build_field  # noqa: E402
 
 
 def best_of(functions, repeats, inner):

@@ -29,11 +29,11 @@ OBSERVABLES = ("1", "1.1", "1.2")
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure1")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.losses import make_loss
-    from hierarchy.moments import trace_moments
-    from hierarchy.sgd import Problem
-    from hierarchy.solver import build
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.losses import make_loss
+    from hierarchy.models.attention.moments import trace_moments
+    from hierarchy.sgd.run import Problem
+    from hierarchy.ode.solver import build
 
     d, out = cfg["d"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -100,10 +100,10 @@ def main():
 
 
 def exact_flow(mats, loss, times):
-    """The exact finite-d matrix flow from the SGD start (:mod:`hierarchy.flows`), (T, 3)."""
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.flows import matrix_flow
-    from hierarchy.operators import build_field
+    """The exact finite-d matrix flow from the SGD start (:mod:`hierarchy.models.attention.flows`), (T, 3)."""
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.flows import matrix_flow
+    from hierarchy.models.attention.operators import build_field
 
     field = build_field("tied", 2, (1,), 2)
     flow = matrix_flow(field, mats, make_coefficients(field, loss), times)
@@ -132,7 +132,7 @@ def draw(times, curves, t_sgd, sgd_mean, spread, cfg, flow=None, extrapolated=No
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.plotting import degree_colors, figure_legend, math_label, time_label
+    from hierarchy.core.plotting import degree_colors, figure_legend, math_label, time_label
 
     fig, axes = figure(1, len(OBSERVABLES), figsize=(12.5, 3.8))
     colors = degree_colors(list(curves))

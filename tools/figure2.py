@@ -40,11 +40,11 @@ def normalised_overlap(mu):
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure2")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.losses import make_loss
-    from hierarchy.operators import build_field
-    from hierarchy.recovery import escape_velocity, uninformative_moments, weak_recovery
-    from hierarchy.sgd import Problem
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.losses import make_loss
+    from hierarchy.models.attention.operators import build_field
+    from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments, weak_recovery
+    from hierarchy.sgd.run import Problem
 
     d, lr, B, out = cfg["d"], cfg["learning_rate"], cfg["batch"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -117,7 +117,7 @@ def draw(curves, cfg):
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.plotting import legend
+    from hierarchy.core.plotting import legend
 
     fig, axes = figure(1, 2, figsize=(10, 3.9), sharey=True)
     colors = {"h1": "tab:blue", "h2": "tab:orange", "h3": "tab:green"}

@@ -6,11 +6,11 @@ Teacher–student MSE ``½(h(G_1) − h(G_2))²``, ``L = 1``, standard Gaussian 
 (a) the fast phase — the student mean ``m_1 = Tr(M_1)/√d`` against ``t = nα``, SGD against
     eq. 28 (moments frozen), relaxing to ``m*(q(0))``;
 (b) the slow phase (``τ = nα/d``) — the symmetric overlap ``Tr((M_1+M_1ᵀ)(M_2+M_2ᵀ))/d`` of SGD
-    (seed mean ± spread) against the exact finite-d slow matrix flow (:mod:`hierarchy.flows`,
+    (seed mean ± spread) against the exact finite-d slow matrix flow (:mod:`hierarchy.models.attention.flows`,
     same matrices, coefficients of ``make_coefficients`` at the slaved mean, which is what the
     untied hierarchy closes on), with the eq. 42 escape tangents;
 (c) ``h1`` over the whole horizon: the degree-``M`` truncations of the hierarchy, their
-    extrapolation across ``M = 2 … 6`` (:func:`hierarchy.study.extrapolate_degrees`; drawn
+    extrapolation across ``M = 2 … 6`` (:func:`hierarchy.study.run.extrapolate_degrees`; drawn
     with its error band where its error estimate is below 1e-3 of the overlap's scale, faint
     and labelled "not certified" elsewhere), the exact flow and SGD;
 (d) ``h1``: the truncation error ``|μ^(M) − μ_flow|`` against ``τ``, with the extrapolated
@@ -32,7 +32,7 @@ import numpy as np
 from figure_common import (EXTRAPOLATION_BLOWUP, draw_extrapolated, extrapolate_curves,
                            extrapolation_summary, figure, gaussian, parse_args, save_png,
                            settings, write_csv, write_summary)
-from hierarchy.plotting import degree_colors, legend
+from hierarchy.core.plotting import degree_colors, legend
 
 FULL = {"d": 800, "learning_rate": 0.01, "batch": 4096, "seeds": [0], "tau_final": 1.0,
         "points": 41, "fast_points": 41, "seed_init": 0, "activations": ["h1", "h2", "h3"],
@@ -52,9 +52,9 @@ def symmetric_overlap(mu, labels):
 
 def exact_trajectory(field, coef, mats, m0, tau, cfg):
     """Fast phase (eq. 28), then the exact slow matrix flow, as a ``TwoTimescaleTrajectory``."""
-    from hierarchy.flows import matrix_flow
-    from hierarchy.moments import moments_of
-    from hierarchy.two_timescale import TwoTimescaleTrajectory, fast_phase, slaved_means
+    from hierarchy.models.attention.flows import matrix_flow
+    from hierarchy.models.attention.moments import moments_of
+    from hierarchy.models.attention.two_timescale import TwoTimescaleTrajectory, fast_phase, slaved_means
 
     fast = fast_phase(coef, moments_of(field, mats), m0, points=cfg["fast_points"])
     coef.m_star = fast.m_star.copy()  # follow the branch the fast phase selected
@@ -66,9 +66,9 @@ def exact_trajectory(field, coef, mats, m0, tau, cfg):
 
 def truncation_study(loss, mats, m0, m_star, tau, flow_sym, degrees):
     """Symmetric overlap of the degree-``M`` truncations on ``tau`` (NaN after a blow-up)."""
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.moments import moments_of
-    from hierarchy.solver import build
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.moments import moments_of
+    from hierarchy.ode.solver import build
 
     curves, stops = {}, {}
     for M in degrees:
@@ -106,12 +106,12 @@ def accurate_horizon(tau, errors):
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure3")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.losses import make_loss
-    from hierarchy.operators import build_field
-    from hierarchy.recovery import escape_velocity, uninformative_moments
-    from hierarchy.sgd import Problem
-    from hierarchy.two_timescale import compare_with_sgd, initial_means
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.losses import make_loss
+    from hierarchy.models.attention.operators import build_field
+    from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments
+    from hierarchy.sgd.run import Problem
+    from hierarchy.models.attention.two_timescale import compare_with_sgd, initial_means
 
     d, lr, B, out = cfg["d"], cfg["learning_rate"], cfg["batch"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -166,10 +166,10 @@ def main():
 
 def _truncations(cfg, mats, m0, results, summary, csv_cols):
     """Truncations of one activation against its exact flow over the whole horizon."""
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.flows import matrix_flow
-    from hierarchy.losses import make_loss
-    from hierarchy.operators import build_field
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.flows import matrix_flow
+    from hierarchy.models.attention.losses import make_loss
+    from hierarchy.models.attention.operators import build_field
 
     act = cfg["truncation_activation"]
     tau = np.linspace(0.0, cfg["tau_final"],

@@ -51,11 +51,11 @@ def riccati_moments(S1, S2, c, times):
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure4")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.coefficients import make_coefficients
-    from hierarchy.losses import make_loss
-    from hierarchy.moments import trace_moments
-    from hierarchy.sgd import Problem
-    from hierarchy.solver import build
+    from hierarchy.models.attention.coefficients import make_coefficients
+    from hierarchy.models.attention.losses import make_loss
+    from hierarchy.models.attention.moments import trace_moments
+    from hierarchy.sgd.run import Problem
+    from hierarchy.ode.solver import build
 
     d, out = cfg["d"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -145,7 +145,7 @@ def draw(times, exact, curves, t_sgd, mu_sgd, cfg, extrapolated=None):
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.plotting import degree_colors, figure_legend, math_label, time_label
+    from hierarchy.core.plotting import degree_colors, figure_legend, math_label, time_label
 
     fig, axes = figure(1, len(OBSERVABLES), figsize=(12.5, 3.8))
     colors = degree_colors(list(curves))

@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hierarchy.extrapolation import LADDER_BLOWUP  # noqa: E402  (after the path set-up)
+from hierarchy.models.attention.extrapolation import LADDER_BLOWUP  # noqa: E402  (after the path set-up)
 
 
 def parse_args(description, default_out):
@@ -46,16 +46,16 @@ def settings(args, full, quick):
 def figure(nrows=1, ncols=1, figsize=(11, 3.6), **subplot_kw):
     """A constrained-layout figure and its axes (2-d array), in the package's plot style.
 
-    See :mod:`hierarchy.plotting`: no pyplot state, suptitles get their own room.
+    See :mod:`hierarchy.core.plotting`: no pyplot state, suptitles get their own room.
     """
-    from hierarchy.plotting import new_figure
+    from hierarchy.core.plotting import new_figure
 
     return new_figure(nrows, ncols, figsize=figsize, **subplot_kw)
 
 
 def save_png(fig, path):
-    """Save a figure script's PNG at :data:`hierarchy.plotting.MIN_DPI` (150) dpi."""
-    from hierarchy.plotting import save_figure
+    """Save a figure script's PNG at :data:`hierarchy.core.plotting.MIN_DPI` (150) dpi."""
+    from hierarchy.core.plotting import save_figure
 
     return save_figure(fig, path)
 
@@ -87,8 +87,8 @@ def _is_number(x):
 
 
 def write_summary(out, settings, summary, t, mu, labels):
-    """``result.json``/``result.npz`` through :func:`hierarchy.outputs.write_result`."""
-    from hierarchy.outputs import write_result
+    """``result.json``/``result.npz`` through :func:`hierarchy.core.io.write_result`."""
+    from hierarchy.core.io import write_result
 
     write_result(out, t=np.asarray(t, dtype=float), mu=np.asarray(mu, dtype=float),
                  labels=list(labels), config={"figure": settings}, summary=summary)
@@ -96,7 +96,7 @@ def write_summary(out, settings, summary, t, mu, labels):
 
 def sgd_runs(problem, mats, times, words, seeds, engine, title):
     """Moments of ``words`` along SGD, one row per seed: ``(t, steps, samples, mu (S,T,n))``."""
-    from hierarchy.sgd import simulate
+    from hierarchy.sgd.run import simulate
 
     runs = []
     for seed in seeds:
@@ -130,7 +130,7 @@ def unit_teacher(W, d):
 EXTRAPOLATION_TOLERANCE = 1e-3
 # Guard of the degree solves that feed the extrapolation: past the radius the high degrees
 # grow far beyond the solver's default 1e8 while still finite, and must reach every time
-# (hierarchy.study.BLOWUP: why not 1e300).
+# (hierarchy.study.run.BLOWUP: why not 1e300).
 EXTRAPOLATION_BLOWUP = LADDER_BLOWUP
 
 
@@ -144,15 +144,15 @@ def extrapolate_curves(curves, rtol=1e-8, tolerance=EXTRAPOLATION_TOLERANCE):
     rtol : float
         The degree solves' rtol.
     tolerance : float
-        Relative tolerance of :func:`hierarchy.study.certified`.
+        Relative tolerance of :func:`hierarchy.study.run.certified`.
 
     Returns
     -------
     dict
         ``estimate``, ``error`` (T, n), ``valid`` (T, n) bool, ``degrees``, ``tolerance``.
     """
-    from hierarchy.errors import HierarchyError
-    from hierarchy.study import certified, extrapolate_degrees
+    from hierarchy.core.errors import HierarchyError
+    from hierarchy.study.run import certified, extrapolate_degrees
 
     degrees = sorted(curves)
     pair = extrapolate_degrees(degrees, np.stack([curves[M] for M in degrees]), rtol)
@@ -182,8 +182,8 @@ def extrapolation_summary(times, extrapolated, reference, labels):
 
 
 def draw_extrapolated(ax, times, extrapolated, j):
-    """Column ``j`` of :func:`extrapolate_curves` via :func:`hierarchy.plotting.plot_extrapolated`."""
-    from hierarchy.plotting import plot_extrapolated
+    """Column ``j`` of :func:`extrapolate_curves` via :func:`hierarchy.core.plotting.plot_extrapolated`."""
+    from hierarchy.core.plotting import plot_extrapolated
 
     if extrapolated is None:
         return None

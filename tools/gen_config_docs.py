@@ -1,4 +1,4 @@
-"""Write docs/config.md from hierarchy.config.DEFAULTS and hierarchy/config_reference.py.
+"""Write docs/config.md from hierarchy.config.loader.DEFAULTS and hierarchy/config_reference.py.
 
     python tools/gen_config_docs.py            # rewrite docs/config.md
     python tools/gen_config_docs.py --check    # exit 1 if docs/config.md is out of date
@@ -10,7 +10,7 @@ import argparse
 import pathlib
 import sys
 
-from hierarchy.config_reference import render_config_reference
+from hierarchy.config.reference import render_config_reference
 
 TARGET = pathlib.Path(__file__).resolve().parent.parent / "docs" / "config.md"
 

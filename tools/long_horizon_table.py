@@ -13,12 +13,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hierarchy.coefficients import coefficients_from_config  # noqa: E402
-from hierarchy.config import load_config  # noqa: E402
-from hierarchy.flows import matrix_flow  # noqa: E402
-from hierarchy.initial import initial_matrices  # noqa: E402
-from hierarchy.moments import moments_of  # noqa: E402
-from hierarchy.solver import build  # noqa: E402
+from hierarchy.models.attention.coefficients import coefficients_from_config  # noqa: E402
+from hierarchy.config.loader import load_config  # noqa: E402
+from hierarchy.models.attention.flows import matrix_flow  # noqa: E402
+from hierarchy.models.attention.initial import initial_matrices  # noqa: E402
+from hierarchy.models.attention.moments import moments_of  # noqa: E402
+from hierarchy.ode.solver import build  # noqa: E402
 
 OBSERVABLES = ("1", "1.1", "1.2")
 T_FINAL = 1.0

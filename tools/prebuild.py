@@ -39,7 +39,7 @@ def figure_specs():
 
 def study_specs():
     """The truncations of the default ``hierarchy study`` (the README's main job)."""
-    from hierarchy.config import load_config
+    from hierarchy.config.loader import load_config
 
     config = load_config(None)
     model = config["model"]
@@ -63,9 +63,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="print the solvers, build nothing")
     args = parser.parse_args(argv)
-    from hierarchy import cache
-    from hierarchy.errors import HierarchyError
-    from hierarchy.solver import build
+    from hierarchy.jit import cache
+    from hierarchy.core.errors import HierarchyError
+    from hierarchy.ode.solver import build
 
     specs = all_specs()
     print(f"{len(specs)} solvers, cache folder {cache.cache_dir()}")

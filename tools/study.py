@@ -3,7 +3,7 @@
     python tools/study.py [CONFIG.toml] --out DIR [--scheduler ADDRESS|serial] [--resume]
 
 Without a config it runs the embedded default study (tied, K = 2, quadratic loss, degrees
-2..8; see ``hierarchy.study``), which takes well under two minutes on two cores.
+2..8; see ``hierarchy.study.run``), which takes well under two minutes on two cores.
 """
 import argparse
 import pathlib
@@ -12,9 +12,9 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from hierarchy.config import load_config  # noqa: E402
-from hierarchy.errors import HierarchyError  # noqa: E402
-from hierarchy.study import run_study  # noqa: E402
+from hierarchy.config.loader import load_config  # noqa: E402
+from hierarchy.core.errors import HierarchyError  # noqa: E402
+from hierarchy.study.run import run_study  # noqa: E402
 
 
 def main(argv=None):

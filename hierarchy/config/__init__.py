@@ -1,0 +1,1 @@
+"""hierarchy.config.loader."""

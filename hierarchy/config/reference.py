@@ -1,0 +1,221 @@
+"""The configuration reference (``docs/config.md``), generated from :data:`hierarchy.config.loader.DEFAULTS`.
+
+:data:`KEY_HELP` holds one entry per dotted key of ``DEFAULTS`` (``"solve.rtol"``): a short
+description and the values allowed. :func:`render_config_reference` joins the two into the
+markdown of ``docs/config.md``, so the defaults printed there are always the ones the code
+uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--check`` (and
+``tests/test_docs.py``) fail when it no longer matches.
+"""
+import math
+
+from hierarchy.config.loader import DEFAULTS, MAX_K, MAX_POINTS, MAX_TOKENS
+
+#: One line per section, printed above its table.
+SECTION_HELP = {
+    "model": "The model: which attention parameterization, how many indices, which of them train.",
+    "loss": "The loss `L(G)` of one sample. Built-in two-index losses need `K = 2` "
+            "(index 1 the student, index 2 the teacher).",
+    "hierarchy": "The truncated hierarchy: its degree and the words it must contain.",
+    "init": "The initial state: moments of finite-d Gaussian matrices, or a file of moments.",
+    "solve": "Integration of the truncated hierarchy (`hierarchy solve`).",
+    "sgd": "Online SGD (`hierarchy sgd`, and the SGD reference of `hierarchy study`).",
+    "study": "The truncation-error study (`hierarchy study`).",
+}
+
+#: Dotted key -> (what it does, what is allowed).
+KEY_HELP = {
+    "model.parameterization": (
+        "Tied `S_k = W_kW_kᵀ`, untied `S_k = U_kV_kᵀ`, or `S_k` trained directly.",
+        "`tied` \\| `untied` \\| `direct`"),
+    "model.K": ("Number of indices `K` (heads, layers, student and teacher).", f"integer in 1..{MAX_K}"),
+    "model.trainable": ("The trainable indices `𝒦`, 1-based; the others stay fixed.",
+                        "non-empty list of distinct integers in 1..K"),
+    "model.tokens": ("Number of tokens `L` per sample.", f"integer in 1..{MAX_TOKENS}"),
+    "model.covariance": ("Token covariance `C` (`E[x_ia x_jb] = C_ij δ_ab`); `[]` is the identity.",
+                         "`[]` or a symmetric positive semidefinite L × L list of lists"),
+    "model.weight_decay": ("Weight decay `γ`.", "number >= 0"),
+    "loss.name": ("Which loss: `(G_1 − G_2)²`, teacher–student MSE, row-softmax MSE, or your own.",
+                  "`quadratic` \\| `mse` \\| `softmax-mse` \\| `expression`"),
+    "loss.student": ("Student activation `σ` of `mse`.",
+                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`"),
+    "loss.teacher": ("Teacher activation `σ*` of `mse`.", "as `loss.student`"),
+    "loss.expression": ("The loss for `name = \"expression\"`, written in the entries `G[i,j,k]` (1-based).",
+                        "smooth expression; non-smooth functions and unknown symbols are refused"),
+    "hierarchy.degree": ("Truncation degree `M`: words longer than `M` are set to 0.",
+                         "integer >= 2 (refused when the field would not fit in memory)"),
+    "hierarchy.observables": ("Extra word labels to keep (any representative of a word).",
+                              "list of labels of degree <= `degree`, e.g. `1.2`, `M1.Mt2`"),
+    "init.source": ("Where the initial moments come from: `gaussian` the moments of finite-d Gaussian "
+                    "matrices, `moments` a JSON file, `limit` the exact d -> infinity moments of the "
+                    "Gaussian initialization (free probability).", "`gaussian` \\| `moments` \\| `limit`"),
+    "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
+                     "system; relative to the config file.", "path of an existing file"),
+    "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
+               "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
+    "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",
+                   "`[]` or K integers >= 1"),
+    "init.scale": ("Entries are drawn `N(0, scale_k²/d)`; `[]`: 1 for every index.",
+                   "`[]` or K numbers >= 0"),
+    "init.seed": ("Seed of the initial matrices (shared by the hierarchy, the flow and SGD).",
+                  "integer >= 0"),
+    "solve.t_final": ("Horizon in the model's ODE time (also the last record time of `sgd` and `study`).",
+                      "number > 0"),
+    "solve.points": ("Number of output (and SGD record) times, evenly spaced from 0 to `t_final`.",
+                     f"integer in 2..{MAX_POINTS} (the trajectory must fit in memory)"),
+    "solve.rtol": ("Relative tolerance of the integrator.", "number > 0"),
+    "solve.atol": ("Absolute tolerance of the integrator.", "number > 0"),
+    "solve.method": ("The scipy integrator (BDF and Radau use the analytic sparse Jacobian).",
+                     "`LSODA` \\| `RK45` \\| `RK23` \\| `DOP853` \\| `BDF` \\| `Radau`"),
+    "solve.check_truncation": ("Also solve degree `M − 1` and warn when the two degrees differ by more "
+                               "than 1% (a horizon near the convergence radius).", "`true` \\| `false`"),
+    "solve.extrapolate": ("Also solve every degree from `min_degree` to `degree` and extrapolate "
+                          "each word across the degrees (the M -> infinity limit, with an error "
+                          "estimate): `mu_extrapolated`, `error_estimate` in `result.npz`.",
+                          "`true` \\| `false`"),
+    "solve.min_degree": ("Lowest degree of the extrapolation (at least 4 degrees are needed for an "
+                         "error estimate).", "integer in 2..`hierarchy.degree`"),
+    "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
+                        "estimate is <= `tolerance` times the observable's largest magnitude so "
+                        "far (times 0..t); past it the exit status is 3. The estimates are verified "
+                        "from 1e-4 up.", "number >= 1e-4"),
+    "solve.continuation": ("Continue past the extrapolation's reach by exact matrix flows at several "
+                           "`d'`, extrapolated in `1/d'` (`mu_best`, `error_estimate_best`, "
+                           "`method_best`).", "`\"\"` (none) \\| `matrix-flow`"),
+    "solve.continuation_dims": ("The dimensions `d'` of the continuation's matrix flows.",
+                                "at least two distinct integers >= 2 (fitting in memory)"),
+    "solve.continuation_draws": ("Draws of the initial matrices per `d'`; `[]`: 3·max(d')/d' each "
+                                 "(12, 6, 3 for 200, 400, 800).",
+                                 "`[]` or one integer >= 2 per `continuation_dims` entry"),
+    "sgd.d": ("Dimension `d` of the SGD run.", "integer >= 1 (fitting in memory)"),
+    "sgd.learning_rate": ("Learning rate `α`.", "number > 0"),
+    "sgd.batch": ("Minibatch size `B` (fresh samples per step).", "integer >= 1"),
+    "sgd.seeds": ("Seeds of the SGD sample streams of `hierarchy sgd` (one run each).",
+                  "non-empty list of distinct integers >= 0"),
+    "study.degrees": ("Truncation degrees of the study; `[]`: `min_degree..max_degree`.",
+                      "`[]` or a list of integers >= 2"),
+    "study.min_degree": ("Smallest degree when `degrees = []`.", "integer >= 2"),
+    "study.max_degree": ("Largest degree when `degrees = []`.", "integer >= `min_degree`"),
+    "study.seeds": ("SGD seeds of the study.", "non-empty list of distinct integers >= 0"),
+    "study.references": ("What the truncations are compared with.",
+                         "subset of `matrix-flow`, `sgd`"),
+    "study.scheduler": ("Address of a running Dask scheduler; `\"\"` starts local worker processes, "
+                        "`serial` runs the jobs in this process.",
+                        "`\"\"`, `serial`, or `tcp://HOST:PORT` (also `tls://`, `ucx://`, `inproc://`)"),
+    "study.workers": ("Number of local worker processes; 0: one per CPU core.", "integer >= 0"),
+    "study.connect_timeout": ("Seconds to reach `scheduler` before the study is refused (before any job "
+                              "starts).", "number > 0"),
+}
+
+
+def flatten_defaults(defaults=None, prefix=""):
+    """The dotted keys of a nested defaults table, with their default values.
+
+    Parameters
+    ----------
+    defaults : dict, optional
+        A nested table; default :data:`hierarchy.config.loader.DEFAULTS`.
+    prefix : str
+        Prepended to every key (used by the recursion).
+
+    Returns
+    -------
+    dict
+        ``{"section.key": default}`` in the order of ``defaults``; nested tables are
+        flattened further (``"a.b.c"``).
+    """
+    defaults = DEFAULTS if defaults is None else defaults
+    flat = {}
+    for key, value in defaults.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten_defaults(value, prefix=f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def missing_help(defaults=None, key_help=None):
+    """Keys of ``defaults`` without a :data:`KEY_HELP` entry, and entries without a key.
+
+    Returns
+    -------
+    tuple of (list of str, list of str)
+        ``(undocumented, stale)``.
+    """
+    flat = flatten_defaults(defaults)
+    key_help = KEY_HELP if key_help is None else key_help
+    return [k for k in flat if k not in key_help], [k for k in key_help if k not in flat]
+
+
+def toml_value(value):
+    """A default value written as TOML (``"tied"``, ``true``, ``[0, 1]``, ``1e-08``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else
+                                                         ("inf" if value > 0 else "-inf"))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def render_config_reference(defaults=None, key_help=None):
+    """The markdown of ``docs/config.md``: every config key, its default and what it does.
+
+    Parameters
+    ----------
+    defaults : dict, optional
+        Default :data:`hierarchy.config.loader.DEFAULTS`.
+    key_help : dict, optional
+        Default :data:`KEY_HELP`.
+
+    Returns
+    -------
+    str
+        The whole file, ending with a newline.
+
+    Raises
+    ------
+    ValueError
+        A key of ``defaults`` has no help entry, or a help entry names no key.
+    """
+    defaults = DEFAULTS if defaults is None else defaults
+    key_help = KEY_HELP if key_help is None else key_help
+    undocumented, stale = missing_help(defaults, key_help)
+    if undocumented or stale:
+        raise ValueError(f"KEY_HELP in hierarchy/config/reference.py is out of date: "
+                         f"no help for {undocumented or 'none'}; no such key {stale or 'none'}")
+    lines = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated by `python tools/gen_config_docs.py` from `hierarchy.config.loader.DEFAULTS` and",
+        "     `hierarchy/config/reference.py`. Do not edit by hand. -->",
+        "",
+        "One TOML file describes a run (`hierarchy solve|sgd|study CONFIG.toml`). Every key is",
+        "optional: a missing key takes the default below. An unknown section or key, a wrong type",
+        "or a value outside the allowed range is refused before any work starts, with one line",
+        "naming the field (exit status 2). Example files: [`tools/configs/`](../tools/configs/).",
+        "The mathematics behind the keys: [math.md](math.md).",
+    ]
+    flat = flatten_defaults(defaults)
+    for section in defaults:
+        lines += ["", f"## `[{section}]`", ""]
+        if section in SECTION_HELP:
+            lines += [SECTION_HELP[section], ""]
+        lines += ["| key | default | what it does | allowed |", "|---|---|---|---|"]
+        for name, value in flat.items():
+            if name.split(".", 1)[0] != section:
+                continue
+            description, allowed = key_help[name]
+            key = name.split(".", 1)[1]
+            lines.append(f"| `{key}` | `{_cell(toml_value(value))}` | {description} | {allowed} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text):
+    return text.replace("|", "\\|")

@@ -1,0 +1,529 @@
+"""The shared plot style: readable labels, degree colours, constant observables, saving.
+
+Every picture the package or the figure scripts write goes through this module, so they
+all follow the same rules:
+
+- titles and legends name a word's moment in mathematics, not by its raw label
+  (:func:`math_label`: tied ``1.2`` -> ``q₁₂``, untied ``M1.Mt2`` -> ``q⁽¹⁾₁₂``, direct
+  ``Psi1.2`` -> ``Ψ₁₂``, longer words ``μ(1.1.2)``);
+- the truncation degree is always called ``M``, and successive degrees get successive
+  colours of one sequential colormap (:func:`degree_colors`);
+- observables that do not move (a fixed teacher's ``t₂``, ``q₂₂``) are drawn in a panel
+  of their own (:func:`split_constant`), so they do not squash the moving ones;
+- figures use matplotlib's constrained layout (the suptitle gets its own room) and are
+  saved at :data:`MIN_DPI` or more (:func:`save_figure`).
+
+Figures are built on the Agg canvas without pyplot, so plotting never touches a global
+backend or leaks figures; each ``make_*_figure`` returns the :class:`matplotlib.figure.Figure`
+before it is saved, which is what the tests inspect.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+
+MIN_DPI = 150
+DEGREE_CMAP = "viridis"
+LEGEND_FONTSIZE = 8
+TIME_LABELS = {"tied": "t = 4nα/d", "untied": "τ = nα/d", "direct": "t = nα/d"}
+_SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+_UNTIED_LETTER = re.compile(r"^(Mt|M|A|B)(\d+)$")
+_DIRECT_LETTER = re.compile(r"^(St|S)(\d+)$")
+_DIRECT_ORDER = re.compile(r"^(t|Psi|Omega)(\d+(?:\.\d+)?)$")
+
+
+# ----------------------------------------------------------------------------- labels
+
+def subscript(indices):
+    """Unicode subscript of 1-based indices: ``(1, 2)`` -> ``₁₂`` (comma-separated if > 9)."""
+    parts = [str(int(k)) for k in indices]
+    joiner = "," if any(len(p) > 1 for p in parts) else ""
+    return joiner.join(parts).translate(_SUB)
+
+
+def label_parameterization(label):
+    """The parameterization a word label belongs to (tied, untied or direct).
+
+    Raises
+    ------
+    HierarchyError
+        If the label is none of the three kinds (INTERFACE.md "Word labels").
+    """
+    parts = str(label).split(".")
+    if all(p.isdigit() for p in parts):
+        return "tied"
+    if _DIRECT_ORDER.match(str(label)) or all(_DIRECT_LETTER.match(p) for p in parts):
+        return "direct"
+    if all(_UNTIED_LETTER.match(p) for p in parts):
+        return "untied"
+    raise HierarchyError(f"{label!r} is not a word label (examples: 1.2, M1.Mt2, Psi1.2)",
+                         field="label")
+
+
+def math_label(label, parameterization=None):
+    """Readable mathematics for a word label.
+
+    Parameters
+    ----------
+    label : str
+        A word label (INTERFACE.md "Word labels").
+    parameterization : {"tied", "untied", "direct"}, optional
+        Checked against the label; inferred from it when omitted.
+
+    Returns
+    -------
+    str
+        Tied ``1`` -> ``t₁``, ``1.2`` -> ``q₁₂``, longer ``μ(1.1.2)``; untied ``M1`` ->
+        ``μ(M₁)``, ``A1`` -> ``tᴬ₁``, ``M1.Mt2`` -> ``q⁽¹⁾₁₂``, ``M1.M2`` -> ``q⁽²⁾₁₂``,
+        longer ``μ(M₁B₁M₂ᵀ)``; direct ``t1`` -> ``t₁``, ``Psi1.2`` -> ``Ψ₁₂``,
+        ``Omega1.2`` -> ``Ω₁₂``, longer ``μ(S₁S₂ᵀS₁)``.
+    """
+    label = str(label)
+    kind = label_parameterization(label)
+    if parameterization is not None and parameterization != kind:
+        raise HierarchyError(f"label {label!r} is not a {parameterization} word label",
+                             field="label")
+    return {"tied": _tied_math, "untied": _untied_math, "direct": _direct_math}[kind](label)
+
+
+def _tied_math(label):
+    idx = label.split(".")
+    if len(idx) <= 2:
+        return ("t" if len(idx) == 1 else "q") + subscript(idx)
+    return f"μ({label})"
+
+
+def _untied_math(label):
+    letters = [_UNTIED_LETTER.match(p).groups() for p in label.split(".")]
+    kinds = [k for k, _ in letters]
+    idx = [i for _, i in letters]
+    if kinds in (["A"], ["B"]):
+        return ("tᴬ" if kinds == ["A"] else "tᴮ") + subscript(idx)
+    if kinds in (["M", "Mt"], ["M", "M"]):
+        return ("q⁽¹⁾" if kinds[1] == "Mt" else "q⁽²⁾") + subscript(idx)
+    names = {"M": "M", "Mt": "M", "A": "A", "B": "B"}
+    return "μ(" + "".join(names[k] + subscript([i]) + ("ᵀ" if k == "Mt" else "")
+                          for k, i in letters) + ")"
+
+
+def _direct_math(label):
+    order = _DIRECT_ORDER.match(label)
+    if order:
+        name, idx = order.groups()
+        return {"t": "t", "Psi": "Ψ", "Omega": "Ω"}[name] + subscript(idx.split("."))
+    letters = [_DIRECT_LETTER.match(p).groups() for p in label.split(".")]
+    return "μ(" + "".join("S" + subscript([i]) + ("ᵀ" if k == "St" else "")
+                          for k, i in letters) + ")"
+
+
+def time_label(parameterization):
+    """Axis label of a parameterization's time variable (``t = 4nα/d`` for tied)."""
+    if parameterization not in TIME_LABELS:
+        raise HierarchyError(f"parameterization must be one of {', '.join(TIME_LABELS)}, "
+                             f"got {parameterization!r}", field="parameterization")
+    return TIME_LABELS[parameterization]
+
+
+def labels_parameterization(labels):
+    """The one parameterization of a list of labels (tied when the list is empty)."""
+    kinds = {label_parameterization(label) for label in labels}
+    if len(kinds) > 1:
+        raise HierarchyError(f"labels mix parameterizations {sorted(kinds)}", field="labels")
+    return kinds.pop() if kinds else "tied"
+
+
+# ----------------------------------------------------------------------------- style
+
+def degree_colors(degrees, cmap=DEGREE_CMAP):
+    """One colour per degree, in order along a sequential colormap.
+
+    Parameters
+    ----------
+    degrees : sequence of int
+        The truncation degrees ``M``, in increasing order.
+    cmap : str
+        A sequential matplotlib colormap (lightness increases along it).
+
+    Returns
+    -------
+    list of tuple
+        RGBA colours; the lowest degree is the darkest.
+    """
+    from matplotlib import colormaps
+
+    n = len(degrees)
+    positions = np.linspace(0.0, 0.85, n) if n > 1 else np.array([0.4])
+    return [tuple(colormaps[cmap](float(p))) for p in positions]
+
+
+def split_constant(series, rtol=1e-9):
+    """Separate constant observables from moving ones.
+
+    Parameters
+    ----------
+    series : dict
+        ``{label: 1-d array}`` trajectories (NaNs after a stop are ignored).
+    rtol : float
+        A trajectory whose range is at most ``rtol · max(1, max |x|)`` is constant.
+
+    Returns
+    -------
+    (list, list)
+        Labels of the moving and of the constant observables, in input order.
+    """
+    moving, constant = [], []
+    for label, values in series.items():
+        values = np.asarray(values, dtype=float)
+        finite = values[np.isfinite(values)]
+        still = finite.size == 0 or np.ptp(finite) <= rtol * max(1.0, np.max(np.abs(finite)))
+        (constant if still else moving).append(label)
+    return moving, constant
+
+
+def new_figure(nrows=1, ncols=1, figsize=(6.4, 4.0), **subplot_kw):
+    """A constrained-layout figure on an Agg canvas and its axes array (always 2-d)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
+    return fig, axes
+
+
+def panel_grid(n, width=3.3, height=3.4, max_columns=4, extra_width=0.4):
+    """``n`` panels in rows of at most ``max_columns``; returns the figure and the ``n`` axes.
+
+    Unused cells of the last row are hidden.
+    """
+    ncols = max(1, min(n, max_columns))
+    nrows = -(-n // ncols)
+    figsize = (width * ncols + extra_width, height * nrows + 0.3)
+    fig, axes = new_figure(nrows, ncols, figsize=figsize)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def legend(ax, **kwargs):
+    """An axes legend at the readable size (:data:`LEGEND_FONTSIZE`)."""
+    kwargs.setdefault("fontsize", LEGEND_FONTSIZE)
+    return ax.legend(**kwargs)
+
+
+def figure_legend(fig, axes, loc="outside right upper"):
+    """One legend for the whole figure: every labelled curve of ``axes``, once, in order.
+
+    A curve drawn in some panels only (e.g. an uncertified stretch) still gets its entry.
+    """
+    handles = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(text, handle)
+    return fig.legend(list(handles.values()), list(handles), loc=loc, fontsize=LEGEND_FONTSIZE)
+
+
+def save_figure(fig, path, dpi=MIN_DPI):
+    """Save a figure as PNG at ``dpi`` (at least :data:`MIN_DPI`) and return the path."""
+    if not dpi >= MIN_DPI:
+        raise HierarchyError(f"dpi must be at least {MIN_DPI}, got {dpi!r}", field="dpi")
+    fig.savefig(path, dpi=dpi)
+    return path
+
+
+# ----------------------------------------------------------------------------- extrapolated
+
+EXTRAPOLATED_COLOR = "tab:purple"
+EXTRAPOLATED_LABEL = "extrapolated M → ∞"
+UNCERTIFIED_LABEL = "extrapolated, not certified"
+
+
+def plot_extrapolated(ax, t, estimate, error, valid, color=EXTRAPOLATED_COLOR,
+                      label=EXTRAPOLATED_LABEL):
+    """Draw the degree-extrapolated curve: certified where ``valid``, marked as not elsewhere.
+
+    Certified times get a solid line with its ``± error`` band; the other times a faint
+    dotted line labelled :data:`UNCERTIFIED_LABEL`, drawn without rescaling the axes (an
+    uncertified estimate can be far off), so it is never shown as if it were valid.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    t : array (T,)
+    estimate, error : arrays (T,)
+        The extrapolation and its error estimate.
+    valid : array of bool (T,)
+        Where the error estimate is below the tolerance (``hierarchy.study.run.certified``).
+    color, label : str
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        ``valid`` as drawn.
+    """
+    t, estimate = np.asarray(t, float), np.asarray(estimate, float)
+    error = np.asarray(error, float)
+    valid = np.asarray(valid, bool) & np.isfinite(estimate) & np.isfinite(error)
+    if valid.any():
+        # broad and translucent: a reference drawn over it stays visible
+        ax.plot(t, np.where(valid, estimate, np.nan), "-", marker=".", ms=4, color=color,
+                lw=3.0, alpha=0.7, label=label, zorder=4)
+        ax.fill_between(t, estimate - error, estimate + error, where=valid, color=color,
+                        alpha=0.25, lw=0, zorder=3)
+    # the uncertified stretches, joined to their certified neighbours, and only where they
+    # stay near the panel's other data (a line's data limits would rescale the panel)
+    shown = ~valid
+    shown[1:] |= ~valid[:-1]
+    shown[:-1] |= ~valid[1:]
+    lo, hi = _data_range(ax, estimate[valid])
+    with np.errstate(invalid="ignore"):
+        shown &= (estimate >= lo) & (estimate <= hi)
+    if (shown & ~valid).any():
+        ax.plot(t, np.where(shown, estimate, np.nan), ":", color=color, lw=1.0, alpha=0.5,
+                label=UNCERTIFIED_LABEL)
+    return valid
+
+
+def _data_range(ax, extra):
+    """The y range of the panel's data so far (and ``extra``), widened by its span each side."""
+    lo, hi = ax.dataLim.intervaly if ax.has_data() else (np.inf, -np.inf)
+    finite = np.asarray(extra, float)
+    finite = finite[np.isfinite(finite)]
+    if finite.size:
+        lo, hi = min(lo, finite.min()), max(hi, finite.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return -np.inf, np.inf
+    span = max(hi - lo, 1e-12 * max(1.0, abs(hi)))
+    return lo - span, hi + span
+
+
+# ----------------------------------------------------------------------------- solve, sgd
+
+def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
+                            parameterization=None, curves=None, curve_t=None, beyond_from=None,
+                            unchecked=False):
+    """The trajectories of a solve: moving observables, constants in a narrow panel.
+
+    Parameters
+    ----------
+    t : array (T,)
+    series : dict
+        ``{label: array (T,)}``.
+    time_name : str
+        ``"t"`` or ``"tau"`` (the solver's time variable) or a ready axis label.
+    title : str
+        Suptitle (the run's model and degree).
+    stop_time : float, optional
+        Where a stopped run ended (dotted line).
+    parameterization : str, optional
+        Inferred from the labels when omitted.
+    curves : dict, optional
+        ``{name: {label: array (T',)}}`` on the times ``curve_t``: more answers for the same
+        observables (the extrapolated one, a continuation), drawn in the observable's colour
+        with a dash style per name (named once in the legend).
+    curve_t : array (T',), optional
+        Times of ``curves`` (default ``t``).
+    beyond_from : float, optional
+        Shade the region from this time on, labelled "beyond validity horizon".
+    unchecked : bool
+        Shade the whole run, labelled "unchecked (no error estimate)".
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    parameterization = parameterization or labels_parameterization(series)
+    curves, curve_t = curves or {}, t if curve_t is None else curve_t
+    moving, constant = split_constant(series)
+    panels = [("moving observables", moving)] + ([("constant", constant)] if constant else [])
+    fig, axes = new_figure(1, len(panels), figsize=(8.0 if constant else 6.4, 4.2),
+                           width_ratios=[3, 1][:len(panels)])
+    xlabel = {"t": "t", "tau": "τ"}.get(time_name, time_name)
+    for ax, (name, labels) in zip(axes[0], panels):
+        for label in labels:
+            line, = ax.plot(t, series[label], lw=1.4, label=math_label(label, parameterization))
+            for k, (curve, values) in enumerate(curves.items()):
+                if label in values:
+                    ax.plot(curve_t, values[label], color=line.get_color(), lw=1.2,
+                            ls=("--", ":", "-.")[k % 3],
+                            label=curve if label == labels[0] else None)
+        if stop_time is not None:
+            ax.axvline(stop_time, color="k", ls=":", lw=1)
+        end = max(np.max(t) if np.size(t) else 0.0, np.max(curve_t) if np.size(curve_t) else 0.0)
+        if unchecked:
+            ax.axvspan(0.0, end, color="0.5", alpha=0.15, lw=0,
+                       label="unchecked (no error estimate)")
+        elif beyond_from is not None:
+            ax.axvspan(beyond_from, end, color="0.5", alpha=0.2, lw=0,
+                       label="beyond validity horizon")
+        if curves and labels:
+            _answer_limits(ax, t, series, curve_t, curves, labels, beyond_from)
+        ax.set(xlabel=xlabel, ylabel="moment μ", title=name)
+        ax.grid(alpha=0.3)
+        if labels:
+            legend(ax, ncol=max(1, (len(labels) + 7) // 8))
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _answer_limits(ax, t, series, curve_t, curves, labels, beyond_from):
+    """y-limits from the answers (``curves``) and the trajectories inside the validity
+    horizon: a zero closure that runs away past the radius is clipped instead of flattening
+    the answer."""
+    inside = np.asarray(t) <= (np.inf if beyond_from is None else beyond_from)
+    values = [np.asarray(series[label])[inside] for label in labels]
+    values += [np.asarray(curve[label]) for curve in curves.values() for label in labels
+               if label in curve]
+    finite = np.concatenate([v[np.isfinite(v)] for v in values]) if values else np.zeros(0)
+    if finite.size:
+        low, high = float(finite.min()), float(finite.max())
+        pad = 0.08 * (high - low) or 0.05 * max(abs(high), 1e-12)
+        ax.set_ylim(low - pad, high + pad)
+
+
+def over_seeds(values, reduce=np.nanmean):
+    """``reduce`` over seeds (axis 0) ignoring unfinished seeds' NaNs; NaN where none finished."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns give NaN
+        return reduce(values, axis=0)
+
+
+def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_panels=6):
+    """Online SGD: one panel per moving observable (seed mean, min–max band) and the loss.
+
+    Parameters
+    ----------
+    t : array (T,)
+    mu_seeds : array (S, T, n)
+        Moments of the words ``labels`` per seed.
+    loss_seeds : array (S, T)
+    labels : list of str
+    parameterization : str, optional
+    max_panels : int
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    parameterization = parameterization or labels_parameterization(labels)
+    mean, loss = over_seeds(mu_seeds), over_seeds(loss_seeds)
+    moving, _ = split_constant({label: mean[:, i] for i, label in enumerate(labels)})
+    shown = moving[:max_panels]
+    fig, axes = new_figure(1, len(shown) + 1, figsize=(3.0 * (len(shown) + 1), 3.2))
+    xlabel = time_label(parameterization)
+    for ax, label in zip(axes[0], shown):
+        i = list(labels).index(label)
+        ax.plot(t, mean[:, i], color="C0", label="seed mean")
+        if mu_seeds.shape[0] > 1:
+            ax.fill_between(t, over_seeds(mu_seeds[:, :, i], np.nanmin),
+                            over_seeds(mu_seeds[:, :, i], np.nanmax),
+                            color="C0", alpha=0.25, lw=0, label="seed range")
+        name = math_label(label, parameterization)
+        ax.set(title=name, xlabel=xlabel, ylabel=name)
+    ax = axes[0][-1]
+    ax.plot(t, loss, color="C3")
+    ax.set(title="loss (minibatch)", xlabel=xlabel, ylabel="loss")
+    if shown and mu_seeds.shape[0] > 1:
+        legend(axes[0][0])
+    return fig
+
+
+# ----------------------------------------------------------------------------- study
+
+def make_errors_figure(analysis, degrees, labels, parameterization=None, extrapolated=None):
+    """The study's error against the degree ``M`` (log scale), one panel per observable.
+
+    Parameters
+    ----------
+    analysis : dict
+        :func:`hierarchy.study.run.analyse` output (``errors``, ``rate``, ``noise_floor``).
+    degrees : list of int
+    labels : list of str
+    parameterization : str, optional
+    extrapolated : dict, optional
+        :func:`hierarchy.study.run.analyse_extrapolation`: each reference's error of the
+        extrapolated curve, drawn as a horizontal line.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    parameterization = parameterization or labels_parameterization(labels)
+    by = {(e["reference"], e["observable"], e["degree"]): e["error"] for e in analysis["errors"]}
+    extra = (extrapolated or {}).get("observables", {})
+    fig, axes = panel_grid(len(labels))
+    references = (("matrix-flow", "o-", "matrix flow"), ("sgd", "s--", "SGD"))
+    for ax, label in zip(axes, labels):
+        for ref, style, name in references:
+            if ref in analysis["rate"]:
+                ax.semilogy(degrees, [by[(ref, label, M)] for M in degrees], style,
+                            label=f"vs {name} (ratio {analysis['rate'][ref][label]:.2f})")
+        for ref, style, name in references:
+            error = extra.get(label, {}).get(ref, {}).get("error")
+            if error is not None and np.isfinite(error) and error > 0:
+                ax.axhline(error, color=EXTRAPOLATED_COLOR, lw=1.2, ls=style[1:],
+                           label=f"{EXTRAPOLATED_LABEL} vs {name}")
+        if label in analysis.get("noise_floor", {}):
+            ax.axhline(analysis["noise_floor"][label], color="gray", lw=0.8, ls=":",
+                       label="SGD noise floor")
+        ax.set(title=math_label(label, parameterization), xlabel="degree M",
+               ylabel="max |error| over time")
+        ax.set_xticks(list(degrees))
+        legend(ax)
+    fig.suptitle("Truncation error against the degree M", fontsize=10)
+    return fig
+
+
+def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None,
+                             parameterization=None, extrapolation=None):
+    """Each observable: the degree-``M`` truncations against the matrix flow and SGD.
+
+    Parameters
+    ----------
+    t : array (T,)
+    degrees : list of int
+    labels : list of str
+    hierarchy_mu : array (D, T, n)
+    flow_mu : array (T, n), optional
+    sgd_mu_seeds : array (S, T, n), optional
+    parameterization : str, optional
+    extrapolation : (array (T, n), array (T, n)), optional
+        The degree-extrapolated estimate and its error (``hierarchy.study.run``), drawn by
+        :func:`plot_extrapolated` where ``hierarchy.study.run.certified``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One legend for the whole figure (the curves are the same in every panel).
+    """
+    valid = None
+    if extrapolation is not None:
+        from hierarchy.study.run import certified
+
+        valid = certified(*extrapolation)
+    parameterization = parameterization or labels_parameterization(labels)
+    fig, axes = panel_grid(len(labels), extra_width=1.6)
+    colors = degree_colors(degrees)
+    for i, (ax, label) in enumerate(zip(axes, labels)):
+        for color, m, M in zip(colors, range(len(degrees)), degrees):
+            ax.plot(t, hierarchy_mu[m, :, i], color=color, lw=1.2, label=f"M = {M}")
+        if flow_mu is not None:
+            ax.plot(t, flow_mu[:, i], "k--", lw=1.2, label="matrix flow")
+        if sgd_mu_seeds is not None:
+            ax.plot(t, sgd_mu_seeds[:, :, i].mean(0), "r:", lw=1.5, label="SGD (seed mean)")
+            ax.fill_between(t, sgd_mu_seeds[:, :, i].min(0), sgd_mu_seeds[:, :, i].max(0),
+                            color="r", alpha=0.2, lw=0)
+        if valid is not None:
+            plot_extrapolated(ax, t, extrapolation[0][:, i], extrapolation[1][:, i], valid[:, i])
+        name = math_label(label, parameterization)
+        ax.set(title=name, xlabel=time_label(parameterization), ylabel=name)
+    figure_legend(fig, axes)
+    fig.suptitle("Truncated hierarchies against the references", fontsize=10)
+    return fig

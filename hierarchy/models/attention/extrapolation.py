@@ -1,0 +1,469 @@
+"""Extrapolation across truncation degrees: the limit ``M → ∞`` at each output time.
+
+Without weight decay a degree-``M`` truncation is a short-time expansion (MATH.md §2): at a
+fixed time the sequence ``μ^(m)(t), μ^(m+1)(t), …`` of truncations converges geometrically
+inside the convergence radius and diverges outside it — for a constant-``Γ`` loss these are
+the partial sums of the Taylor series. A nonlinear sequence transformation applied *across
+degrees* recovers the limit far beyond the radius (Wynn's ε on partial sums gives the Padé
+approximants, whose poles model the singularity that limits the series).
+
+Three transformations are provided, all vectorised over trailing axes of ``(N, ...)`` arrays:
+:func:`wynn_epsilon`, :func:`levin_u` and :func:`theta` (Brezinski's θ). Each returns
+``(estimate, error_estimate)`` by one rule (:func:`spread_estimate` and ``_transform``):
+
+- every column ``k ≥ 1`` of the table offers its newest entry ``e`` (the one built from the
+  newest terms) with the error ``|e − e'| · f``: ``e'`` the column's previous entry (built
+  without the newest term) and ``f = max(1, r/(1 − r))`` the geometric tail of the column's
+  own convergence, ``r = |e − e'|/|e' − e''|`` (capped at 0.99);
+- above the first column the error is at least ``|e − b|``, ``b`` the newest entry of the
+  column below (a column that stalls away from the limit disagrees with the one below);
+- the candidate with the smallest error is kept; the error is then raised to the
+  transformation's response to the inputs' own error (the whole table recomputed from the
+  terms perturbed by ``±rtol·|s_n|``, alternating: the worst case for difference tables),
+  and to at least ``rtol·|e|`` plus a few ulps of the largest term used.
+
+Why it does not over-claim: for a converging column the newest entry is the most accurate,
+so the distance to an older estimate is at least of the size of the newest one's error
+(usually far more: it is the older one's error); the tail factor covers columns that
+converge slowly (it is what makes ε honest on logarithmic sequences such as ``Σ 1/n²``, where
+consecutive entries agree long before the limit); the column-below term catches a column that
+stalls at a wrong value; the perturbation term keeps tables dominated by rounding or solver
+error from looking converged. ``method="best"`` (the default of
+:func:`extrapolate_across_degrees`) takes the transformation with the smallest error and
+raises that error to at least its distance to the runner-up (when the runner-up's own error
+is larger than that distance), which catches a transformation whose columns agree on a wrong
+value. :func:`extrapolate_across_degrees` finally multiplies the error by ``safety``
+(default 2).
+
+Measured (``tests/test_extrapolation.py``, ``tools/bench_extrapolation.py``) on grids of times
+past the radius (up to 8 radii), for tolerances 1e-2 … 1e-7, in the exactly solvable case
+(exact limit), a finite-d start with weight decay and a finite-d Gaussian teacher (exact
+matrix flow): every point that claims an error below a tolerance has a true error below
+2.6× it with ``"best"`` (ε 0.6×, θ 0.8×, Levin alone 3.4×; the project's criterion is 10×).
+Pointwise the true error of ``"best"`` is at most 2.8× the claim (ε 0.8×, θ 3.3×, Levin
+alone 4.7×) and typically 3–30× below it.
+
+:func:`extrapolate_across_degrees` applies a transformation at every output time and
+observable to the degrees that reached that time (NaN where a degree stopped earlier).
+"""
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+
+METHODS = ("epsilon", "levin", "theta")
+RATIO_CAP = 0.99       # tail factor r/(1 − r) at most 99: a column that barely converges
+# Blow-up guard of the per-degree solves fed to the extrapolation. High-degree words are large
+# by nature (Catalan growth), so the solver's default guard (1e8 on every word) stops high
+# degrees early; but not 1e300 either: at a finite-time singularity (untied from a Gaussian
+# start) words whose squares overflow make LSODA grind for minutes, 1e150 stops in seconds.
+LADDER_BLOWUP = 1e150
+TABLE_BYTES = 256 * 2**20  # working memory of the transformation tables of one block of points
+TABLE_COPIES = 12          # arrays of one table's size alive at once (three methods, perturbed)
+MIN_TERMS = 4          # the error rule needs a column with two entries and a column below
+
+
+def _columns_epsilon(s):
+    """Even columns of Wynn's ε-table of ``s`` (shape ``(N, ...)``), lowest first."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        older, current = np.zeros((s.shape[0] + 1,) + s.shape[1:]), s
+        columns = [s]
+        k = 0
+        while current.shape[0] > 1:
+            nxt = older[1:current.shape[0]] + 1.0 / (current[1:] - current[:-1])
+            older, current, k = current, nxt, k + 1
+            if k % 2 == 0:
+                columns.append(current)
+    return columns
+
+
+def _columns_theta(s):
+    """Even columns ``θ_{2k}`` of Brezinski's θ-algorithm of ``s``, lowest first."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        odd_older = np.zeros((s.shape[0] + 1,) + s.shape[1:])
+        even = s
+        columns = [s]
+        while even.shape[0] >= 4:
+            odd = odd_older[1:even.shape[0]] + 1.0 / (even[1:] - even[:-1])
+            num = (even[2:] - even[1:-1])[:-1] * (odd[2:] - odd[1:-1])
+            den = odd[2:] - 2.0 * odd[1:-1] + odd[:-2]
+            even = even[1:-2] + num / den
+            odd_older = odd
+            columns.append(even)
+    return columns
+
+
+def _columns_levin(s, beta=1.0):
+    """Columns ``L_k`` of Levin's u-transformation of the partial sums ``s``, ``k ≥ 0``.
+
+    ``a_n = s_n − s_{n−1}``, remainder model ``ω_n = (n + β) a_n``; column ``k`` has the
+    entries ``n = 1 … N−1−k``.
+    """
+    n_terms = s.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a = s[1:] - s[:-1]                           # a_n for n = 1 … N−1
+        n = np.arange(1, n_terms, dtype=float).reshape((-1,) + (1,) * (s.ndim - 1))
+        omega = (n + beta) * a
+        columns = [s[1:]]
+        for k in range(1, n_terms - 1):
+            rows = n_terms - 1 - k
+            num = np.zeros((rows,) + s.shape[1:])
+            den = np.zeros((rows,) + s.shape[1:])
+            for j in range(k + 1):
+                ratio = (n[j:j + rows] + beta) / (n[k:k + rows] + beta)
+                factor = (-1.0) ** j * comb(k, j) * ratio ** (k - 1)
+                num += factor * s[1 + j:1 + j + rows] / omega[j:j + rows]
+                den += factor / omega[j:j + rows]
+            columns.append(num / den)
+    return columns
+
+
+_COLUMNS = {"epsilon": _columns_epsilon, "levin": _columns_levin, "theta": _columns_theta}
+
+
+def spread_estimate(columns):
+    """Estimate and error estimate from a transformation's columns (module docstring).
+
+    For each column ``k ≥ 1`` with two entries or more, the newest entry ``e`` is a
+    candidate with the error ``|e − e'| · f``: ``e'`` the column's previous entry and
+    ``f = max(1, r/(1 − r))`` the tail factor of the column's own convergence,
+    ``r = |e − e'| / |e' − e''|`` (capped at :data:`RATIO_CAP`; ``f = 1`` without a third
+    entry), which keeps slowly converging columns from looking settled. For ``k ≥ 2``, and
+    for a column without a third entry, the error is at least ``|e − b|``, ``b`` the newest
+    entry of the column below. The candidate with the smallest error is returned (on a tie
+    the higher column).
+
+    Parameters
+    ----------
+    columns : list of numpy.ndarray
+        Columns of the table, lowest first; column ``k`` has shape ``(N_k, ...)`` with its
+        newest entry last.
+
+    Returns
+    -------
+    estimate, error : numpy.ndarray
+        Shape ``columns[0].shape[1:]``; where no candidate is finite, the newest term and
+        ``inf``.
+    """
+    estimate = np.array(columns[0][-1], dtype=float, copy=True)
+    error = np.full(estimate.shape, np.inf)
+    for k in range(len(columns) - 1, 0, -1):
+        column, below = columns[k], columns[k - 1]
+        if column.shape[0] < 2:
+            continue
+        newest = column[-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step = np.abs(newest - column[-2])
+            spread = step
+            if column.shape[0] >= 3:
+                ratio = np.minimum(step / np.abs(column[-2] - column[-3]), RATIO_CAP)
+                spread = step * np.where(ratio > 0.5, ratio / (1.0 - ratio), 1.0)
+            if k >= 2 or column.shape[0] < 3:
+                # a column that stalls away from the limit disagrees with the one below
+                # (column 0 is the raw sequence, no estimate of the limit: skipped when the
+                # first column has a convergence rate of its own)
+                spread = np.maximum(spread, np.abs(newest - below[-1]))
+            better = np.isfinite(newest) & np.isfinite(spread) & (spread < error)
+        estimate[better], error[better] = newest[better], spread[better]
+    return estimate, error
+
+
+def _transform(seq, method, rtol):
+    """``(estimate, error)`` of one method, with the input-error terms of the module docstring."""
+    seq = np.asarray(seq, dtype=float)
+    if seq.ndim == 0 or seq.shape[0] < 1:
+        raise HierarchyError("a sequence needs at least one term", field="seq")
+    columns = _COLUMNS[method]
+    estimate, error = spread_estimate(columns(seq))
+    if rtol > 0 and seq.shape[0] >= MIN_TERMS:
+        # deterministic alternating perturbation: the worst case for difference tables
+        signs = (-1.0) ** np.arange(seq.shape[0]).reshape((-1,) + (1,) * (seq.ndim - 1))
+        perturbed, _ = spread_estimate(columns(seq * (1.0 + rtol * signs)))
+        with np.errstate(invalid="ignore"):
+            sensitivity = np.abs(perturbed - estimate)
+        error = np.fmax(error, np.where(np.isfinite(sensitivity), sensitivity, np.inf))
+    # a sequence that has stopped changing (a fixed teacher moment, t = 0) divides by zero
+    # in every table: its limit is its last term
+    settled = np.zeros(seq.shape[1:], dtype=bool)
+    if seq.shape[0] >= 3:
+        settled = np.all(seq[-3:] == seq[-1], axis=0)
+    estimate = np.where(settled, seq[-1], estimate)
+    error = np.where(settled, 0.0, error)
+    if seq.shape[0] < MIN_TERMS:
+        error = np.where(settled, 0.0, np.inf)
+    # no limit is known better than its inputs (relative error rtol), nor than a few ulps of
+    # the largest term the table combined
+    eps = 32.0 * np.finfo(float).eps
+    floor = max(rtol, eps) * np.abs(estimate) + eps * np.max(np.abs(seq), axis=0)
+    return estimate, np.fmax(error, floor)
+
+
+def wynn_epsilon(seq, rtol=0.0):
+    """Wynn's ε-algorithm: limit and error estimate of the sequence(s) ``seq``.
+
+    ``ε_{-1}^{(n)} = 0``, ``ε_0^{(n)} = s_n``,
+    ``ε_{k+1}^{(n)} = ε_{k−1}^{(n+1)} + 1/(ε_k^{(n+1)} − ε_k^{(n)})``; the even columns
+    are the estimates (Padé approximants for partial sums of a power series).
+
+    Parameters
+    ----------
+    seq : array_like, shape (N, ...)
+        ``N`` terms of each sequence (along the first axis), all finite.
+    rtol : float
+        Relative error of the terms themselves (the perturbation term of the module
+        docstring).
+
+    Returns
+    -------
+    estimate, error : numpy.ndarray
+        Shape ``seq.shape[1:]``; ``error`` follows :func:`spread_estimate` and is ``inf``
+        for fewer than 4 terms.
+    """
+    return _transform(seq, "epsilon", rtol)
+
+
+def levin_u(seq, rtol=0.0):
+    """Levin's u-transformation (``β = 1``); arguments and result as :func:`wynn_epsilon`."""
+    return _transform(seq, "levin", rtol)
+
+
+def theta(seq, rtol=0.0):
+    """Brezinski's θ-algorithm; arguments and result as :func:`wynn_epsilon`.
+
+    ``θ_{2k+1}^{(n)} = θ_{2k−1}^{(n+1)} + 1/Δθ_{2k}^{(n)}``,
+    ``θ_{2k+2}^{(n)} = θ_{2k}^{(n+1)} + Δθ_{2k}^{(n+1)} Δθ_{2k+1}^{(n+1)} / Δ²θ_{2k+1}^{(n)}``.
+    """
+    return _transform(seq, "theta", rtol)
+
+
+def _best_transform(seqs, method, rtol):
+    """One method, or ``"best"``: the smallest error estimate, cross-checked by the runner-up.
+
+    The best one's error is raised to at least ``min(distance, runner-up's error)``, the
+    distance being between the two estimates: a transformation whose columns settle on a
+    wrong value (Levin's u can plateau) is caught by one that does not share its remainder
+    model, while a runner-up that is merely less accurate cannot raise it beyond its own
+    error.
+    """
+    if method != "best":
+        return _transform(seqs, method, rtol)
+    results = [_transform(seqs, name, rtol) for name in METHODS]
+    errors = np.stack([err for _, err in results])
+    estimates = np.stack([est for est, _ in results])
+    order = np.argsort(np.where(np.isnan(errors), np.inf, errors), axis=0, kind="stable")
+    first, second = order[:1], order[1:2]
+    estimate = np.take_along_axis(estimates, first, 0)[0]
+    error = np.take_along_axis(errors, first, 0)[0]
+    with np.errstate(invalid="ignore"):
+        distance = np.abs(estimate - np.take_along_axis(estimates, second, 0)[0])
+        check = np.minimum(distance, np.take_along_axis(errors, second, 0)[0])
+    return estimate, np.fmax(error, np.where(np.isfinite(check), check, 0.0))
+
+
+def _longest_runs(finite):
+    """Start and length of the longest run of consecutive True along axis 0 (ties: latest)."""
+    n = finite.shape[0]
+    start = np.zeros(finite.shape[1:], dtype=np.int64)
+    length = np.zeros(finite.shape[1:], dtype=np.int64)
+    run = np.zeros(finite.shape[1:], dtype=np.int64)
+    for i in range(n):
+        run = np.where(finite[i], run + 1, 0)
+        better = run >= length
+        better &= run > 0
+        length = np.where(better, run, length)
+        start = np.where(better, i - run + 1, start)
+    return start, length
+
+
+def extrapolate_across_degrees(mu_by_degree, method="best", rtol=1e-10, safety=2.0):
+    """The ``M → ∞`` limit at each time and observable, with an error estimate.
+
+    Parameters
+    ----------
+    mu_by_degree : array_like, shape (D, T, O)
+        Observables of the truncations of ``D`` consecutive increasing degrees (e.g. 2 … 16)
+        at ``T`` output times, NaN (or ±inf) where a degree did not reach a time.
+    method : {"best", "epsilon", "levin", "theta"}
+        The transformation (:func:`wynn_epsilon`, :func:`levin_u`, :func:`theta`); ``"best"``
+        (default) runs all three and keeps, per point, the smallest error estimate,
+        cross-checked by the runner-up (module docstring).
+    rtol : float
+        Relative accuracy of the inputs (pass about 10× the solver's ``rtol``: its global
+        error); the error estimate is never below the transformation's response to it.
+    safety : float
+        Factor on the spread of the table's last entries (>= 1).
+
+    Returns
+    -------
+    estimate, error : numpy.ndarray, shape (T, O)
+        At each ``(time, observable)`` only the longest run of consecutive degrees that
+        reached that time is used (on a tie the higher degrees); with fewer than 4 such
+        degrees the estimate is the highest degree's value and the error ``inf``; with
+        none, NaN and ``inf``.
+
+    Raises
+    ------
+    HierarchyError
+        For an array that is not 3-d, an unknown method, or a negative ``rtol`` or
+        ``safety < 1``.
+    """
+    mu = np.asarray(mu_by_degree, dtype=float)
+    if mu.ndim != 3:
+        raise HierarchyError(f"mu_by_degree must have shape (degrees, times, observables), "
+                             f"got {mu.shape}", field="mu_by_degree")
+    if method not in METHODS + ("best",):
+        raise HierarchyError(f"method must be one of {', '.join(METHODS)}, best; got {method!r}",
+                             field="solve.extrapolate")
+    if not (np.isfinite(rtol) and rtol >= 0):
+        raise HierarchyError(f"rtol must be a number >= 0, got {rtol!r}", field="solve.rtol")
+    if not (np.isfinite(safety) and safety >= 1):
+        raise HierarchyError(f"safety must be a number >= 1, got {safety!r}", field="safety")
+    start, length = _longest_runs(np.isfinite(mu))
+    estimate = np.full(mu.shape[1:], np.nan)
+    error = np.full(mu.shape[1:], np.inf)
+    flat_mu = mu.reshape(mu.shape[0], -1)
+    flat_estimate, flat_error = estimate.reshape(-1), error.reshape(-1)
+    for s0, n in sorted(set(zip(start.ravel().tolist(), length.ravel().tolist()))):
+        if n == 0:
+            continue
+        points = np.flatnonzero(((start == s0) & (length == n)).ravel())
+        if n < MIN_TERMS:  # too short to estimate anything: the last value, unvouched
+            flat_estimate[points] = flat_mu[s0 + n - 1, points]
+            continue
+        # the tables hold O(n²) entries per point: bound their memory by blocks of points
+        block = max(1, TABLE_BYTES // (TABLE_COPIES * 8 * n * n))
+        for first in range(0, points.size, block):
+            chunk = points[first:first + block]
+            est, err = _best_transform(flat_mu[s0:s0 + n, chunk], method, rtol)
+            flat_estimate[chunk], flat_error[chunk] = est, safety * err
+    return estimate, error
+
+
+def stack_degrees(results, labels, n_times):
+    """The ``(D, T, O)`` input of :func:`extrapolate_across_degrees` from per-degree solves.
+
+    Parameters
+    ----------
+    results : sequence
+        One trajectory per degree, increasing and consecutive, each with ``t`` (the output
+        times it reached: a prefix of the common ``t_eval``) and ``__getitem__(label)``
+        (e.g. :class:`hierarchy.ode.solver.SolveResult`).
+    labels : sequence of str
+        The observables (words every degree has).
+    n_times : int
+        ``len(t_eval)``.
+
+    Returns
+    -------
+    numpy.ndarray (D, T, O)
+        NaN at the output times a degree did not reach.
+    """
+    mu = np.full((len(results), int(n_times), len(labels)), np.nan)
+    for i, result in enumerate(results):
+        reached = min(len(result.t), int(n_times))
+        for o, label in enumerate(labels):
+            mu[i, :reached, o] = np.asarray(result[label], dtype=float)[:reached]
+    return mu
+
+
+def valid_until(times, estimate, error, tolerance):
+    """Per observable, the last output time up to which the relative error stays below tolerance.
+
+    The rule is :func:`validity`'s: the relative error at ``t_j`` is the error over the
+    observable's largest magnitude up to ``t_j``.
+
+    Parameters
+    ----------
+    times : array_like (T,)
+    estimate, error : array_like (T, O)
+        From :func:`extrapolate_across_degrees`.
+    tolerance : float
+        Relative tolerance (> 0).
+
+    Returns
+    -------
+    valid : numpy.ndarray of bool (T, O)
+        Relative error below the tolerance at that time.
+    until : numpy.ndarray (O,)
+        The last time ``t_j`` with every time ``t_0 … t_j`` valid; NaN where ``t_0`` is not.
+    """
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise HierarchyError(f"tolerance must be a positive number, got {tolerance!r}",
+                             field="solve.tolerance")
+    times = np.asarray(times, dtype=float)
+    estimate, error = np.asarray(estimate, dtype=float), np.asarray(error, dtype=float)
+    valid, prefix = validity(estimate, error, tolerance)
+    count = prefix.sum(axis=0)
+    until = np.where(count > 0, times[np.maximum(count - 1, 0)], np.nan)
+    return valid, until
+
+
+def validity(answer, error, tolerance):
+    """Pointwise and prefix validity of an answer with an error estimate.
+
+    A time ``t_j`` is valid when ``error ≤ tolerance · s_j``, ``s_j`` the observable's
+    largest magnitude over the output times ``t_0 … t_j`` (so an observable crossing 0 is
+    not refused there). The scale stops at ``t_j`` on purpose: values past the horizon are
+    not certified, and a wild one there must not make earlier times look accurate.
+
+    Parameters
+    ----------
+    answer, error : numpy.ndarray (T, O)
+    tolerance : float
+
+    Returns
+    -------
+    valid : numpy.ndarray of bool (T, O)
+        Valid at that time.
+    prefix : numpy.ndarray of bool (T, O)
+        Valid at that time and at every earlier one (the validity horizon).
+    """
+    magnitude = np.where(np.isfinite(answer), np.abs(answer), 0.0)
+    scale = np.maximum.accumulate(magnitude, axis=0)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(answer) & np.isfinite(error) & (error <= tolerance * scale)
+    return valid, np.cumprod(valid, axis=0).astype(bool)
+
+
+def estimate_radius(times, mu_by_degree, window=5):
+    """The convergence radius in time, from the geometric growth of the degree differences.
+
+    For a short-time expansion ``|μ^(M+1)(t) − μ^(M)(t)| ≈ C (t/ρ)^M``: at each time
+    ``t > 0`` and observable, the slope ``s`` of ``log|Δ_M|`` over the last ``window``
+    differences of the degrees that reached ``t`` gives ``ρ ≈ t / e^s``; the median over
+    times and observables is returned. Power-law prefactors of ``C`` bias it high by ~10%
+    at degree 16 (exactly solvable case: 0.080 for the exact 0.072).
+
+    Parameters
+    ----------
+    times : array_like (T,)
+    mu_by_degree : array_like (D, T, O)
+        As :func:`extrapolate_across_degrees`.
+    window : int
+        Differences per fit (>= 2).
+
+    Returns
+    -------
+    float
+        NaN when no time has ``window + 1`` consecutive degrees that differ.
+    """
+    if int(window) < 2:
+        raise HierarchyError(f"window must be an integer >= 2, got {window!r}", field="window")
+    window = int(window)
+    times = np.asarray(times, dtype=float)
+    mu = np.asarray(mu_by_degree, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.abs(np.diff(mu, axis=0)))
+    x = np.arange(window) - (window - 1) / 2.0
+    radii = []
+    for j in np.flatnonzero(times > 0):
+        for o in range(mu.shape[2]):
+            y = logs[:, j, o]
+            y = y[np.isfinite(y)][-window:]
+            if y.size == window:
+                slope = float(x @ (y - y.mean()) / (x @ x))
+                radii.append(times[j] / np.exp(slope))
+    return float(np.median(radii)) if radii else float("nan")

@@ -1,0 +1,154 @@
+"""Exact trace moments ``μ_α = Tr[Z_1⋯Z_w]/d`` of finite-d matrices.
+
+Every letter is a product ``Z_x = L_x R_xᵀ`` of two *factor* matrices (tied
+``S_k = W_kW_kᵀ``; untied ``M_k = U_kV_kᵀ``, ``Mt_k = V_kU_kᵀ``, ``A_k = U_kU_kᵀ``,
+``B_k = V_kV_kᵀ``; direct ``S_k = S_k Iᵀ``, ``S_kᵀ = I S_kᵀ``). By cyclicity
+
+    Tr[L_1R_1ᵀ L_2R_2ᵀ ⋯ L_wR_wᵀ] = Tr[(R_1ᵀL_2)(R_2ᵀL_3) ⋯ (R_wᵀL_1)],
+
+a product of small Gram blocks ``R_aᵀL_b`` (``d_a × d_b``, cheaper than ``d × d`` when the
+widths are smaller than ``d``). Each trace is split in two halves, ``Tr[P Q] = Σ P ∘ Qᵀ``,
+so a word costs one ``O(d²)`` contraction once the half-products exist, and half-products
+are shared between words through a memo (words are visited in sorted order, so prefixes
+repeat). Nothing here forms a ``d × d`` product per word.
+
+The BLAS thread count of the products is chosen by measurement (``threads="auto"``, see
+:mod:`hierarchy.core.blas_threads`): the first calls of a given shape are timed with one thread
+and with all of them, and later calls of that shape use the faster.
+"""
+
+import numpy as np
+
+_MEMO_LIMIT = 512  # half-products kept at once (each d_a × d_b)
+
+
+def factor_matrices(parameterization, mats):
+    """Factor matrices and the ``(left, right)`` factor of every letter.
+
+    Parameters
+    ----------
+    parameterization : {"tied", "untied", "direct"}
+    mats : list
+        tied: ``[W_1, …, W_K]`` (``d × d_k``); untied: ``[(U_1, V_1), …]``;
+        direct: ``[S_1, …, S_K]`` (``d × d``).
+
+    Returns
+    -------
+    factors : list of ndarray
+    letters : list of (int, int)
+        ``letters[x] = (left factor id, right factor id)`` with ``Z_x = L Rᵀ``.
+    """
+    if parameterization == "tied":
+        return [np.asarray(W, float) for W in mats], [(k, k) for k in range(len(mats))]
+    if parameterization == "untied":
+        factors, letters = [], []
+        for k, (U, V) in enumerate(mats):
+            factors += [np.asarray(U, float), np.asarray(V, float)]
+            u, v = 2 * k, 2 * k + 1
+            letters += [(u, v), (v, u), (u, u), (v, v)]
+        return factors, letters
+    if parameterization == "direct":
+        d = np.asarray(mats[0]).shape[0]
+        factors = [np.eye(d)] + [np.asarray(S, float) for S in mats]
+        letters = [pair for k in range(len(mats)) for pair in ((k + 1, 0), (0, k + 1))]
+        return factors, letters
+    raise ValueError(parameterization)
+
+
+def letter_matrices(parameterization, mats):
+    """The ``d × d`` matrix of every letter (for tests and small cases)."""
+    factors, letters = factor_matrices(parameterization, mats)
+    return [factors[a] @ factors[b].T for a, b in letters]
+
+
+def untied_means(mats):
+    """``m_k = Tr(U_k V_kᵀ)/√d`` of untied matrices ``[(U_k, V_k)]`` (MATH.md §3)."""
+    d = np.asarray(mats[0][0]).shape[0]
+    return np.array([float(np.sum(np.asarray(U) * np.asarray(V))) / np.sqrt(d) for U, V in mats])
+
+
+def word_moments(letter_mats, words):
+    """``Tr[Z_{a_1}⋯Z_{a_w}]/d`` for each word, given the letters' ``d × d`` matrices."""
+    d = letter_mats[0].shape[0]
+    return _traces(lambda x: letter_mats[x], [tuple(w) for w in words]) / d
+
+
+def moments_of(field, mats, threads="auto"):
+    """Moments of every word of a field, aligned with ``field.labels``.
+
+    Parameters
+    ----------
+    field : hierarchy.models.attention.operators.Field
+    mats : list
+        The model's matrices, see :func:`factor_matrices`.
+    threads : "auto", int, None or hierarchy.core.blas_threads.AdaptiveThreads
+        BLAS threads, see :func:`trace_moments`.
+    """
+    return trace_moments(field.parameterization, field.words, mats, threads=threads)
+
+
+def trace_moments(parameterization, words, mats, threads="auto"):
+    """Moments of the given words through Gram blocks (see the module docstring).
+
+    Parameters
+    ----------
+    parameterization : {"tied", "untied", "direct"}
+    words : list of tuple
+    mats : list
+        See :func:`factor_matrices`.
+    threads : "auto", int, None or hierarchy.core.blas_threads.AdaptiveThreads
+        ``"auto"``: the thread count measured fastest for calls of this shape (words count
+        and matrix shapes) in this process; an int forces it; None leaves the BLAS as it is
+        (e.g. under a caller's own limit); a chooser object decides instead.
+    """
+    from hierarchy.core.blas_threads import blas_threads, shared_chooser
+
+    factors, letters = factor_matrices(parameterization, mats)
+    if isinstance(threads, str) and threads == "auto":
+        shapes = tuple(f.shape for f in factors)
+        threads = shared_chooser(("moments", parameterization, len(words), shapes))
+    if callable(threads):
+        return threads(_gram_moments, factors, letters, words)
+    with blas_threads(threads):
+        return _gram_moments(factors, letters, words)
+
+
+def _gram_moments(factors, letters, words):
+    d = factors[0].shape[0]
+    grams = {}
+
+    def block(key):
+        if key not in grams:
+            grams[key] = factors[key[0]].T @ factors[key[1]]
+        return grams[key]
+
+    sequences = [tuple((letters[w[i]][1], letters[w[(i + 1) % len(w)]][0])
+                       for i in range(len(w))) for w in words]
+    return _traces(block, sequences) / d
+
+
+def _traces(block, sequences):
+    """``Tr`` of the product of blocks along each sequence, sharing half-products."""
+    memo = {}
+
+    def product(seq):
+        if len(seq) == 1:
+            return block(seq[0])
+        if seq not in memo:
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[seq] = product(seq[:-1]) @ block(seq[-1])
+        return memo[seq]
+
+    order = sorted(range(len(sequences)), key=lambda i: sequences[i])
+    out = np.empty(len(sequences))
+    for i in order:
+        seq = sequences[i]
+        h = (len(seq) + 1) // 2
+        P = product(seq[:h])
+        if h == len(seq):
+            out[i] = np.trace(P)
+        else:
+            out[i] = np.einsum("ij,ji->", P, product(seq[h:]))
+    return out
+

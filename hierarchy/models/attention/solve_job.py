@@ -1,0 +1,737 @@
+"""``hierarchy solve CONFIG --out DIR``: solve a model's truncated hierarchy and write results.
+
+Steps: build (or fetch) the compiled solver of ``[model]``/``[hierarchy]``, take the initial
+moments of ``[init]`` (finite-d Gaussian matrices or a JSON file of labels), the coefficient
+function of ``[loss]`` (with ``model.covariance`` and ``model.weight_decay``), integrate up to
+``solve.t_final`` at ``solve.points`` evenly spaced times, and write ``result.npz``,
+``result.json`` and ``observables.png`` (the words of degree ≤ 2) into ``DIR``.
+
+A run stopped by the blow-up guard still writes the trajectory up to the stopping time,
+marked ``complete = false``, with the reason in the summary. So does a run interrupted by
+Ctrl-C or SIGTERM (the summary's ``interrupted`` says when), which then re-raises the
+``KeyboardInterrupt`` (the CLI exits with 130). :func:`format_summary` is the table the CLI
+prints at the end.
+
+Without weight decay a truncated hierarchy converges only inside a radius that is not known
+in advance (MATH.md §2). With ``solve.check_truncation`` (the default) the run also solves
+degree ``M − 1`` and reports, per observable, the largest difference between the two
+degrees over the output times; a relative difference above :data:`TRUNCATION_WARNING` is
+logged as a warning, because it means the horizon is near or beyond the radius.
+
+Long horizons (``[solve] extrapolate``, the default): the run also solves every degree from
+``solve.min_degree`` to ``M`` (:func:`solve_ladder`, blow-up guard :data:`LADDER_BLOWUP`)
+and extrapolates every word of the degree-``M`` state across the degrees
+(:func:`hierarchy.models.attention.extrapolation.extrapolate_across_degrees`, see :func:`hierarchy_answer`):
+``result.npz`` gains ``mu_extrapolated`` and ``error_estimate`` (shape of ``mu``, which stays
+the degree-``M`` zero-closure trajectory). With extrapolation on, a blow-up of the degree-``M``
+zero closure is not a failure: the extrapolated answer and its validity decide the exit
+status. ``summary.valid_until`` gives, per observable (degree ≤ 2 and
+``hierarchy.observables``), the last output time up to which the error estimate stays below
+``solve.tolerance`` relative to the observable's largest magnitude over the run so far
+(:func:`hierarchy.models.attention.extrapolation.validity`); ``summary.beyond_horizon`` says whether some
+output time is past it (the CLI then exits with status 3), and
+``summary.convergence_radius_estimate`` is the zero closure's radius in time estimated from the
+growth of successive degrees' differences. ``solve.continuation = "matrix-flow"`` continues
+the observables by exact matrix flows extrapolated in ``1/d'``
+(:func:`hierarchy.models.attention.continuation.continue_by_matrix_flows`) and stitches the two
+(:func:`stitch`): ``mu_best``, ``error_estimate_best``, ``method_best``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.extrapolation import LADDER_BLOWUP, validity
+
+PLOT_FILE = "observables.png"
+TRUNCATION_WARNING = 1e-2
+# The extrapolation's input error: the solver's global error exceeds its rtol.
+LADDER_RTOL_FACTOR = 10.0
+METHODS_BEST = ("extrapolation", "matrix-flow", "none")
+log = logging.getLogger(__name__)
+TIME_VARIABLE = {"tied": "t", "untied": "tau", "direct": "t"}
+
+
+def _solver_for(config, degree=None):
+    from hierarchy.ode.solver import build
+
+    model, hier = config["model"], config["hierarchy"]
+    return build(model["parameterization"], int(model["K"]), list(model["trainable"]),
+                 int(degree or hier["degree"]), observables=tuple(hier.get("observables", ())))
+
+
+def _coefficients_for(field, config):
+    from hierarchy.models.attention.coefficients import coefficients_from_config
+    from hierarchy.models.attention.initial import initial_matrices
+
+    gaussian = config.get("init", {}).get("source", "gaussian") == "gaussian"
+    mats = initial_matrices(config) if gaussian and field.parameterization == "untied" else None
+    return coefficients_from_config(field, config, mats)
+
+
+def observable_labels(solver, max_degree=2):
+    """Labels of the state's words of degree ≤ ``max_degree`` (the plotted observables)."""
+    return [label for label, word in zip(solver.labels, solver.words) if len(word) <= max_degree]
+
+
+def plot_observables(path, result, labels, time_name="t", title="", curves=None,
+                     curve_t=None, beyond_from=None, unchecked=False):
+    """Write a PNG of the given words' trajectories and return its figure.
+
+    Drawn by :func:`hierarchy.core.plotting.make_observables_figure`: math labels, constant
+    observables (a fixed teacher's) in their own panel, a dotted line where a stopped run
+    ended, saved at :data:`hierarchy.core.plotting.MIN_DPI`. ``curves`` (``{name: {label:
+    array}}`` on the times ``curve_t``) are drawn next to the trajectories (the extrapolated
+    answer, the continuation); the region from ``beyond_from`` on is shaded "beyond validity
+    horizon", and ``unchecked`` shades all of it as "unchecked (no error estimate)".
+    """
+    from hierarchy.core.plotting import make_observables_figure, save_figure
+
+    stopped = result.status != 0 and result.t.size
+    fig = make_observables_figure(result.t, {label: result[label] for label in labels},
+                                  time_name=time_name, title=title,
+                                  stop_time=result.t[-1] if stopped else None,
+                                  curves=curves, curve_t=curve_t, beyond_from=beyond_from,
+                                  unchecked=unchecked)
+    save_figure(fig, path)
+    return fig
+
+
+def plot_solve(path, solver, result, t_eval, summary, found, cont):
+    """The solve's PNG: degree ``M``, the extrapolated answer, the continuation, the horizon."""
+    labels = observable_labels(solver)
+    curves = {}
+    if summary["extrapolate"]:
+        curves["extrapolated"] = {label: found["answer"][:, solver.index(label)] for label in labels}
+    if cont is not None:
+        curves["matrix-flow continuation"] = {label: cont[label] for label in labels
+                                              if label in cont.labels}
+    title = (f"{solver.parameterization} K={solver.K} trainable={list(solver.trainable)} "
+             f"degree {solver.degree}" + (" (solid)" if curves else "")
+             + ("" if result.success else f" -- {result.message}"))
+    return plot_observables(path, result, labels, time_name=TIME_VARIABLE[solver.parameterization],
+                            title=title, curves=curves, curve_t=t_eval,
+                            beyond_from=None if summary["unchecked"] else summary["beyond_from"],
+                            unchecked=summary["unchecked"])
+
+
+def truncation_check(config, solver, mu0, result, t_eval, lower=None):
+    """Compare a degree-``M`` trajectory with the degree-``M − 1`` one from the same start.
+
+    ``lower`` is the degree-``M − 1`` run when one exists already (the extrapolation
+    ladder's); otherwise it is solved here.
+
+    Returns
+    -------
+    dict or None
+        ``{"compared_degree", "max_relative_difference", "differences": {label: max |Δ|},
+        "relative_differences": {label: max |Δ| / max |μ|}}`` over the degree-≤2
+        observables and the output times both runs reached; ``None`` when ``M = 2`` (there
+        is no lower truncation to compare with).
+    """
+    if solver.degree <= 2 or result.t.size == 0:
+        return None
+    other = lower
+    if other is None:
+        below = _ladder_solver(config, solver, solver.degree - 1)
+        start = np.array([mu0[solver.index(label)] for label in below.labels])
+        settings = config["solve"]
+        other = below.solve(start, (0.0, float(settings["t_final"])),
+                            _coefficients_for(below.field, config), t_eval=t_eval,
+                            method=settings.get("method", "LSODA"),
+                            rtol=float(settings["rtol"]), atol=float(settings["atol"]))
+    n = min(result.t.size, other.t.size)
+    differences, relatives = {}, {}
+    for label in observable_labels(solver):
+        ours, theirs = result[label][:n], other[label][:n]
+        differences[label] = float(np.max(np.abs(ours - theirs))) if n else float("nan")
+        scale = max(float(np.max(np.abs(ours))) if n else 0.0, 1e-12)
+        relatives[label] = differences[label] / scale
+    return {"compared_degree": solver.degree - 1,
+            "max_relative_difference": max(relatives.values(), default=0.0),
+            "differences": differences, "relative_differences": relatives}
+
+
+def horizon_labels(solver, config):
+    """The observables whose validity decides the exit status (canonical labels, no repeats).
+
+    The words of degree ≤ 2 (:func:`observable_labels`) and ``hierarchy.observables``.
+    """
+    labels = observable_labels(solver)
+    for label in config["hierarchy"].get("observables", ()):
+        canonical = solver.labels[solver.index(label)]
+        if canonical not in labels:
+            labels.append(canonical)
+    return labels
+
+
+def _ladder_solver(config, solver, degree):
+    """The degree-``degree`` solver of the ladder (``hierarchy.observables`` that fit)."""
+    from hierarchy.ode.solver import build
+
+    if degree == solver.degree:
+        return solver
+    model = config["model"]
+    observables = tuple(label for label in config["hierarchy"].get("observables", ())
+                        if len(solver.words[solver.index(label)]) <= degree)
+    return build(model["parameterization"], int(model["K"]), list(model["trainable"]), degree,
+                 observables=observables)
+
+
+def solve_ladder(config, solver, mu0, t_eval, top=None, progress=False, runs=None):
+    """Solve every degree from ``solve.min_degree`` to ``M`` from the same start.
+
+    Each degree runs with the blow-up guard :data:`LADDER_BLOWUP` (high-degree words are large
+    by nature); a degree that still blows up is kept, with NaN past its stop (see
+    :func:`stack_words`).
+
+    Parameters
+    ----------
+    config : dict
+        A validated config.
+    solver : hierarchy.ode.solver.Solver
+        The degree-``M`` solver; ``mu0`` its initial state.
+    t_eval : numpy.ndarray
+        The output times.
+    top : SolveResult, optional
+        The degree-``M`` run, reused when it reached every output time.
+    progress : bool
+        A line per degree on stderr.
+    runs : list, optional
+        Filled as the degrees finish (so an interrupt leaves the finished ones in it).
+
+    Returns
+    -------
+    list of (Solver, SolveResult)
+        One pair per degree, increasing.
+    """
+    settings = config["solve"]
+    runs = [] if runs is None else runs
+    degrees = list(range(int(settings["min_degree"]), solver.degree + 1))
+    for k, degree in enumerate(degrees, 1):
+        start = time.perf_counter()
+        if degree == solver.degree and top is not None and top.success \
+                and top.t.size == t_eval.size:
+            lower, run = solver, top
+        else:
+            lower = _ladder_solver(config, solver, degree)
+            begin = np.array([mu0[solver.index(label)] for label in lower.labels])
+            run = lower.solve(begin, (0.0, float(t_eval[-1])), _coefficients_for(lower.field, config),
+                              t_eval=t_eval, method=settings.get("method", "LSODA"),
+                              rtol=float(settings["rtol"]), atol=float(settings["atol"]),
+                              blowup=LADDER_BLOWUP)
+        runs.append((lower, run))
+        if progress:
+            note = "" if run.success else f" ({run.message})"
+            print(f"[{k}/{len(degrees)}] extrapolation: degree {degree}: {len(lower)} words, "
+                  f"{time.perf_counter() - start:.2f} s{note}", file=sys.stderr, flush=True)
+    return runs
+
+
+def stack_words(runs, labels, n_times):
+    """The ``(D, T, n)`` ladder of every word of ``labels`` (the degree-``M`` state).
+
+    NaN where a degree lacks the word (it is longer than that degree) or did not reach the
+    time: the extrapolation then uses fewer degrees there, or gives an infinite error.
+    """
+    column = {label: j for j, label in enumerate(labels)}
+    mu = np.full((len(runs), int(n_times), len(labels)), np.nan)
+    for i, (lower, run) in enumerate(runs):
+        reached = min(run.t.size, int(n_times))
+        block = np.full((int(n_times), len(labels)), np.nan)
+        block[:reached, [column[label] for label in lower.labels]] = run.mu[:reached]
+        mu[i] = block
+    return mu
+
+
+def _single_degree(ladder):
+    """``(T, n)``: no two consecutive degrees are finite there (the extrapolation needs two)."""
+    finite = np.isfinite(ladder)
+    return ~np.any(finite[1:] & finite[:-1], axis=0)
+
+
+def _last_finite(ladder):
+    """``(T, n)``: the highest degree's finite value (NaN where none)."""
+    out = np.full(ladder.shape[1:], np.nan)
+    for layer in ladder:
+        out = np.where(np.isfinite(layer), layer, out)
+    return out
+
+
+def _padded(result, n_times):
+    """The degree-``M`` trajectory on every output time (NaN past a stop)."""
+    mu = np.full((int(n_times), result.mu.shape[1]), np.nan)
+    mu[:result.t.size] = result.mu[:n_times]
+    return mu
+
+
+def hierarchy_answer(config, solver, result, runs, t_eval):
+    """The hierarchy's answer on every word and its error estimate.
+
+    With ``solve.extrapolate`` the answer is the extrapolation across the ladder's degrees.
+    Without it the answer is the degree-``M`` trajectory and, when a ladder ran (the
+    truncation check), its error is ``|μ_M − μ_extrapolated| + error_extrapolated``: by the
+    triangle inequality this is as honest as the extrapolation's own estimate, whereas the
+    plain difference ``|μ_M − μ_{M−1}|`` (or a ratio test on it) under-claims badly near and
+    beyond the convergence radius, where successive degrees can agree by accident.
+
+    Returns
+    -------
+    dict
+        ``answer``, ``error`` (``(T, n)``; ``error`` None without a ladder: unchecked),
+        ``arrays`` (the extra arrays of ``result.npz``), ``radius`` (float or None) and
+        ``degrees`` (those of the ladder).
+    """
+    settings = config["solve"]
+    degree_m = _padded(result, t_eval.size)
+    if not runs:
+        return {"answer": degree_m, "error": None, "arrays": {}, "radius": None, "degrees": []}
+    from hierarchy.models.attention.extrapolation import estimate_radius, extrapolate_across_degrees
+
+    ladder = stack_words(runs, solver.labels, t_eval.size)
+    single = _single_degree(ladder)
+    estimate, error = extrapolate_across_degrees(
+        np.where(single[None], np.nan, ladder), method="best",
+        rtol=LADDER_RTOL_FACTOR * float(settings["rtol"]))
+    # words of degree M alone (or a point only one degree reached): its value, no estimate
+    estimate = np.where(single, _last_finite(ladder), estimate)
+    error = np.where(single, np.inf, error)
+    columns = [solver.index(label) for label in horizon_labels(solver, config)]
+    radius = estimate_radius(t_eval, ladder[:, :, columns])
+    out = {"radius": radius if np.isfinite(radius) else None,
+           "degrees": [lower.degree for lower, _ in runs]}
+    if settings["extrapolate"]:
+        out.update(answer=estimate, error=error,
+                   arrays={"mu_extrapolated": estimate, "error_estimate": error})
+    else:
+        with np.errstate(invalid="ignore"):
+            combined = np.abs(degree_m - estimate) + error
+        out.update(answer=degree_m, error=combined, arrays={"error_estimate": combined})
+    return out
+
+
+def stitch(t_eval, labels, answer, error, cont, tolerance):
+    """Join the hierarchy's answer and the matrix-flow continuation, time by time.
+
+    For an observable the continuation computes, it is used at a time where its error is
+    finite and the hierarchy is past its validity horizon there, or where the continuation's
+    error is the smaller. Every other word keeps the hierarchy's answer up to its own validity
+    horizon and NaN past it.
+
+    Parameters
+    ----------
+    t_eval : numpy.ndarray (T,)
+    labels : list of str
+        The words of ``answer``'s columns.
+    answer, error : numpy.ndarray (T, n)
+        The hierarchy's answer (:func:`hierarchy_answer`); ``error`` may be None (unchecked).
+    cont : hierarchy.models.attention.continuation.ContinuationResult
+    tolerance : float
+        ``solve.tolerance``.
+
+    Returns
+    -------
+    best, best_error : numpy.ndarray (T, n)
+    method : numpy.ndarray of str (T, n)
+        ``"extrapolation"`` (the hierarchy's answer, within its validity), ``"matrix-flow"``
+        or ``"none"`` (neither method valid: the hierarchy's value, marked).
+    """
+    error = np.full(answer.shape, np.inf) if error is None else error
+    _, inside = validity(answer, error, tolerance)
+    best = np.where(inside, answer, np.nan)
+    best_error = np.where(inside, error, np.nan)
+    method = np.where(inside, "extrapolation", "none").astype("<U13")
+    for col, label in enumerate(cont.labels):
+        j = labels.index(label)
+        e_c = np.where(cont.valid, cont.error_estimate[:, col], np.nan)
+        with np.errstate(invalid="ignore"):
+            use_c = np.isfinite(e_c) & (~inside[:, j] | (e_c < error[:, j]))
+        best[:, j] = np.where(use_c, cont.estimate[:, col], answer[:, j])
+        best_error[:, j] = np.where(use_c, e_c, np.where(inside[:, j], error[:, j], np.nan))
+        method[:, j] = np.where(use_c, "matrix-flow", method[:, j])
+    return best, best_error, method
+
+
+def assess(t_eval, labels, answer, error, tolerance):
+    """Validity of the answer on the observables ``labels`` (columns of ``answer``).
+
+    See :func:`validity` for when a time is valid.
+
+    Returns
+    -------
+    valid : numpy.ndarray of bool (T, O)
+    until : dict
+        ``{label: last time up to which every time is valid, or None}``.
+    beyond_from : float or None
+        The first output time where some observable is past its horizon.
+    """
+    if error is None:
+        return np.zeros(answer.shape, dtype=bool), {label: None for label in labels}, \
+            float(t_eval[0])
+    valid, prefix = validity(answer, error, tolerance)
+    counts = prefix.sum(axis=0)
+    until = {label: float(t_eval[n - 1]) if n else None for label, n in zip(labels, counts)}
+    first = int(counts.min()) if counts.size else t_eval.size
+    return valid, until, float(t_eval[first]) if first < t_eval.size else None
+
+
+def stretches(t_eval, methods, valid):
+    """Contiguous stretches of one observable: ``[{"from", "to", "method", "valid"}]``."""
+    out = []
+    for j, (name, ok) in enumerate(zip(methods, valid)):
+        if out and out[-1]["method"] == name and out[-1]["valid"] == bool(ok):
+            out[-1]["to"] = float(t_eval[j])
+        else:
+            out.append({"from": float(t_eval[j]), "to": float(t_eval[j]), "method": str(name),
+                        "valid": bool(ok)})
+    return out
+
+
+def _continuation_arguments(config, field, labels, t_eval):
+    """Validate ``solve.continuation_*`` before any work; None when the continuation is off."""
+    settings = config["solve"]
+    if settings.get("continuation", "") != "matrix-flow":
+        return None
+    from hierarchy.models.attention.continuation import check_continuation_arguments
+
+    draws = list(settings.get("continuation_draws") or []) or None
+    check_continuation_arguments(field, labels, t_eval, list(settings["continuation_dims"]), draws)
+    return {"dims": list(settings["continuation_dims"]), "draws": draws}
+
+
+MANY_WORDS = 20_000  # above this the initial moments take seconds: say so before
+
+
+def check_run_fits(config, n_words):
+    """Refuse a run whose trajectories (degree M, the ladder, the answer) exceed the memory.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``solve.points``, with the largest count that fits, before any solve.
+    """
+    from hierarchy.config.loader import MEMORY_FRACTION, TRAJECTORY_COPIES, available_memory_bytes
+
+    settings = config["solve"]
+    ladder = 0
+    if settings["extrapolate"] or settings["check_truncation"]:
+        ladder = int(config["hierarchy"]["degree"]) - int(settings["min_degree"]) + 1
+    copies = TRAJECTORY_COPIES + ladder
+    budget = MEMORY_FRACTION * available_memory_bytes()
+    need = copies * 8 * int(settings["points"]) * n_words
+    if need > budget:
+        largest = int(budget // (copies * 8 * n_words))
+        raise HierarchyError(
+            f"solve.points = {settings['points']} is too many output times for {n_words} words "
+            f"and {ladder} ladder degrees: about {need / 2**30:.3g} GiB, more than the "
+            f"{budget / 2**30:.3g} GiB available; allowed: points <= {largest} (or lower "
+            "hierarchy.degree)", field="solve.points")
+
+
+def run_solve(config, out_dir):
+    """Solve the hierarchy of a validated config and write the result files.
+
+    Parameters
+    ----------
+    config : dict
+        A validated config (:func:`hierarchy.config.loader.load_config`).
+    out_dir : str or path-like
+        Output folder (created if missing).
+
+    Returns
+    -------
+    dict
+        The summary written into ``result.json``: solver module, kernel form, number of
+        words, status, message, the words that diverged (if any), integrator counts, wall
+        time and the final values of the degree-≤2 observables; then the long-horizon
+        figures (module docstring; ``result.npz`` also gets ``valid``, shape of ``mu``: the
+        answer is within its validity horizon there, see :func:`validity`): ``extrapolate``, ``tolerance``, ``degrees``, ``answer``
+        and ``error_estimate`` (final values), ``valid_until``, ``beyond_horizon``,
+        ``beyond_from``, ``unchecked``, ``convergence_radius_estimate``, ``stretches`` and,
+        with a continuation, ``continuation``.
+
+    Raises
+    ------
+    HierarchyError
+        Bad continuation settings, before any solve.
+    KeyboardInterrupt
+        Ctrl-C or SIGTERM during the solve, the extrapolation ladder, the truncation check,
+        the continuation or the plot; what is done so far is written first
+        (``complete: false``, the summary's ``interrupted`` says where), unless the interrupt
+        came before the solve started.
+    """
+    from hierarchy.models.attention.initial import initial_moments
+    from hierarchy.core.io import interruptible
+    from hierarchy.ode.solver import SolveInterrupted
+
+    solver = _solver_for(config)
+    field = solver.field
+    check_run_fits(config, len(solver.labels))
+    if len(solver.labels) > MANY_WORDS and not os.environ.get("HIERARCHY_QUIET"):
+        print(f"initial moments of {len(solver.labels)} words ({config['init']['source']})...",
+              file=sys.stderr, flush=True)
+    mu0 = initial_moments(field, config)
+    coefficients = _coefficients_for(field, config)
+    settings = config["solve"]
+    t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
+    horizon = horizon_labels(solver, config)
+    continuation = _continuation_arguments(config, field, horizon, t_eval)
+    progress = not os.environ.get("HIERARCHY_QUIET")
+    out = Path(out_dir)
+    with interruptible():
+        try:
+            result = solver.solve(mu0, (0.0, float(settings["t_final"])), coefficients,
+                                  t_eval=t_eval, method=settings.get("method", "LSODA"),
+                                  rtol=float(settings["rtol"]), atol=float(settings["atol"]),
+                                  progress=progress)
+        except SolveInterrupted as stop:
+            summary = solve_summary(solver, stop.result, interrupted=stop.result.message)
+            _write(out, config, solver, stop.result, summary, complete=False)
+            raise
+        summary = solve_summary(solver, result)
+        summary["extrapolate"] = bool(settings["extrapolate"])
+        arrays, runs = {}, []
+        stage = "during the extrapolation ladder"
+        try:
+            if settings["extrapolate"] or settings.get("check_truncation", True):
+                solve_ladder(config, solver, mu0, t_eval, top=result, progress=progress, runs=runs)
+            stage = "during the truncation check"
+            if settings.get("check_truncation", True):
+                lower = [run for s, run in runs if s.degree == solver.degree - 1]
+                summary["truncation_check"] = truncation_check(
+                    config, solver, mu0, result, t_eval, lower=lower[0] if lower else None)
+                _warn_truncation(solver, summary["truncation_check"], settings["extrapolate"])
+            found = hierarchy_answer(config, solver, result, runs, t_eval)
+            arrays = dict(found["arrays"])
+            answer, error = found["answer"], found["error"]
+            summary.update(degrees=found["degrees"],
+                           convergence_radius_estimate=found["radius"])
+            methods, cont = None, None
+            stage = "during the matrix-flow continuation"
+            if continuation is not None:
+                cont = _continue(config, field, horizon, t_eval, continuation, progress, summary)
+                answer, error, methods = stitch(t_eval, solver.labels, answer, error, cont,
+                                                float(settings["tolerance"]))
+                arrays.update(mu_best=answer, error_estimate_best=error, method_best=methods,
+                              **continuation_arrays(cont, solver.labels))
+            _horizon_summary(summary, t_eval, solver, horizon, answer, error, methods,
+                             float(settings["tolerance"]))
+            arrays["valid"] = np.zeros(answer.shape, dtype=bool) if error is None else \
+                validity(answer, error, float(settings["tolerance"]))[1]
+            stage = "while plotting"
+            out.mkdir(parents=True, exist_ok=True)
+            plot_solve(out / PLOT_FILE, solver, result, t_eval, summary, found, cont)
+        except KeyboardInterrupt as interrupt:
+            summary["interrupted"] = stage
+            summary["ladder_degrees_done"] = [s.degree for s, _ in runs]
+            partial = getattr(interrupt, "result", None)
+            if stage == "during the matrix-flow continuation" and partial is not None:
+                summary["continuation"] = partial.summary()
+                arrays.update(continuation_arrays(partial, solver.labels))
+            _write(out, config, solver, result, summary, complete=False, arrays=arrays,
+                   t_eval=t_eval)
+            raise
+        complete = result.success or bool(settings["extrapolate"])
+        _write(out, config, solver, result, summary, complete=complete, arrays=arrays,
+               t_eval=t_eval)
+    return summary
+
+
+def continuation_arrays(cont, labels):
+    """``mu_continuation``, ``error_estimate_continuation``: the continuation alone, shape of
+    ``mu`` (NaN on the words it does not compute and where it is not valid)."""
+    mu = np.full((cont.times.size, len(labels)), np.nan)
+    err = np.full(mu.shape, np.nan)
+    columns = [labels.index(label) for label in cont.labels]
+    mu[:, columns], err[:, columns] = cont.estimate, cont.error_estimate
+    return {"mu_continuation": mu, "error_estimate_continuation": err}
+
+
+def _continue(config, field, labels, t_eval, arguments, progress, summary):
+    from hierarchy.models.attention.continuation import continue_by_matrix_flows
+
+    cont = continue_by_matrix_flows(config, field, labels, t_eval, dims=arguments["dims"],
+                                    draws=arguments["draws"], seed=int(config["init"]["seed"]),
+                                    progress=progress)
+    summary["continuation"] = cont.summary()
+    return cont
+
+
+def _horizon_summary(summary, t_eval, solver, labels, answer, error, methods, tolerance):
+    """Add the validity figures of :func:`run_solve`'s summary."""
+    columns = [solver.index(label) for label in labels]
+    values = answer[:, columns]
+    errors = None if error is None else error[:, columns]
+    valid, until, beyond = assess(t_eval, labels, values, errors, tolerance)
+    if methods is None:
+        name = "extrapolation" if summary["extrapolate"] else f"degree {solver.degree}"
+        methods = np.full(answer.shape, name if error is not None else "unchecked")
+    summary.update(
+        tolerance=tolerance, unchecked=error is None, valid_until=until,
+        beyond_horizon=beyond is not None, beyond_from=beyond,
+        answer={label: _float_or_none(values[-1, o]) for o, label in enumerate(labels)},
+        error_estimate={label: None if errors is None else _float_or_none(errors[-1, o])
+                        for o, label in enumerate(labels)},
+        stretches={label: stretches(t_eval, methods[:, c], valid[:, o])
+                   for o, (label, c) in enumerate(zip(labels, columns))})
+
+
+def _float_or_none(value):
+    return float(value) if np.isfinite(value) else None
+
+
+def solve_summary(solver, result, interrupted=None):
+    """The ``result.json`` summary of a solve (see :func:`run_solve`)."""
+    observables = observable_labels(solver)
+    return {
+        "solver": solver.name,
+        "kernel": solver.form,
+        "words": len(solver),
+        "time_variable": TIME_VARIABLE[solver.parameterization],
+        "status": result.status,
+        "message": result.message,
+        "interrupted": interrupted,
+        "diverged_labels": result.diverged_labels,
+        "method": result.method,
+        "nfev": result.nfev,
+        "njev": result.njev,
+        "wall_s": result.wall_s,
+        "t_reached": float(result.t[-1]) if result.t.size else None,
+        "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
+    }
+
+
+def _write(out, config, solver, result, summary, complete, arrays=None, t_eval=None):
+    """Write the result; all arrays get the shape of ``mu``.
+
+    With ``solve.extrapolate`` the answer covers every output time of ``t_eval``, so ``mu``
+    is padded with NaN past a stop of the degree-``M`` run; without it the extra arrays
+    (``(T, n)``) are cut to the times the degree-``M`` run reached, as ``mu`` is.
+    """
+    from hierarchy.core.io import write_result
+
+    t, mu = result.t, result.mu
+    if arrays and t_eval is not None and t.size < t_eval.size:
+        if config["solve"]["extrapolate"]:
+            t, mu = t_eval, _padded(result, t_eval.size)
+        else:
+            arrays = {key: value[:t.size] for key, value in arrays.items()}
+    out.mkdir(parents=True, exist_ok=True)
+    write_result(out, t=t, mu=mu, labels=solver.labels, config=config,
+                 summary=summary, complete=complete, extra_arrays=arrays or None)
+
+
+def _warn_truncation(solver, check, extrapolated=False):
+    if not (check and not check["max_relative_difference"] <= TRUNCATION_WARNING):
+        return
+    if extrapolated:
+        log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the degree-M "
+                    "trajectory (mu) is beyond the truncation's convergence radius; the answer is "
+                    "the extrapolation across degrees (mu_extrapolated), valid as the validity "
+                    "horizon says", solver.degree, check["compared_degree"],
+                    check["max_relative_difference"])
+    else:
+        log.warning("degrees %d and %d differ by %.2g (relative) on the observables: the "
+                    "horizon may be beyond the truncation's convergence radius; raise "
+                    "hierarchy.degree, add weight decay or shorten solve.t_final",
+                    solver.degree, check["compared_degree"], check["max_relative_difference"])
+
+
+def format_summary(summary):
+    """A short table of a solve's end: final observables, truncation check, validity.
+
+    Parameters
+    ----------
+    summary : dict
+        The summary :func:`run_solve` returns.
+
+    Returns
+    -------
+    str
+        One row per observable: its final degree-``M`` value; with a truncation check, the
+        largest difference from degree ``M − 1`` (absolute and relative to the observable's
+        largest magnitude) and whether it is within :data:`TRUNCATION_WARNING`; then the
+        answer at the last time (extrapolated or stitched), its error estimate and the time
+        it is valid until. The last line says whether the run is beyond the validity
+        horizon (exit status 3), or "unchecked" without any error estimate.
+    """
+    final = dict(summary.get("final") or {})
+    answer = summary.get("answer") or {}
+    for label in answer:
+        final.setdefault(label, None)
+    check = summary.get("truncation_check")
+    time_name = summary.get("time_variable", "t")
+    reached = summary.get("t_reached")
+    lines = [f"final values at {time_name} = {reached:.6g}" if reached is not None
+             else "no output time reached"]
+    if check:
+        lines.append(f"truncation check: degree {check['compared_degree'] + 1} against degree "
+                     f"{check['compared_degree']}; within {TRUNCATION_WARNING:.0%} means a relative "
+                     f"difference <= {TRUNCATION_WARNING:g}")
+    if answer:
+        lines.append(_answer_line(summary))
+        if summary.get("status", 0) != 0 and summary.get("extrapolate"):
+            lines.append(f"(the degree-M zero closure stopped: {summary.get('message')}; with "
+                         "extrapolation that is not a failure, the answer's validity decides)")
+    width = max([len("observable")] + [len(label) for label in final])
+    header = f"{'observable':<{width}}  {'final':>13}"
+    if check:
+        header += f"  {'|Δ| vs M-1':>11}  {'relative':>9}  {'within 1%':>9}"
+    if answer:
+        header += f"  {'answer':>13}  {'± error':>9}  {'valid until':>11}"
+    lines.append(header)
+    for label, value in final.items():
+        row = f"{label:<{width}}  {_number(value):>13}"
+        if check:
+            relative = check["relative_differences"].get(label)
+            ok = "yes" if relative is not None and relative <= TRUNCATION_WARNING else "NO"
+            row += (f"  {_number(check['differences'].get(label), 3):>11}  "
+                    f"{_number(relative, 2):>9}  {ok:>9}")
+        if answer:
+            until = summary["valid_until"].get(label)
+            shown = "unchecked" if summary.get("unchecked") else \
+                "never" if until is None else f"{until:.6g}"
+            row += (f"  {_number(answer.get(label)):>13}  "
+                    f"{_number(summary['error_estimate'].get(label), 2):>9}  {shown:>11}")
+        lines.append(row)
+    if summary.get("truncation_check", 0) is None:
+        lines.append("(no truncation check: degree 2 has no lower degree to compare with)")
+    if answer:
+        lines.append(horizon_line(summary))
+    return "\n".join(lines)
+
+
+def _answer_line(summary):
+    degrees = summary.get("degrees") or []
+    span = f"degrees {degrees[0]}..{degrees[-1]}" if degrees else "no degrees"
+    what = f"extrapolated across {span}" if summary.get("extrapolate") else \
+        "degree M, error from the extrapolation across " + span
+    if summary.get("continuation"):
+        what += ", stitched to the matrix-flow continuation"
+    radius = summary.get("convergence_radius_estimate")
+    rho = "" if radius is None else f"; zero-closure convergence radius ≈ {radius:.3g}"
+    return (f"answer: {what}; valid while the error estimate is <= {summary['tolerance']:g} "
+            f"times the observable's largest magnitude{rho}")
+
+
+def horizon_line(summary):
+    """The summary's last line: the validity horizon and the exit status it implies."""
+    name = summary.get("time_variable", "t")
+    if summary.get("unchecked"):
+        return ("unchecked: no error estimate (solve.extrapolate and solve.check_truncation are "
+                "false), so the whole run counts as beyond the validity horizon (exit status 3)")
+    if summary.get("beyond_horizon"):
+        return (f"beyond the validity horizon from {name} = {summary['beyond_from']:.6g} "
+                f"(exit status 3): the numbers past it are written but not certified")
+    return f"valid over the whole horizon (error estimate <= {summary['tolerance']:g}, relative)"
+
+
+def _number(value, digits=6):
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:.{digits}g}"
