@@ -1,0 +1,103 @@
+"""The contract of a model family.
+
+A model family is everything the pipeline needs to know about one kind of model; the shared
+layers (``jit``, ``ode``, ``sgd``, ``study``, ``config``, ``cli``) call only the methods
+below and never test which family they hold. A new family subclasses :class:`ModelFamily`
+in its own folder under ``hierarchy/models/`` and is added to
+:data:`hierarchy.core.registry.FAMILIES` with one line (``docs/architecture.md``).
+
+The contract, in the order the pipeline uses it:
+
+1. ``name`` and ``defaults``: the ``[model] family`` value and the config tables the family
+   adds or changes (merged over the shared defaults of ``hierarchy.config``).
+2. ``validate(config)``: check the family's keys of an already merged config and return it
+   normalised; raise :class:`~hierarchy.core.errors.HierarchyError` naming the field. Cheap:
+   it runs before any expensive work.
+3. ``build_arguments(config)``: the one place a config becomes the arguments of
+   ``system`` (a dict; also what the build cache keys on).
+4. ``system(config)``: the compiled (or numpy) right-hand side, an object with ``labels``,
+   ``index(label)`` and ``rhs(y, t)`` (and optionally ``jacobian(y, t)``); see
+   :mod:`hierarchy.ode.system`.
+5. ``initial_state(config, system)``: the starting state, ordered like ``system.labels``.
+6. ``time_per_step(config)``: the ODE time one SGD step advances (the time map).
+7. ``sgd_problem(config)``: the SGD problem of :mod:`hierarchy.sgd` (stepper, observables).
+8. ``run_solve(config, out_dir, progress)``: the ``hierarchy solve`` job. The default
+   integrates ``system`` from ``initial_state`` over the ``[solve]`` output times with the
+   shared integrate loop and writes ``result.npz``/``result.json``; a family with more to
+   say (degree ladders, extrapolation) overrides it.
+9. ``math_label(label)``: how a label is typeset in plots (default: the label itself).
+
+Methods a family cannot support raise :class:`NotImplementedError` by default; the CLI
+turns that into a one-line error naming ``model.family``.
+"""
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+
+
+class ModelFamily:
+    """Base class of the model families (see the module docstring for the contract)."""
+
+    #: 1. the ``[model] family`` value
+    name = ""
+    #: 1. config tables this family adds or changes, e.g. ``{"model": {...}}``
+    defaults = {}
+
+    # 2
+    def validate(self, config):
+        """Check this family's keys of a merged config; return the config."""
+        return config
+
+    # 3
+    def build_arguments(self, config):
+        """The arguments of :meth:`system` taken from a config (a JSON-able dict)."""
+        raise NotImplementedError(self._unsupported("build_arguments"))
+
+    # 4
+    def system(self, config):
+        """The right-hand side of the family's ODE for ``config``."""
+        raise NotImplementedError(self._unsupported("system"))
+
+    # 5
+    def initial_state(self, config, system):
+        """The starting state, ordered like ``system.labels``."""
+        raise NotImplementedError(self._unsupported("initial_state"))
+
+    # 6
+    def time_per_step(self, config):
+        """ODE time advanced by one SGD step."""
+        raise NotImplementedError(self._unsupported("time_per_step"))
+
+    # 7
+    def sgd_problem(self, config):
+        """The SGD problem (see :mod:`hierarchy.sgd`)."""
+        raise NotImplementedError(self._unsupported("sgd_problem"))
+
+    # 8
+    def run_solve(self, config, out_dir, progress):
+        """``hierarchy solve``: integrate and write the result files; return a summary."""
+        from hierarchy.ode.default_solve import solve_and_write  # noqa: PLC0415  (the one
+        # import the base class defers: ode imports models.base for its System protocol)
+
+        return solve_and_write(self, config, out_dir, progress)
+
+    # 9
+    def math_label(self, label):
+        """Plot label of a state label."""
+        return label
+
+    # ------------------------------------------------------------------ helpers
+
+    def output_times(self, config):
+        """The ``[solve]`` output times: ``points`` evenly spaced on ``[0, t_final]``."""
+        solve = config["solve"]
+        return np.linspace(0.0, float(solve["t_final"]), int(solve["points"]))
+
+    def _unsupported(self, what):
+        return f"the {self.name!r} family does not provide {what}"
+
+    def check(self, condition, message, field):
+        """Raise a one-line :class:`HierarchyError` naming ``field`` unless ``condition``."""
+        if not condition:
+            raise HierarchyError(message, field=field)
