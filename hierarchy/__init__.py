@@ -1,36 +1,48 @@
 """Trace-moment ODE hierarchies of online SGD for attention-indexed models.
 
-The package turns a model (tied ``S = W Wᵀ``, untied ``S = U Vᵀ`` or direct ``S``) and a
-loss into the truncated moment hierarchy of ``docs/math.md``, compiles it, solves
-it, and validates it against SGD and exact finite-d matrix flows.
+The package turns a model of a registered family (:mod:`hierarchy.core.registry`; the
+attention-indexed family lives in :mod:`hierarchy.models.attention`) and a loss into the
+truncated moment hierarchy of ``docs/math.md``, compiles it, solves it, and validates it
+against SGD and exact finite-d matrix flows.
 
-Modules, in dependency order (each imports only from those above it):
+Layers, in dependency order (each imports only from those above it):
 
-- ``errors``       the one exception type users see (``HierarchyError``)
-- ``words``        letters, canonical words, labels, enumeration
-- ``rules``        the substitution rules of each parameterization, derived by sympy
-- ``operators``    the truncated field as sparse operators ``dμ = Σ_c κ_c A_c μ``
-- ``moments``      exact trace moments of finite-d matrices
-- ``display``      human/LaTeX/JSON rendering of the equations (``hierarchy show``)
-- ``losses``, ``gaussian``, ``potential``, ``coefficients``   the loss side: ``κ(μ)``
-- ``cache``, ``codegen``, ``solver``   compiled kernels and the ``solve_ivp`` driver
-- ``flows``, ``sgd``, ``study``        validation: matrix flows, SGD, truncation study
-- ``config``, ``outputs``, ``cli``     configuration files, result files, command line
+- ``core``      errors, expressions, result files, :class:`~hierarchy.core.trajectory.Trajectory`,
+  :class:`~hierarchy.core.progress.Progress`, the family registry
+- ``jit``       kernel code generation and the compile cache
+- ``ode``       the one integrate loop (``ode.integrate``), the System protocol, the default
+  ``hierarchy solve`` job
+- ``models``    the model families (``models.attention``: words, rules, operators, the
+  compiled solver, flows, the solve job ...)
+- ``sgd``, ``study``, ``config``, ``cli``   simulation, truncation study, configuration, CLI
+
+Public API: :func:`build`, :func:`load`, :class:`Solver` (from
+:mod:`hierarchy.models.attention.compiled`) and :func:`build_field` (from
+:mod:`hierarchy.models.attention.operators`). They are imported on first use (module
+``__getattr__``), so ``import hierarchy`` stays cheap: no sympy or Cython at import.
 """
 
 __version__ = "0.1.0"
 
+import importlib
+
 from hierarchy.core.errors import HierarchyError  # noqa: F401
+
+#: public name -> module that defines it (imported on first access)
+_LAZY = {
+    "build": "hierarchy.models.attention.compiled",
+    "load": "hierarchy.models.attention.compiled",
+    "Solver": "hierarchy.models.attention.compiled",
+    "build_field": "hierarchy.models.attention.operators",
+}
 
 
 def __getattr__(name):
-    # Lazy public API: importing the package stays cheap (no sympy/Cython at import).
-    if name in ("build", "load"):
-        from hierarchy.ode import solver
-
-        return getattr(solver, name)
-    if name == "build_field":
-        from hierarchy.models.attention.operators import build_field
-
-        return build_field
+    # The public API is imported lazily on purpose: the compiled solver pulls in sympy.
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'hierarchy' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

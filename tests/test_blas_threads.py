@@ -6,10 +6,13 @@ import pytest
 import scipy.linalg  # noqa: F401  (loads scipy's own OpenBLAS, which must be limited too)
 from threadpoolctl import threadpool_info
 
-from hierarchy.core import blas_threads as bt
-from hierarchy.sgd import run as sgd
 from hierarchy.config.loader import load_config
+from hierarchy.core import blas_threads as bt
 from hierarchy.core.io import read_result
+from hierarchy.models.attention import sgd_problem, sgd_steppers
+from hierarchy.sgd import engines as sgd_engines
+from hierarchy.sgd import job as sgd_job
+from hierarchy.sgd import simulate as sgd_simulate
 
 
 def blas_counts():
@@ -83,7 +86,7 @@ def test_sgd_run_records_its_choice(tmp_path):
     # batch 7: a shape no other test measures (the choice is shared by runs of one shape)
     config = load_config(None, {"sgd": {"d": 30, "batch": 7, "seeds": [0], "learning_rate": 0.02},
                                 "hierarchy": {"degree": 3}, "solve": {"t_final": 0.4, "points": 6}})
-    summary = sgd.run_sgd(config, tmp_path, progress=False)
+    summary = sgd_job.run_sgd(config, tmp_path)
     recorded = read_result(tmp_path)["summary"]["blas_threads"]
     assert recorded == summary["blas_threads"]
     candidates = bt.candidate_counts()
@@ -98,7 +101,7 @@ def test_sgd_run_records_its_choice(tmp_path):
 
 
 def test_forced_thread_count_is_used_and_recorded():
-    problem = sgd.problem_from_config(load_config(None, {"sgd": {"d": 20, "batch": 4}}))
+    problem = sgd_problem.problem_from_config(load_config(None, {"sgd": {"d": 20, "batch": 4}}))
     rng = np.random.default_rng(0)
     mats = [rng.normal(size=(20, 20)) / np.sqrt(20) for _ in range(2)]
     seen = []
@@ -116,14 +119,15 @@ def test_forced_thread_count_is_used_and_recorded():
 
     import dataclasses
     spied = dataclasses.replace(problem, loss=Spy(problem.loss))
-    traj = sgd.simulate(spied, mats, seed=0, times=[0.0, 5 * problem.step_time], words=[(0,)], threads=1)
+    traj = sgd_simulate.simulate(spied, mats, seed=0, times=[0.0, 5 * problem.step_time], words=[(0,)], threads=1)
     assert traj.complete and traj.threads["step"] == {"threads": 1} and set(seen) == {1}
 
 
 def test_sgd_no_longer_carries_hand_written_ctypes():
     import inspect
 
-    source = inspect.getsource(sgd)
+    source = "".join(inspect.getsource(module) for module in (sgd_engines, sgd_job, sgd_simulate,
+                                                               sgd_problem, sgd_steppers))
     assert "ctypes" not in source and "openblas_set_num_threads" not in source
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 import hierarchy
-import hierarchy.models.attention.operators
-from hierarchy.jit import cache
-from hierarchy.jit import codegen
+import hierarchy.models.attention.compiled
 from hierarchy.core.errors import HierarchyError
+from hierarchy.jit import cache, render, sparse_kernels
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,12 +33,21 @@ def run_python(code, cache_folder, extra_env=None):
 COUNTING_BUILD = """
     import sys
     from hierarchy.jit import cache
-    real = cache._build_module
-    def counting(*args, **kwargs):
-        print("COMPILED", flush=True)
-        return real(*args, **kwargs)
-    cache._build_module = counting
+    cache.add_build_listener(lambda name: print("COMPILED", flush=True))
 """
+
+
+@pytest.fixture
+def build_listener():
+    """``build_listener(callback)`` adds a cache build listener for the test's duration."""
+    added = []
+
+    def add(callback):
+        added.append(cache.add_build_listener(callback))
+
+    yield add
+    for callback in added:
+        cache.remove_build_listener(callback)
 
 
 @pytest.fixture
@@ -49,7 +57,7 @@ def tmp_cache(tmp_path, monkeypatch):
     return folder
 
 
-def test_compile_and_reuse_without_compiler(tmp_cache, monkeypatch):
+def test_compile_and_reuse_without_compiler(tmp_cache, build_listener):
     source = tiny_source(uuid.uuid4().hex)
     module = cache.compile_pyx(source, "tiny")
     assert module.triple(2.0) == 6.0
@@ -61,7 +69,7 @@ def test_compile_and_reuse_without_compiler(tmp_cache, monkeypatch):
     def no_compiler(*args, **kwargs):
         raise AssertionError("the compiler was called for a cached module")
 
-    monkeypatch.setattr(cache, "_build_module", no_compiler)
+    build_listener(no_compiler)
     assert cache.compile_pyx(source, "tiny") is module
     # A fresh process imports the built module from disk without compiling either.
     proc = run_python(COUNTING_BUILD + f"""
@@ -89,7 +97,7 @@ def test_corrupted_entry_is_detected_and_rebuilt(tmp_cache):
     """, tmp_cache)
     assert first.returncode == 0, first.stderr
     name = first.stdout.split()[-1]
-    extension = tmp_cache / name / (name + cache.sysconfig.get_config_var("EXT_SUFFIX"))
+    extension = tmp_cache / name / cache.extension_filename(name)
     extension.write_bytes(extension.read_bytes()[:1000])  # a half-written file
     assert cache.find_module(name) is None
     second = run_python(COUNTING_BUILD + f"""
@@ -148,7 +156,7 @@ def test_unwritable_generated_falls_back_to_user_cache(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("HIERARCHY_GENERATED", str(blocker / "generated"))
-    monkeypatch.setattr(cache, "_repo_generated_dir", lambda: blocker / "generated")
+    monkeypatch.setattr(cache, "REPO_GENERATED", blocker / "generated")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache.cache_dir() == tmp_path / "xdg" / "hierarchy"
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -162,10 +170,10 @@ def test_repo_generated_folder_is_the_default(monkeypatch):
         assert cache.cache_dir() == REPO / "generated"
 
 
-def test_second_build_imports_without_compiling(tmp_cache, monkeypatch):
+def test_second_build_imports_without_compiling(tmp_cache, build_listener):
     first = hierarchy.build("tied", 2, [1], 2)
     calls = []
-    monkeypatch.setattr(cache, "_build_module", lambda *a, **k: calls.append(a))
+    build_listener(calls.append)
     again = hierarchy.build("tied", 2, [1], 2)
     assert again.name == first.name and not calls
     reopened = hierarchy.load(first.name)
@@ -175,19 +183,17 @@ def test_second_build_imports_without_compiling(tmp_cache, monkeypatch):
     assert meta["labels"] == first.labels
 
 
-def test_changed_template_rebuilds(tmp_cache, monkeypatch):
+def test_changed_template_rebuilds(tmp_cache, monkeypatch, build_listener):
     original = hierarchy.build("tied", 2, [1], 2, kernel="unrolled")
-    real_text = codegen.template_text
+    real_text = render.template_text
 
     def edited(name):
         text = real_text(name)
         return text + "\n# edited template\n" if name == "rhs_unrolled.pyx.j2" else text
 
-    monkeypatch.setattr(codegen, "template_text", edited)
+    monkeypatch.setattr(render, "template_text", edited)
     built = []
-    real_build = cache._build_module
-    monkeypatch.setattr(cache, "_build_module",
-                        lambda *a, **k: built.append(a[1]) or real_build(*a, **k))
+    build_listener(built.append)
     changed = hierarchy.build("tied", 2, [1], 2, kernel="unrolled")
     assert changed.name != original.name and built == [changed.name]
     assert "# edited template" in (changed.path / f"{changed.name}.pyx").read_text()
@@ -204,13 +210,13 @@ def forbid(*args, **kwargs):
     raise AssertionError("the fast path built a field or rendered a kernel")
 
 
-def test_second_build_skips_field_and_render(tmp_cache, monkeypatch):
+def test_second_build_skips_field_and_render(tmp_cache, monkeypatch, build_listener):
     import numpy as np
 
     first = hierarchy.build("untied", 2, [1], 5)
-    monkeypatch.setattr(hierarchy.models.attention.operators, "build_field", forbid)
-    monkeypatch.setattr(codegen, "generate", forbid)
-    monkeypatch.setattr(cache, "_build_module", forbid)
+    monkeypatch.setattr(hierarchy.models.attention.compiled, "build_field", forbid)
+    monkeypatch.setattr(sparse_kernels, "generate", forbid)
+    build_listener(forbid)
     again = hierarchy.build("untied", 2, (1,), 5)
     assert again.name == first.name and again.labels == first.labels
     assert again.coefficient_names == first.coefficient_names and again.words == first.words
@@ -221,7 +227,7 @@ def test_second_build_skips_field_and_render(tmp_cache, monkeypatch):
 
 
 def test_index_key_is_canonical_and_tracks_sources(monkeypatch):
-    from hierarchy.ode.solver import build_key
+    from hierarchy.models.attention.compiled import build_key
 
     base = build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1"))
     assert base == build_key("untied", 2, (1,), 4, observables=["A1.A1", "Mt2.M1"])
@@ -231,23 +237,23 @@ def test_index_key_is_canonical_and_tracks_sources(monkeypatch):
     assert build_key("tied", 2, [1, 2], 3) == build_key("tied", 2, [2, 1], 3)
     assert build_key("tied", 2, [1], 3) != build_key("tied", 2, [1], 3, all_words=True)
     assert build_key("tied", 2, [1], 3, observables=("no.such.word",)) is None
-    real_text = codegen.template_text
-    monkeypatch.setattr(codegen, "template_text", lambda name: real_text(name) + "#\n")
+    real_text = render.template_text
+    monkeypatch.setattr(render, "template_text", lambda name: real_text(name) + "#\n")
     assert build_key("untied", 2, [1], 4, observables=("M1.Mt2", "A1.A1")) != base
 
 
 @pytest.fixture
-def only_tmp_cache(tmp_cache, tmp_path, monkeypatch):
+def only_tmp_cache(tmp_cache):
     """The temporary cache and no other folder (no entries from other runs are found)."""
-    monkeypatch.setattr(cache, "_repo_generated_dir", lambda: tmp_path / "no-repo-generated")
-    monkeypatch.setattr(cache, "_user_cache_dir", lambda: tmp_path / "no-user-cache")
-    return tmp_cache
+    previous = cache.set_default_cache(cache.Cache(tmp_cache))
+    yield tmp_cache
+    cache.set_default_cache(previous)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "dangling", "other-model", "not-a-solver"])
 def test_bad_index_entry_falls_back_to_the_full_build(only_tmp_cache, monkeypatch, damage):
     tmp_cache = only_tmp_cache
-    from hierarchy.ode.solver import build_key
+    from hierarchy.models.attention.compiled import build_key
 
     first = hierarchy.build("tied", 2, [1], 2)
     key = build_key("tied", 2, [1], 2)
@@ -264,22 +270,23 @@ def test_bad_index_entry_falls_back_to_the_full_build(only_tmp_cache, monkeypatc
         plain = cache.compile_pyx(tiny_source(uuid.uuid4().hex), "tiny")
         entry.write_text(json.dumps({"key": key, "name": plain.__name__}))
     fields = []
-    real_build_field = hierarchy.models.attention.operators.build_field
-    monkeypatch.setattr(hierarchy.models.attention.operators, "build_field",
+    real_build_field = hierarchy.models.attention.compiled.build_field
+    monkeypatch.setattr(hierarchy.models.attention.compiled, "build_field",
                         lambda *a, **k: fields.append(a) or real_build_field(*a, **k))
     again = hierarchy.build("tied", 2, [1], 2)
     assert fields and again.labels == first.labels and again.degree == 2
     assert json.loads(entry.read_text())["name"] == again.name  # the entry is repaired
 
 
-def test_index_is_best_effort(tmp_cache, monkeypatch):
+def test_index_is_best_effort(tmp_cache, tmp_path):
     key = "ab" * 32
     assert cache.index_lookup(key) is None and cache.index_lookup("../escape") is None
     cache.index_record(key, "rhs_gone_0123456789abcdef")
     assert cache.index_lookup(key) is None  # names a module that does not exist
 
-    def no_folder():
-        raise HierarchyError("no writable folder", field="HIERARCHY_GENERATED")
-
-    monkeypatch.setattr(cache, "cache_dir", no_folder)
-    cache.index_record("cd" * 32, "anything")  # a read-only cache only loses the shortcut
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    unwritable = cache.Cache(blocker / "generated")
+    with pytest.raises(HierarchyError, match="no writable folder"):
+        unwritable.writable_root()
+    unwritable.index_record("cd" * 32, "anything")  # a read-only cache only loses the shortcut

@@ -4,7 +4,6 @@ import os
 import subprocess
 import importlib
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from hierarchy.config import loader as config_module
 from hierarchy.cli.main import main, parse_index_list
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -203,13 +203,15 @@ def test_show_why(capsys):
     assert "1.1.2" in out
 
 
-def test_quiet_anywhere(capsys, monkeypatch):
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
+def test_quiet_anywhere(capsys, monkeypatch, tmp_path):
     assert cli(capsys, "--quiet", "show", "--degree", "2")[0] == 0
-    assert os.environ.get("HIERARCHY_QUIET") == "1"
-    monkeypatch.delenv("HIERARCHY_QUIET")
     assert cli(capsys, "show", "--degree", "2", "--quiet")[0] == 0
-    assert os.environ.get("HIERARCHY_QUIET") == "1"
+    calls = fake_module(monkeypatch, "sgd", "run_sgd")
+    path = write_config(tmp_path, "")
+    assert cli(capsys, "--quiet", "sgd", path, "--out", tmp_path / "a")[0] == 0
+    assert cli(capsys, "sgd", path, "--out", tmp_path / "b", "--quiet")[0] == 0
+    assert [quiet_progress(kwargs) for _, kwargs in calls] == [True, True]
+    assert "HIERARCHY_QUIET" not in os.environ  # the choice is passed, not put in the environment
 
 
 def test_list_runs(capsys):
@@ -227,8 +229,15 @@ def test_version(capsys):
 # --- wiring of the long-running subcommands (their modules replaced by recorders) -------------
 
 
-FAKED_MODULES = {"solve_job": "hierarchy.models.attention.solve_job", "sgd": "hierarchy.sgd.run",
+FAKED_MODULES = {"solve_job": "hierarchy.models.attention.solve_job", "sgd": "hierarchy.sgd.job",
                  "study": "hierarchy.study.run"}
+
+
+def quiet_progress(kwargs):
+    """Whether a job was passed the silent reporter (``Progress.quiet()``)."""
+    progress = kwargs["progress"]
+    assert isinstance(progress, Progress)
+    return not progress.enabled
 
 
 def fake_module(monkeypatch, name, function_name, behaviour=None):
@@ -250,9 +259,10 @@ def test_solve_passes_validated_config(capsys, monkeypatch, tmp_path):
     path = write_config(tmp_path, "[solve]\nt_final = 2.5\n")
     code, _, err = cli(capsys, "solve", path, "--out", tmp_path / "o")
     assert code == 0, err
-    (config, out_dir), _ = calls[0]
+    (config, out_dir), kwargs = calls[0]
     assert config["solve"]["t_final"] == 2.5 and config["model"]["covariance"] == [[1.0]]
     assert Path(out_dir) == tmp_path / "o"
+    assert set(kwargs) == {"progress"} and not quiet_progress(kwargs)
 
 
 @pytest.mark.parametrize("resume", [False, True])
@@ -261,7 +271,9 @@ def test_sgd_resume_flag(capsys, monkeypatch, tmp_path, resume):
     path = write_config(tmp_path, "")
     flags = ["--resume"] if resume else []
     assert cli(capsys, "sgd", path, "--out", tmp_path / "o", *flags)[0] == 0
-    assert calls[0][1] == {"resume": resume, "progress": True}
+    kwargs = calls[0][1]
+    assert set(kwargs) == {"resume", "progress"} and kwargs["resume"] == resume
+    assert not quiet_progress(kwargs)
 
 
 def test_study_without_config_and_scheduler(capsys, monkeypatch, tmp_path):
@@ -269,6 +281,8 @@ def test_study_without_config_and_scheduler(capsys, monkeypatch, tmp_path):
     assert cli(capsys, "study", "--out", tmp_path / "o", "--scheduler", "tcp://host:8786", "--resume")[0] == 0
     args, kwargs = calls[0]
     assert args[0] is None and Path(args[1]) == tmp_path / "o"
+    assert not quiet_progress(kwargs)
+    del kwargs["progress"]
     assert kwargs == {"scheduler": "tcp://host:8786", "resume": True, "quiet": False}
 
 
@@ -277,7 +291,10 @@ def test_study_with_config(capsys, monkeypatch, tmp_path):
     path = write_config(tmp_path, "[study]\ndegrees = [3, 2]\n")
     assert cli(capsys, "study", path, "--out", tmp_path / "o")[0] == 0
     assert calls[0][0][0]["study"]["degrees"] == [2, 3]
-    assert calls[0][1] == {"scheduler": None, "resume": False, "quiet": False}
+    kwargs = calls[0][1]
+    assert not quiet_progress(kwargs)
+    del kwargs["progress"]
+    assert kwargs == {"scheduler": None, "resume": False, "quiet": False}
 
 
 def test_keyboard_interrupt_exits_130_and_names_the_folder(capsys, monkeypatch, tmp_path):
@@ -306,7 +323,8 @@ def test_quiet_reaches_the_runs(capsys, monkeypatch, tmp_path):
     study_calls = fake_module(monkeypatch, "study", "run_study")
     assert cli(capsys, "--quiet", "sgd", write_config(tmp_path, ""), "--out", tmp_path / "o")[0] == 0
     assert cli(capsys, "study", "--out", tmp_path / "s", "--quiet")[0] == 0
-    assert sgd_calls[0][1]["progress"] is False and study_calls[0][1]["quiet"] is True
+    assert quiet_progress(sgd_calls[0][1]) and study_calls[0][1]["quiet"] is True
+    assert quiet_progress(study_calls[0][1])
 
 
 def test_incomplete_sgd_run_exits_130(capsys, monkeypatch, tmp_path):
@@ -316,7 +334,7 @@ def test_incomplete_sgd_run_exits_130(capsys, monkeypatch, tmp_path):
         (Path(out) / "result.json").write_text("{}")
         return {"complete": False}
 
-    monkeypatch.setattr(sys.modules["hierarchy.sgd.run"], "run_sgd", incomplete)
+    monkeypatch.setattr(sys.modules["hierarchy.sgd.job"], "run_sgd", incomplete)
     code, _, err = cli(capsys, "sgd", write_config(tmp_path, ""), "--out", tmp_path / "o")
     assert code == 130 and "--resume" in err and "Traceback" not in err
 
@@ -339,10 +357,14 @@ def test_hierarchy_error_from_a_run_exits_2(capsys, monkeypatch, tmp_path):
     assert_clean_error(code, err, "init.moments")
 
 
-def test_config_is_validated_before_the_run_module_is_imported(capsys, monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "hierarchy.sgd.run", None)  # importing it would fail
+def test_config_is_validated_before_the_run_starts(capsys, monkeypatch, tmp_path):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the run started before its config was validated")
+
+    calls = fake_module(monkeypatch, "sgd", "run_sgd", forbidden)
     code, _, err = cli(capsys, "sgd", write_config(tmp_path, "[sgd]\nd = -1\n"), "--out", tmp_path / "o")
     assert_clean_error(code, err, "sgd.d")
+    assert not calls
 
 
 def test_load_config_used_by_cli_is_the_config_module(monkeypatch, capsys, tmp_path):

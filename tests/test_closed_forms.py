@@ -5,6 +5,7 @@ equations of ``q_12`` and ``t_1``; (920)–(921): the untied slow field of ``q�
 ``q⁽²⁾_12`` at an uninformative (free) start.
 """
 import sympy as sp
+from scenarios import truncated_taylor_solution
 
 from hierarchy.models.attention.display import equation_terms
 from hierarchy.models.attention.operators import build_field
@@ -20,27 +21,12 @@ def _symbolic_rhs(field, label, coefficients=None):
     return expr
 
 
-def _truncated_solution(degree):
-    """Exact solution of the degree-N truncation of the quadratic-loss case (nilpotent)."""
-    field = build_field("tied", 2, [1], degree)
-    gamma = {"Gamma[1,1]": 2, "Gamma[1,2]": -2, "gamma": 0}
-    A = sp.Matrix(field.matrix(gamma).toarray().round().astype(int))
-    mu0 = sp.Matrix([sp.Symbol(f"mu_{lab}") for lab in field.labels])
-    t = sp.Symbol("t")
-    term, total, k = mu0, mu0, 0
-    while any(x != 0 for x in term):
-        k += 1
-        term = A * term * t / k
-        total += term
-    return field, {lab: sp.expand(total[i]) for i, lab in enumerate(field.labels)}, t
-
-
 def test_exactly_solvable_truncations_340_341():
     m = {lab: sp.Symbol(f"mu_{lab}") for lab in ("1", "1.1", "1.2", "1.1.1", "1.1.2", "1.2.2")}
-    _, sol2, t = _truncated_solution(2)
+    _, sol2, t = truncated_taylor_solution(2)
     assert sp.expand(sol2["1"] - (m["1"] - 4 * t * (m["1.1"] - m["1.2"]))) == 0
     assert sol2["1.1"] == m["1.1"] and sol2["1.2"] == m["1.2"]
-    _, sol3, t = _truncated_solution(3)
+    _, sol3, t = truncated_taylor_solution(3)
     assert sp.expand(sol3["1.1"] - (m["1.1"] - 8 * t * (m["1.1.1"] - m["1.1.2"]))) == 0
     assert sp.expand(sol3["1.2"] - (m["1.2"] - 4 * t * (m["1.1.2"] - m["1.2.2"]))) == 0
     expected = (m["1"] - 4 * t * (m["1.1"] - m["1.2"])

@@ -2,9 +2,13 @@
 
 import numpy as np
 import pytest
+from scenarios import QUADRATIC_CONSTANTS, VARIANT_NAMES, gaussian_matrices
 
-from hierarchy.models.attention.coefficients import make_coefficients, potential_gradients
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.coefficients import (
+    make_coefficients,
+    potential_gradients,
+)
 from hierarchy.models.attention.gaussian import project_tied
 from hierarchy.models.attention.losses import make_loss
 from hierarchy.models.attention.moments import moments_of
@@ -21,22 +25,12 @@ def random_state(field, scale=0.3):
 
 
 def finite_d_state(field, d=60, seed=0):
-    rng = np.random.default_rng(seed)
-    if field.parameterization == "tied":
-        mats = [rng.standard_normal((d, d)) / np.sqrt(d) for _ in range(field.K)]
-    elif field.parameterization == "untied":
-        mats = [(rng.standard_normal((d, d)) / np.sqrt(d), rng.standard_normal((d, d)) / np.sqrt(d))
-                for _ in range(field.K)]
-    else:
-        mats = [rng.standard_normal((d, d)) / np.sqrt(d) for _ in range(field.K)]
+    mats = gaussian_matrices(field.parameterization, field.K, d, np.random.default_rng(seed),
+                             normalized=True)
     return mats, moments_of(field, mats)
 
 
-@pytest.mark.parametrize("kind, expected", [
-    ("tied", {"Gamma[1,1]": 2, "Gamma[1,2]": -2}),
-    ("untied", {"a1[1,1]": 1, "a1[1,2]": -1, "a2[1,1]": 1, "a2[1,2]": -1}),
-    ("direct", {"A[1,1]": 1, "A[1,2]": -1, "B[1,1]": 1, "B[1,2]": -1}),
-])
+@pytest.mark.parametrize("kind, expected", list(QUADRATIC_CONSTANTS.items()))
 def test_quadratic_coefficients_are_constant(kind, expected):
     field = build_field(kind, 2, [1], 3)
     kappa_of = make_coefficients(field, QUADRATIC, weight_decay=0.25)
@@ -61,7 +55,7 @@ def test_inputs_are_the_order_parameters():
     assert labels[6:8] == ["A1", "B1"]
 
 
-@pytest.mark.parametrize("kind", ["tied", "untied", "direct"])
+@pytest.mark.parametrize("kind", VARIANT_NAMES)
 def test_h1_mse_is_half_the_quadratic_loss(kind):
     """End to end at the coefficient level: L_mse = ½ L_quadratic for h1, at every state."""
     field = build_field(kind, 2, [1], 4)

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hierarchy.config import loader as config_module
+from hierarchy.core import resources
+from hierarchy.models.attention import config as attention_config
 from hierarchy.config.loader import DEFAULTS, deep_merge, load_config, validate_config
 from hierarchy.core.errors import HierarchyError
 
@@ -139,9 +140,9 @@ def test_degree_too_large_names_the_largest_that_fits(monkeypatch):
     error = refused({"hierarchy": {"degree": 40}})
     assert error.field == "hierarchy.degree"
     largest = int(str(error).rsplit(" ", 1)[-1])
-    budget = config_module.MEMORY_FRACTION * 2**30
-    assert config_module.estimate_field_bytes("tied", 2, largest) <= budget
-    assert config_module.estimate_field_bytes("tied", 2, largest + 1) > budget
+    budget = resources.MEMORY_FRACTION * 2**30
+    assert attention_config.estimate_field_bytes("tied", 2, largest) <= budget
+    assert attention_config.estimate_field_bytes("tied", 2, largest + 1) > budget
     load_config(overrides={"hierarchy": {"degree": largest}})  # the named degree is accepted
 
 
@@ -377,3 +378,32 @@ def test_fuzz_plausible_models_load_or_refuse(document):
     cfg = _loads_or_refuses(overrides=document)
     if cfg is not None:
         assert all(1 <= k <= cfg["model"]["K"] for k in cfg["model"]["trainable"])
+
+
+# --- [model] family: which model family the config is for -------------------------------------
+
+
+def test_model_family_defaults_to_attention_and_is_kept():
+    from hierarchy.core.registry import family_names
+
+    assert DEFAULTS["model"]["family"] == "attention" and "attention" in family_names()
+    assert load_config()["model"]["family"] == "attention"
+    assert load_config(overrides={"model": {"family": "attention"}})["model"]["family"] == "attention"
+
+
+@pytest.mark.parametrize("family", ["transformer", 3, ["attention"]])
+def test_unknown_model_family_is_refused_naming_the_field(family):
+    error = refused({"model": {"family": family}})
+    assert error.field == "model.family" and "attention" in str(error) and "\n" not in str(error)
+
+
+def test_family_validation_is_dispatched_through_the_registry(monkeypatch):
+    from hierarchy.core import registry
+
+    seen = []
+    family = registry.family("attention")
+    real = family.validate
+    monkeypatch.setattr(family, "validate", lambda config, **kw: seen.append(kw) or real(config, **kw))
+    load_config()
+    validate_config(DEFAULTS, sections=("model", "hierarchy"))
+    assert seen == [{}, {"sections": ("model", "hierarchy")}]

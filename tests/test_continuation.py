@@ -247,7 +247,7 @@ def test_untied_and_direct_models_run_with_plain_means():
 
 @pytest.mark.slow
 def test_figure1_continuation_to_t3_has_error_estimate_below_2e_3():
-    from hierarchy.config.loader import INIT_SOURCES
+    from hierarchy.models.attention.config import INIT_SOURCES
 
     source = "limit" if "limit" in INIT_SOURCES else "gaussian"
     config = load_config(None, {"model": {"parameterization": "tied", "K": 2, "trainable": [1],
@@ -275,7 +275,7 @@ def test_figure1_continuation_agrees_with_the_limit_hierarchy_inside_its_radius(
     """At short times the degree-8 hierarchy from the exact d→∞ moments is the reference."""
     limit = pytest.importorskip("hierarchy.models.attention.limit_moments")
     from hierarchy.models.attention.coefficients import coefficients_from_config
-    from hierarchy.ode.solver import build
+    from hierarchy.models.attention.compiled import build
 
     config = load_config(None, {"model": {"tokens": 2}, "loss": {"name": "softmax-mse"},
                                 "init": {"scale": [1.0, 1.0]}})

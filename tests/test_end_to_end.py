@@ -10,7 +10,7 @@ import numpy as np
 from hierarchy.models.attention.coefficients import make_coefficients
 from hierarchy.models.attention.initial import initial_moments
 from hierarchy.models.attention.losses import make_loss
-from hierarchy.ode.solver import build
+from hierarchy.models.attention.compiled import build
 
 
 def test_h1_mse_solver_uses_half_the_quadratic_gamma_at_every_step():

@@ -6,18 +6,25 @@ against the truncated hierarchy inside the convergence radius.
 """
 import numpy as np
 import pytest
+from scenarios import TIED_QUADRATIC_GAMMA
 from scipy.integrate import solve_ivp
 
 import hierarchy
-from hierarchy.models.attention import flows
 from hierarchy.core.blas_threads import blas_threads
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.exact_limit import (SpectralLaw, convergence_radius, initial_limit_moments,
-                                   limit_moments, marchenko_pastur, marchenko_pastur_moment,
-                                   riccati_eigenvalue)
+from hierarchy.models.attention import flows
+from hierarchy.models.attention.exact_limit import (
+    SpectralLaw,
+    convergence_radius,
+    initial_limit_moments,
+    limit_moments,
+    marchenko_pastur,
+    marchenko_pastur_moment,
+    riccati_eigenvalue,
+)
 from hierarchy.models.attention.operators import build_field
 
-QUADRATIC = {"Gamma[1,1]": 2.0, "Gamma[1,2]": -2.0}
+QUADRATIC = TIED_QUADRATIC_GAMMA
 OBSERVABLES = ["1", "1.1", "1.2", "2.2", "1.1.2"]
 
 

@@ -8,17 +8,33 @@ import json
 
 import numpy as np
 import pytest
+from scenarios import TIED_QUADRATIC_GAMMA
 
 import hierarchy
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.exact_limit import (SpectralLaw, convergence_radius, limit_moments,
-                                   marchenko_pastur_moment)
-from hierarchy.models.attention.extrapolation import (METHODS, estimate_radius, extrapolate_across_degrees,
-                                     levin_u, stack_degrees, theta, valid_until, wynn_epsilon)
+from hierarchy.models.attention import extrapolation, flows
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.exact_limit import (
+    SpectralLaw,
+    convergence_radius,
+    limit_moments,
+    marchenko_pastur_moment,
+)
+from hierarchy.models.attention.extrapolation import (
+    METHODS,
+    estimate_radius,
+    extrapolate_across_degrees,
+    levin_u,
+    stack_degrees,
+    theta,
+    valid_until,
+    wynn_epsilon,
+)
 from hierarchy.models.attention.initial import moments_from_file
+from hierarchy.models.attention.losses import make_loss
 from hierarchy.models.attention.moments import moments_of
 
-QUADRATIC = {"Gamma[1,1]": 2.0, "Gamma[1,2]": -2.0}
+QUADRATIC = TIED_QUADRATIC_GAMMA
 OBSERVABLES = ["1", "1.1", "1.2"]
 DEGREES = range(2, 15)          # the smallest set that reaches 1e-5 at t = 0.18 with margin
 RTOL = 1e-12
@@ -86,10 +102,6 @@ def test_error_estimate_is_honest_for_a_finite_d_start_with_weight_decay():
 @pytest.fixture(scope="module")
 def gaussian_teacher_case():
     """d = 60 Gaussian W_1 and W_2 (S_2 not scalar), linear MSE; truth: flows.matrix_flow."""
-    from hierarchy.models.attention import flows
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.losses import make_loss
-
     d, rng = 60, np.random.default_rng(0)
     mats = [rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(2)]
     field = hierarchy.build("tied", 2, [1], 2).field
@@ -258,8 +270,6 @@ def test_points_reached_by_fewer_than_four_degrees_give_the_last_value_unvouched
 
 def test_blocks_of_points_give_the_same_answer_with_bounded_memory(monkeypatch):
     """Every word of a large ladder once needed O(D² T n) memory at once (MemoryError)."""
-    import hierarchy.models.attention.extrapolation as extrapolation
-
     rng = np.random.default_rng(0)
     ratios = rng.uniform(0.1, 0.6, size=(7, 5))
     mu = np.cumsum(ratios[None] ** np.arange(1, 10)[:, None, None], axis=0)  # (9, 7, 5)

@@ -51,11 +51,11 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("expensive work started before the input was checked")
 
-    import hierarchy.sgd.run
+    import hierarchy.sgd.job
     import hierarchy.models.attention.solve_job
     import hierarchy.study.run
     monkeypatch.setattr(hierarchy.models.attention.solve_job, "run_solve", forbidden)
-    monkeypatch.setattr(hierarchy.sgd.run, "run_sgd", forbidden)
+    monkeypatch.setattr(hierarchy.sgd.job, "run_sgd", forbidden)
     monkeypatch.setattr(hierarchy.study.run, "run_study", forbidden)
 
 
@@ -186,12 +186,12 @@ def test_interrupt_before_any_result_does_not_claim_kept_results(tmp_path):
         out = str(tmp_path / "nothing-here")
         resume = False
 
-    assert "kept" not in cli._interrupted_message(Args)
+    assert "kept" not in cli.interrupted_message(Args)
     (tmp_path / "nothing-here").mkdir()
     (tmp_path / "nothing-here" / "result.json").write_text("{}")
-    assert "partial results kept" in cli._interrupted_message(Args)
-    old = cli._result_stamp(Args.out)  # an earlier run's file, untouched by this run
-    assert "kept" not in cli._interrupted_message(Args, before=old)
+    assert "partial results kept" in cli.interrupted_message(Args)
+    old = cli.result_stamp(Args.out)  # an earlier run's file, untouched by this run
+    assert "kept" not in cli.interrupted_message(Args, before=old)
 
 
 # --- a forged build record ------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def test_interrupt_before_any_result_does_not_claim_kept_results(tmp_path):
 def some_extension():
     found = sorted(REPO.glob("generated/*/*.so"))
     if not found:
-        from hierarchy.ode.solver import build
+        from hierarchy.models.attention.compiled import build
         build("tied", K=2, trainable=[1], degree=2)
         found = sorted(REPO.glob("generated/*/*.so"))
     return found[0]
@@ -289,20 +289,23 @@ def test_potential_fallback_to_numpy_warns_once_with_the_reason(monkeypatch):
 
     import hierarchy.jit.cache
     import hierarchy.models.attention.potential as potential
+    from hierarchy.jit import expression_kernels
     from hierarchy.models.attention.losses import make_loss
 
     def no_compiler(*args, **kwargs):
         raise HierarchyError("no C compiler found (install gcc)", field="compiler")
 
     monkeypatch.setattr(hierarchy.jit.cache, "compile_pyx", no_compiler)
-    monkeypatch.setattr(potential, "_KERNELS", {})
-    monkeypatch.setattr(potential, "_FALLBACK_WARNED", set())
+    expression_kernels.forget()  # compile afresh (and fail) in this test ...
     loss = make_loss({"name": "mse", "student": "tanh", "teacher": "tanh"}, 1, 2)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for term in loss.terms:
-            potential._compiled_kernel(term)
-            potential._compiled_kernel(term)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for term in loss.terms:
+                potential.compiled_kernel(term)
+                potential.compiled_kernel(term)
+    finally:
+        expression_kernels.forget()  # ... and let later tests compile for real
     messages = [str(w.message) for w in caught if "runs on numpy" in str(w.message)]
     assert len(messages) == 1 and "no C compiler" in messages[0]
 
@@ -311,16 +314,16 @@ def test_lsoda_beyond_its_dense_work_arrays_switches_to_bdf_loudly(monkeypatch):
     """Untied degree 8 (130,829 words) once died asking LSODA for a 128 GiB work array."""
     import warnings
 
-    from hierarchy.ode import solver as solver_module
+    from hierarchy.models.attention import compiled as solver_module
 
-    monkeypatch.setattr(solver_module, "_METHOD_WARNED", set())
+    monkeypatch.setattr(solver_module, "WARNED_SIZES", set())
     memory = 24 * 2**30
-    assert solver_module._method_that_fits("LSODA", 5085, memory) == "LSODA"  # tied K=2 M=16
-    assert solver_module._method_that_fits("RK45", 10**6, memory) == "RK45"
+    assert solver_module.method_that_fits("LSODA", 5085, memory) == "LSODA"  # tied K=2 M=16
+    assert solver_module.method_that_fits("RK45", 10**6, memory) == "RK45"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert solver_module._method_that_fits("LSODA", 130_829, memory) == "BDF"
-        assert solver_module._method_that_fits("LSODA", 130_829, memory) == "BDF"
+        assert solver_module.method_that_fits("LSODA", 130_829, memory) == "BDF"
+        assert solver_module.method_that_fits("LSODA", 130_829, memory) == "BDF"
     assert len(caught) == 1 and "sparse Jacobian" in str(caught[0].message)
 
 

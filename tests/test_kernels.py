@@ -6,8 +6,8 @@ import pytest
 import scipy.sparse as sps
 
 import hierarchy
-from hierarchy.jit import codegen
 from hierarchy.core.errors import HierarchyError
+from hierarchy.jit import render, sparse_kernels
 from hierarchy.models.attention.words import alphabet, word_label
 
 MODELS = {
@@ -32,7 +32,7 @@ def random_inputs(solver, seed):
 
 
 def test_form_is_the_requested_one(solver):
-    assert solver.form in FORMS and solver._module.FORM == solver.form
+    assert solver.form in FORMS and solver.module.FORM == solver.form
     assert solver.name.endswith(solver.name[-16:]) and f"_{solver.form}_" in solver.name
 
 
@@ -100,9 +100,9 @@ def test_kernel_rejects_wrong_shapes(solver):
     with pytest.raises(HierarchyError):
         solver.rhs(mu, kappa[:-1])
     with pytest.raises(ValueError):
-        solver._module.rhs(mu, kappa, np.empty(len(mu) + 1))
+        solver.module.rhs(mu, kappa, np.empty(len(mu) + 1))
     with pytest.raises((TypeError, ValueError)):
-        solver._module.rhs(mu.astype(np.float32), kappa, np.empty(len(mu)))
+        solver.module.rhs(mu.astype(np.float32), kappa, np.empty(len(mu)))
 
 
 def test_index_matches_field(solver):
@@ -117,21 +117,21 @@ def test_index_matches_field(solver):
 def test_auto_form_depends_on_size():
     small = hierarchy.build_field("tied", 2, [1], 3)
     large = hierarchy.build_field("untied", 2, [1], 5)
-    assert codegen.choose_form(small) == "unrolled"
-    assert codegen.choose_form(large) == "table"
+    assert sparse_kernels.choose_form(small) == "unrolled"
+    assert sparse_kernels.choose_form(large) == "table"
     with pytest.raises(HierarchyError, match="kernel"):
-        codegen.choose_form(small, "fastest")
+        sparse_kernels.choose_form(small, "fastest")
 
 
 def test_table_source_does_not_grow_with_the_system():
-    sizes = [len(codegen.generate(hierarchy.build_field("tied", 2, [1], m), "table").source)
+    sizes = [len(sparse_kernels.generate(hierarchy.build_field("tied", 2, [1], m), "table").source)
              for m in (4, 10)]
     assert abs(sizes[1] - sizes[0]) < 200
 
 
 def test_templates_are_found():
     for name in ("rhs_unrolled.pyx.j2", "rhs_table.pyx.j2", "_buffers.pyx.j2"):
-        assert "cdef " in codegen.template_text(name)
+        assert "cdef " in render.template_text(name)
 
 
 @pytest.mark.slow
@@ -155,16 +155,16 @@ def test_table_column_types(tmp_path, monkeypatch, columns):
     """Columns are uint16 up to 65536 words; the int32 fallback of larger systems computes
     the same right-hand side (forced here on a small system)."""
     from hierarchy.jit import cache
-    from hierarchy.ode.solver import Solver, _metadata
+    from hierarchy.models.attention.compiled import Solver, solver_metadata
 
     monkeypatch.setenv("HIERARCHY_GENERATED", str(tmp_path))
     if columns == "int32":
-        monkeypatch.setattr(codegen, "_COLUMN_TYPES", ((np.int32, "int"),))
+        monkeypatch.setattr(sparse_kernels, "COLUMN_TYPES", ((np.int32, "int"),))
     field = hierarchy.build_field("untied", 2, [1], 3)
-    generated = codegen.generate(field, "table")
+    generated = sparse_kernels.generate(field, "table")
     assert generated.tables["cols"].dtype == np.dtype(columns)
     module = cache.compile_pyx(generated.source, generated.name_hint)
-    solver = Solver(module, _metadata(field, "table"), generated.tables, field=field)
+    solver = Solver(module, solver_metadata(field, "table"), generated.tables, field=field)
     mu, kappa = random_inputs(solver, 11)
     expected = field.rhs(mu, kappa)
     assert np.abs(solver.rhs(mu, kappa) - expected).max() <= 1e-12 * max(1.0, np.abs(expected).max())
@@ -173,11 +173,11 @@ def test_table_column_types(tmp_path, monkeypatch, columns):
 def test_table_kernel_rejects_out_of_range_tables():
     field = hierarchy.build_field("tied", 2, [1], 3)
     solver = hierarchy.build("tied", 2, [1], 3, kernel="table")
-    tables = codegen.generate(field, "table").tables
+    tables = sparse_kernels.generate(field, "table").tables
     bad = dict(tables, cols=tables["cols"].copy())
     bad["cols"][-1] = len(field.labels)
-    module = solver._module
+    module = solver.module
     with pytest.raises(ValueError, match="out of range"):
-        module.set_tables(*(bad[name] for name in codegen.TABLE_NAMES))
+        module.set_tables(*(bad[name] for name in sparse_kernels.TABLE_NAMES))
     mu, kappa = random_inputs(solver, 12)  # the installed tables are untouched
     assert np.allclose(solver.rhs(mu, kappa), field.rhs(mu, kappa), rtol=0, atol=1e-12)

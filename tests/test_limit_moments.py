@@ -14,11 +14,21 @@ import pytest
 from hierarchy.config.loader import load_config
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention.initial import initial_moments
-from hierarchy.models.attention.limit_moments import (free_poisson_moment, limit_moments, limit_word_moments,
-                                     narayana)
+from hierarchy.models.attention.limit_moments import (
+    free_poisson_moment,
+    limit_moments,
+    limit_word_moments,
+    narayana,
+)
 from hierarchy.models.attention.moments import trace_moments
 from hierarchy.models.attention.operators import build_field
-from hierarchy.models.attention.words import alphabet, decode, enumerate_codes, enumerate_words, parse_label
+from hierarchy.models.attention.words import (
+    alphabet,
+    decode,
+    enumerate_codes,
+    enumerate_words,
+    parse_label,
+)
 
 
 def _catalan(n):

@@ -1,10 +1,13 @@
 """Losses: values against direct formulas, derivatives against finite differences, refusals."""
 
+import time
+
 import numpy as np
 import pytest
 
+from hierarchy.config.loader import load_config
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.losses import MAX_SOFTMAX_TOKENS, MAX_TOKENS, make_loss
 
 RNG = np.random.default_rng(7)
 
@@ -111,10 +114,6 @@ def test_two_index_attributes():
 
 def test_builtin_builders_are_fast_for_the_largest_token_count():
     """Summing L² pieces one at a time was O(L⁴) (63 s at L = 20); now one Add and shared terms."""
-    import time
-
-    from hierarchy.config.loader import MAX_TOKENS
-
     for name in ("quadratic", "mse"):
         start = time.perf_counter()
         loss = make_loss({"name": name, "student": "h2", "teacher": "h1"}, MAX_TOKENS, 2)
@@ -124,7 +123,7 @@ def test_builtin_builders_are_fast_for_the_largest_token_count():
 
 def test_identical_pieces_share_one_compiled_shape_but_keep_their_projection():
     loss = make_loss({"name": "quadratic"}, 3, 2)
-    assert len({id(term._value) for term in loss.terms}) == 1
+    assert len({id(term.shape.value) for term in loss.terms}) == 1
     G = RNG.standard_normal((4, 3, 3, 2))
     np.testing.assert_allclose(loss.value(G), np.sum((G[..., 0] - G[..., 1]) ** 2, axis=(1, 2)))
     rows = {tuple(np.flatnonzero(term.projection.any(axis=0))) for term in loss.terms}
@@ -141,9 +140,6 @@ def test_pieces_reading_a_subset_of_entries_are_merged():
 
 
 def test_token_caps_are_one_line_errors_naming_model_tokens():
-    from hierarchy.config.loader import MAX_TOKENS, load_config
-    from hierarchy.models.attention.losses import MAX_SOFTMAX_TOKENS
-
     with pytest.raises(HierarchyError) as info:
         load_config(overrides={"model": {"tokens": 1000, "covariance": []}})
     assert info.value.field == "model.tokens" and f"1..{MAX_TOKENS}" in str(info.value)

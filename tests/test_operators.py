@@ -3,10 +3,18 @@ import json
 
 import numpy as np
 import pytest
+from scenarios import (
+    DIRECT_ORDER_PARAMETERS,
+    INTERFACE_COEFFICIENTS,
+    SMALL_SYSTEMS,
+    interface_coefficient_names,
+    small_field,
+)
 
-from hierarchy.models.attention.display import render
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.display import TIME_MAP, render
+from hierarchy.models.attention.operators import build_field, coefficient_vector
+from hierarchy.models.attention.variants import VARIANTS
 
 
 @pytest.mark.parametrize("kwargs,field", [
@@ -26,18 +34,13 @@ def test_bad_arguments_name_the_field(kwargs, field):
 
 
 def test_coefficient_names_follow_interface():
-    assert build_field("tied", 2, [1], 2).coefficient_names == \
-        ["Gamma[1,1]", "Gamma[1,2]", "gamma"]
-    assert build_field("untied", 2, [1], 2).coefficient_names == \
-        ["beta[1]", "a1[1,1]", "a1[1,2]", "a2[1,1]", "a2[1,2]", "gamma"]
-    assert build_field("direct", 2, [2], 2).coefficient_names == \
-        ["A[2,1]", "A[2,2]", "B[2,1]", "B[2,2]", "gamma"]
+    for (parameterization, K, trainable), names in INTERFACE_COEFFICIENTS.items():
+        assert build_field(parameterization, K, list(trainable), 2).coefficient_names == names
 
 
 def test_direct_system_is_closed_on_its_order_parameters():
     field = build_field("direct", 2, [1], 6)
-    assert field.labels == ["t1", "t2", "Psi1.1", "Omega1.1", "Psi1.2", "Omega1.2", "Psi2.2",
-                            "Omega2.2"]
+    assert field.labels == DIRECT_ORDER_PARAMETERS
 
 
 def test_observables_extend_the_system_and_index_accepts_any_representative():
@@ -56,6 +59,14 @@ def test_coefficient_vector_checks_names():
         field.coefficient_vector({"Gamma[1,1]": 1, "Gamma[1,2]": 2, "beta[1]": 0})
     with pytest.raises(HierarchyError, match="missing"):
         field.coefficient_vector({"Gamma[1,1]": 1})
+    # the module-level function is the one definition (the solver's too)
+    names = field.coefficient_names
+    assert np.array_equal(coefficient_vector(names, [1.0, 2.0, 3.0]), [1.0, 2.0, 3.0])
+    with pytest.raises(HierarchyError, match="length 3") as info:
+        coefficient_vector(names, [1.0])
+    assert info.value.field == "coefficients"
+    with pytest.raises(HierarchyError, match="this solver takes"):
+        coefficient_vector(names, {"beta[1]": 0}, owner="solver")
 
 
 def test_show_text_json_latex_and_why():
@@ -74,3 +85,27 @@ def test_show_text_json_latex_and_why():
     assert why.splitlines()[-1].split()[1] == target
     with pytest.raises(HierarchyError, match="format"):
         render(field, "html")
+
+
+# --- invariants over every row of VARIANTS ------------------------------------------------
+
+
+def test_small_systems_cover_every_variant():
+    assert {system[0] for system in SMALL_SYSTEMS} == set(VARIANTS)
+
+
+@pytest.mark.parametrize("parameterization,K,trainable,degree", SMALL_SYSTEMS)
+def test_small_systems_are_well_formed(parameterization, K, trainable, degree):
+    field = small_field(parameterization, K, trainable, degree)
+    assert field.coefficient_names == interface_coefficient_names(parameterization, K,
+                                                                  trainable)
+    assert set(field.observables) <= set(field.labels)
+    assert [field.index(label) for label in field.labels] == list(range(len(field)))
+    assert all(1 <= len(w) <= degree for w in field.words)
+    for name in field.coefficient_names:
+        assert field.operators[name].shape == (len(field), len(field))
+
+
+def test_every_variant_has_a_time_map(variant):
+    assert TIME_MAP[variant.name].startswith(f"{variant.time_variable} = ")
+    assert ("4 n alpha" in TIME_MAP[variant.name]) == (variant.time_factor == 4)

@@ -19,9 +19,11 @@ from matplotlib.text import Text
 
 from hierarchy.core import plotting
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention import plotting as attention_plotting
 from hierarchy.models.attention.solve_job import plot_observables
-from hierarchy.ode.solver import SolveResult
-from hierarchy.study.run import analyse, plot_errors, plot_trajectories
+from hierarchy.core.trajectory import Trajectory
+from hierarchy.study.analysis import analyse
+from hierarchy.study.report import plot_errors, plot_trajectories
 
 TOOLS = pathlib.Path(__file__).resolve().parent.parent / "tools"
 RAW_LABELS = {"1", "2", "1.1", "1.2", "2.2", "M1.Mt2", "M1.M2", "Psi1.2", "Omega1.2"}
@@ -136,15 +138,15 @@ def check_degree_lines(ax, degrees):
     ("S1.St2.S1", "direct", "μ(S₁S₂ᵀS₁)"),
 ])
 def test_math_label_names_each_word_in_mathematics(label, parameterization, expected):
-    assert plotting.math_label(label, parameterization) == expected
-    assert plotting.math_label(label) == expected          # inferred from the label itself
+    assert attention_plotting.math_label(label, parameterization) == expected
+    assert attention_plotting.math_label(label) == expected          # inferred from the label itself
 
 
 @pytest.mark.parametrize("label, parameterization", [("M1.Mt2", "tied"), ("1.2", "direct"),
                                                       ("x1", None), ("1.", None)])
 def test_math_label_refuses_foreign_or_bad_labels(label, parameterization):
     with pytest.raises(HierarchyError) as err:
-        plotting.math_label(label, parameterization)
+        attention_plotting.math_label(label, parameterization)
     assert err.value.field == "label" and "\n" not in str(err.value)
 
 
@@ -174,9 +176,9 @@ def test_save_figure_refuses_low_dpi_and_writes_150(tmp_path):
 
 
 def test_time_label_refuses_an_unknown_parameterization():
-    assert plotting.time_label("untied") == "τ = nα/d"
+    assert attention_plotting.time_label("untied") == "τ = nα/d"
     with pytest.raises(HierarchyError) as err:
-        plotting.time_label("flat")
+        attention_plotting.time_label("flat")
     assert err.value.field == "parameterization"
 
 
@@ -185,7 +187,7 @@ def test_time_label_refuses_an_unknown_parameterization():
 def _solve_result(status=0):
     labels = ["1", "2", "1.1", "1.2", "2.2", "1.1.2"]
     mu = np.column_stack([T, np.full_like(T, 2.0), 1 + T, 0.3 * T, np.full_like(T, 2.2), T**2])
-    return SolveResult(t=T, mu=mu, labels=labels, status=status, message="")
+    return Trajectory(t=T, y=mu, labels=labels, status=status, message="")
 
 
 @pytest.mark.parametrize("status", [0, 1])
@@ -207,7 +209,7 @@ def test_solve_plot_puts_the_fixed_teacher_in_its_own_panel(tmp_path, status):
 def test_solve_plot_of_untied_words_uses_tau_and_math_labels(tmp_path):
     labels = ["M1", "M1.Mt2", "M1.M2", "A1"]
     mu = np.column_stack([T, 0.1 * T, 0.2 * T, 1 + T])
-    result = SolveResult(t=T, mu=mu, labels=labels, status=0, message="")
+    result = Trajectory(t=T, y=mu, labels=labels, status=0, message="")
     fig = plot_observables(tmp_path / "o.png", result, labels, time_name="tau", title="untied")
     (ax,) = check_reader_figure(fig)
     assert ax.get_xlabel() == "τ"
@@ -220,7 +222,7 @@ def test_sgd_figure_has_math_titles_and_a_loss_panel(tmp_path):
     rng = np.random.default_rng(0)
     mu = np.stack([np.column_stack([T, np.full_like(T, 2.0), 0.3 * T]) + 0.01 * rng.normal(
         size=(T.size, 3)) * [1, 0, 1] for _ in range(3)])
-    fig = plotting.make_sgd_figure(T, mu, 1 - T[None, :] + 0 * mu[:, :, 0], labels)
+    fig = attention_plotting.make_sgd_figure(T, mu, 1 - T[None, :] + 0 * mu[:, :, 0], labels)
     axes = check_reader_figure(fig)
     assert [ax.get_title() for ax in axes] == ["t₁", "q₁₂", "loss (minibatch)"]
     plotting.save_figure(fig, tmp_path / "sgd.png")
@@ -235,7 +237,7 @@ def test_sgd_figure_of_an_interrupted_run_draws_without_warnings():
     loss[:2, :6] = 1 - T[:6]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fig = plotting.make_sgd_figure(T, mu, loss, ["1", "1.2"])
+        fig = attention_plotting.make_sgd_figure(T, mu, loss, ["1", "1.2"])
     check_reader_figure(fig)
 
 
@@ -302,7 +304,7 @@ def test_study_trajectories_plot_shows_the_extrapolated_curve(tmp_path):
 
 def test_study_errors_plot_draws_the_extrapolated_errors(tmp_path):
     hier, flow, seeds, analysis = _study_data()
-    from hierarchy.study.run import analyse_extrapolation
+    from hierarchy.study.analysis import analyse_extrapolation
 
     extrapolated = analyse_extrapolation(T, DEGREES, STUDY_LABELS, hier, *_extrapolation(flow),
                                          {"matrix-flow": flow, "sgd": seeds.mean(0)})

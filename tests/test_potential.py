@@ -4,10 +4,29 @@ import numpy as np
 import pytest
 
 from hierarchy.models.attention.coefficients import potential_gradients
-from hierarchy.models.attention.gaussian import (covariance_of, gaussian_law, project_pair, project_psd, project_tied,
-                                structure_matrices)
-from hierarchy.models.attention.losses import Loss, entry_symbol, hermite_function, make_loss
-from hierarchy.models.attention.potential import Potential, covariance_gradients, mean_gradient, mean_hessian, hermite_grid, principal_factor, trapezoid_grid
+from hierarchy.models.attention.gaussian import (
+    covariance_of,
+    gaussian_law,
+    project_pair,
+    project_psd,
+    project_tied,
+    structure_matrices,
+)
+from hierarchy.models.attention.losses import (
+    Loss,
+    entry_symbol,
+    hermite_function,
+    make_loss,
+)
+from hierarchy.models.attention.potential import (
+    Potential,
+    covariance_gradients,
+    hermite_grid,
+    mean_gradient,
+    mean_hessian,
+    principal_factor,
+    trapezoid_grid,
+)
 
 RNG = np.random.default_rng(11)
 QUADRATIC = make_loss({"name": "quadratic"}, 1, 2)
@@ -112,8 +131,8 @@ def test_price_gradients_match_finite_differences(loss):
         atol=1e-7)
     q1, q2, m = random_psd(2) + np.eye(2), 0.2 * random_psd(2), np.array([0.4, -0.3])
     untied = potential_gradients("untied", loss, m=m, q1=q1, q2=q2, C=C, **opts)
-    phi1 = lambda x: potential_gradients("untied", loss, m=m, q1=x, q2=q2, C=C, **opts)["Phi"]  # noqa: E731
-    phi2 = lambda x: potential_gradients("untied", loss, m=m, q1=q1, q2=x, C=C, **opts)["Phi"]  # noqa: E731
+    phi1 = lambda x: potential_gradients("untied", loss, m=m, q1=x, q2=q2, C=C, **opts)["Phi"]
+    phi2 = lambda x: potential_gradients("untied", loss, m=m, q1=q1, q2=x, C=C, **opts)["Phi"]
     np.testing.assert_allclose(untied["a1"], finite_difference(phi1, q1), atol=1e-7)
     np.testing.assert_allclose(untied["a2"], finite_difference(phi2, q2), atol=1e-7)
     eps = 1e-5
@@ -123,7 +142,7 @@ def test_price_gradients_match_finite_differences(loss):
               - potential_gradients("untied", loss, m=m - e, q1=q1, q2=q2, C=C, **opts)["Phi"]) / (2 * eps)
         assert untied["b"][k] == pytest.approx(fd, abs=1e-7)
     direct = potential_gradients("direct", loss, Omega=q1, Psi=q2, C=C, **opts)
-    phiA = lambda x: potential_gradients("direct", loss, Omega=x, Psi=q2, C=C, **opts)["Phi"]  # noqa: E731
+    phiA = lambda x: potential_gradients("direct", loss, Omega=x, Psi=q2, C=C, **opts)["Phi"]
     np.testing.assert_allclose(direct["A"], finite_difference(phiA, q1), atol=1e-7)
 
 
@@ -294,5 +313,5 @@ def test_smooth_activations_get_a_compiled_kernel_not_the_numpy_fallback(student
     loss = make_loss({"name": "mse", "student": student, "teacher": teacher}, 1, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        kernels = [potential._compiled_kernel(term) for term in loss.terms if not term.polynomial]
+        kernels = [potential.compiled_kernel(term) for term in loss.terms if not term.polynomial]
     assert kernels and all(k is not None for k in kernels)

@@ -101,14 +101,15 @@ def test_hitting_time_and_conversions():
 
 
 def test_sgd_hitting_reads_a_trajectory():
-    from hierarchy.sgd.run import Trajectory
+    from hierarchy.core.trajectory import Trajectory
 
     field = build_field("tied", 2, [1], 2)
     T = 5
     mu = np.zeros((T, len(field.labels)))
     mu[:, field.index("1.2")] = [0, 0.1, 0.2, 0.3, 0.4]
-    traj = Trajectory(t=np.arange(T) * 0.1, steps=np.arange(T) * 10, mu=mu, loss=np.zeros(T),
-                      samples=np.arange(T) * 10 * 4, complete=True, recorded=T)
+    traj = Trajectory(t=np.arange(T) * 0.1, y=mu, labels=list(field.labels),
+                      columns={"steps": np.arange(T) * 10, "loss": np.zeros(T),
+                               "samples": np.arange(T) * 10 * 4}, info={"recorded": T})
     hit = sgd_hitting(field, traj, 0.25)
     assert hit["time"] == pytest.approx(0.25) and hit["steps"] == pytest.approx(25)
     assert hit["samples"] == pytest.approx(100)

@@ -29,12 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 PRELUDE = """
 import os, pathlib, sys
 import hierarchy.jit.cache as cache
-cache._repo_generated_dir = lambda: pathlib.Path(os.environ["TEST_REPO_GENERATED"])
-_build = cache._build_module
-def _counting_build(source, name, *args, **kwargs):
-    print("BUILT", name, flush=True)
-    return _build(source, name, *args, **kwargs)
-cache._build_module = _counting_build
+cache.REPO_GENERATED = pathlib.Path(os.environ["TEST_REPO_GENERATED"])
+cache.add_build_listener(lambda name: print("BUILT", name, flush=True))
 """
 
 
@@ -339,7 +335,7 @@ def test_sgd_interrupted_by_a_signal_keeps_its_record_and_resumes(tmp_path):
 def test_blowup_stops_with_time_and_words_and_keeps_the_trajectory(tmp_path):
     body = """
 import numpy as np
-from hierarchy.ode import solver as solver_module
+from hierarchy.models.attention import compiled as solver_module
 solver = solver_module.build("tied", K=2, trainable=[1], degree=2)
 mu0 = np.ones(len(solver.labels))
 coefficients = {name: 0.0 for name in solver.coefficient_names}
@@ -499,10 +495,10 @@ def test_unwritable_output_folder_is_a_clean_error(tmp_path):
 
 
 def test_signals_during_a_write_are_delivered_after_it(tmp_path):
-    from hierarchy.core.io import _signals_held
+    from hierarchy.core.io import hold_signals
 
     with pytest.raises(KeyboardInterrupt):
-        with _signals_held():
+        with hold_signals():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
             (tmp_path / "written").write_text("whole")  # still runs: the signal is held

@@ -268,3 +268,67 @@ def test_solve_prints_final_values_and_truncation_check_table(capsys, monkeypatc
 def test_quiet_solve_prints_no_table(capsys, monkeypatch, tmp_path):
     code, out_text, err, out = solve_cli(capsys, monkeypatch, tmp_path, "--quiet")
     assert code == 0 and out_text == "" and (out / "result.json").exists()
+
+
+# ----------------------------------------------------------------------------- the shared loop
+
+def test_the_shared_loop_locates_a_blowup_by_bisection():
+    # dy/dt = y², y(0) = 1: y = 1/(1 − t) crosses 1e8 at t = 1 − 1e-8
+    from hierarchy.core.trajectory import Status
+    from hierarchy.ode.integrate import integrate
+
+    t_eval = np.linspace(0.0, 2.0, 201)
+    r = integrate(lambda t, y: y ** 2, [1.0], (0.0, 2.0), t_eval=t_eval, method="RK45",
+                  rtol=1e-10, atol=1e-12, labels=["y"])
+    assert r.status == Status.BLOWUP and r.diverged_labels == ["y"] and "blew up" in r.message
+    assert r.t_stop == pytest.approx(1.0, abs=1e-6) and np.all(r.t < 1.0)
+    np.testing.assert_allclose(r["y"], 1.0 / (1.0 - r.t), rtol=1e-6)
+
+
+def test_the_shared_loop_records_observed_rows_and_keeps_them_on_interrupt():
+    from hierarchy.core.trajectory import Status
+    from hierarchy.ode.integrate import SolveInterrupted, integrate
+
+    def observe(y):
+        return np.array([y[0], y[0] ** 2])
+
+    r = integrate(lambda t, y: -y, [2.0], (0.0, 1.0), t_eval=[0.0, 0.5, 1.0], observe=observe,
+                  labels=["y", "y2"], rtol=1e-10, atol=1e-12)
+    assert r.success and r.y.shape == (3, 2) and r.info["last_state"].shape == (1,)
+    np.testing.assert_allclose(r["y2"], 4.0 * np.exp(-2.0 * r.t), rtol=1e-8)
+
+    calls = []
+
+    def interrupted(t, y):
+        calls.append(t)
+        if len(calls) > 20:
+            raise KeyboardInterrupt
+        return -y
+
+    with pytest.raises(SolveInterrupted) as info:
+        integrate(interrupted, [1.0], (0.0, 100.0), method="RK45")
+    partial = info.value.result
+    assert partial.status == Status.INTERRUPTED and partial.message.startswith("interrupted")
+    assert partial.t.size >= 1 and partial.t[0] == 0.0
+
+
+def test_the_default_solve_job_integrates_a_toy_family(tmp_path):
+    from hierarchy.core.io import read_result
+    from hierarchy.models.base import ModelFamily
+    from hierarchy.ode.system import NumpySystem
+
+    class Decay(ModelFamily):
+        name = "decay"
+
+        def system(self, config):
+            rate = config["model"]["a"]
+            return NumpySystem(lambda y, t: -rate * y, ["y"])
+
+        def initial_state(self, config, system):
+            return [1.0]
+
+    config = {"model": {"family": "decay", "a": 2.0}, "solve": {"t_final": 1.0, "points": 11}}
+    summary = Decay().run_solve(config, tmp_path, None)
+    assert summary["status"] == 0 and summary["final"]["y"] == pytest.approx(np.exp(-2), rel=1e-6)
+    result = read_result(tmp_path)
+    assert result["labels"] == ["y"] and result["complete"] and result["mu"].shape == (11, 1)

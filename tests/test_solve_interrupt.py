@@ -15,7 +15,7 @@ import pytest
 
 import hierarchy
 from hierarchy.core.io import read_result
-from hierarchy.ode.solver import SolveInterrupted
+from hierarchy.ode.integrate import SolveInterrupted
 
 REPO = Path(__file__).resolve().parent.parent
 

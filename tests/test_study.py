@@ -4,9 +4,13 @@ import json
 import numpy as np
 import pytest
 
-from hierarchy.study import run as study
 from hierarchy.config.loader import load_config
 from hierarchy.core.io import read_result
+from hierarchy.models.attention.study_jobs import study_observables
+from hierarchy.study import analysis, report, runner
+from hierarchy.study.compute import compute_job
+from hierarchy.study.jobs import FLOW, Job, flow_tolerances
+from hierarchy.study.run import default_config, run_study
 
 SMALL = {
     "loss": {"name": "quadratic"},
@@ -22,7 +26,7 @@ def _check_outputs(out, config):
     record = json.loads((out / "result.json").read_text())
     assert result["complete"] and record["version"]
     assert result["config"]["sgd"]["d"] == config["sgd"]["d"]
-    labels = study.study_observables(config)
+    labels = study_observables(config)
     assert result["labels"] == labels == ["1", "1.1", "1.2"]
     degrees = config["study"]["degrees"]
     assert result["mu_degrees"].shape == (len(degrees), 5, len(labels))
@@ -41,7 +45,7 @@ def _check_outputs(out, config):
 
 def test_serial_study_outputs_are_complete_and_errors_fall(tmp_path):
     config = load_config(None, SMALL)
-    summary = study.run_study(config, tmp_path, scheduler="serial", quiet=True)
+    summary = run_study(config, tmp_path, scheduler="serial", quiet=True)
     record = _check_outputs(tmp_path, config)
     flow = {(e["observable"], e["degree"]): e["error"] for e in record["errors"]
             if e["reference"] == "matrix-flow"}
@@ -57,38 +61,38 @@ def test_serial_study_outputs_are_complete_and_errors_fall(tmp_path):
 
 def test_resume_reuses_finished_jobs(tmp_path):
     config = load_config(None, SMALL)
-    study.run_study(config, tmp_path, scheduler="serial", quiet=True)
+    run_study(config, tmp_path, scheduler="serial", quiet=True)
     calls = []
-    original = study.run_jobs
+    original = runner.run_jobs
 
     def spy(jobs, **kwargs):
-        calls.append([key for key, *_ in jobs if key not in kwargs["done"]])
+        calls.append([job.key for job in jobs if job not in kwargs["done"]])
         return original(jobs, **kwargs)
 
-    study.run_jobs = spy
+    runner.run_jobs = spy
     try:
-        study.run_study(config, tmp_path, scheduler="serial", resume=True, quiet=True)
+        run_study(config, tmp_path, scheduler="serial", resume=True, quiet=True)
     finally:
-        study.run_jobs = original
+        runner.run_jobs = original
     assert calls == [[]]
 
 
 def test_study_through_a_local_dask_cluster(tmp_path):
     pytest.importorskip("dask.distributed")
     config = load_config(None, dict(SMALL, study=dict(SMALL["study"], workers=2)))
-    study.run_study(config, tmp_path, quiet=True)
+    run_study(config, tmp_path, quiet=True)
     _check_outputs(tmp_path, config)
 
 
 def test_fitted_rate_and_analysis():
-    assert study.fitted_rate([2, 3, 4, 5], [1.0, 0.1, 0.01, 0.001]) == pytest.approx(0.1)
-    assert np.isnan(study.fitted_rate([2], [1.0]))
+    assert analysis.fitted_rate([2, 3, 4, 5], [1.0, 0.1, 0.01, 0.001]) == pytest.approx(0.1)
+    assert np.isnan(analysis.fitted_rate([2], [1.0]))
     t = np.linspace(0, 1, 3)
     flow = np.stack([t, t ** 2], axis=1)
     degrees = [2, 3]
     hier = np.stack([flow + 0.1, flow + 0.01])
     seeds = np.stack([flow + 0.001, flow - 0.001])
-    out = study.analyse(degrees, ["a", "b"], hier, flow, seeds)
+    out = analysis.analyse(degrees, ["a", "b"], hier, flow, seeds)
     flow_errors = [e["error"] for e in out["errors"] if e["reference"] == "matrix-flow" and e["observable"] == "a"]
     assert flow_errors == pytest.approx([0.1, 0.01])
     assert out["rate"]["matrix-flow"]["a"] == pytest.approx(0.1)
@@ -97,7 +101,7 @@ def test_fitted_rate_and_analysis():
 
 
 def test_default_study_config_is_valid():
-    config = study.default_config()
+    config = default_config()
     assert config["study"]["degrees"] == list(range(2, 9))
     assert config["model"]["parameterization"] == "tied"
 
@@ -107,12 +111,12 @@ def test_flow_errors_at_the_tolerance_floor_are_flagged_and_not_fitted():
     flow = np.stack([t, t], axis=1)
     # "a" falls geometrically; "b" is integration noise, not monotone in M
     hier = np.stack([flow + [0.1, 3e-12], flow + [0.01, 9e-12], flow + [0.001, 1e-12]])
-    out = study.analyse([2, 3, 4], ["a", "b"], hier, flow, tolerance=[1e-11, 1e-11])
+    out = analysis.analyse([2, 3, 4], ["a", "b"], hier, flow, tolerance=[1e-11, 1e-11])
     flagged = {(e["observable"], e["degree"]): e["at_tolerance_floor"] for e in out["errors"]}
     assert not any(flagged[("a", M)] for M in (2, 3, 4)) and all(flagged[("b", M)] for M in (2, 3, 4))
     assert out["rate"]["matrix-flow"]["a"] == pytest.approx(0.1)
     assert np.isnan(out["rate"]["matrix-flow"]["b"])  # no trend is fitted to noise
-    table = study.format_table(out, [2, 3, 4], ["a", "b"])
+    table = report.format_table(out, [2, 3, 4], ["a", "b"])
     assert table.count("< 3.0e-11") == 3 and "tolerance floor = 1.0e-11" in table
 
 
@@ -120,8 +124,8 @@ def test_flow_is_at_least_as_accurate_as_the_solve_and_within_its_floor():
     """The flow used to integrate at rtol 1e-10 against a solve at 1e-11 (default study:
     1.5e-11 of flow error, more than the solve's own)."""
     config = load_config(None, SMALL)
-    assert study.flow_tolerances(config) == (1e-11, 1e-13)
-    labels = study.study_observables(config)
+    assert flow_tolerances(config) == (1e-11, 1e-13)
+    labels = study_observables(config)
     tight = load_config(None, dict(SMALL, solve=dict(SMALL["solve"], rtol=1e-13, atol=1e-15)))
-    flow, exact = study.flow_job(config, labels)["mu"], study.flow_job(tight, labels)["mu"]
-    assert np.all(np.max(np.abs(flow - exact), axis=0) < study.tolerance_floor(config, exact))
+    flow, exact = (compute_job(c, labels, Job(FLOW))["mu"] for c in (config, tight))
+    assert np.all(np.max(np.abs(flow - exact), axis=0) < analysis.tolerance_floor(config, exact))

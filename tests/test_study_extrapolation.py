@@ -4,10 +4,14 @@ import json
 import numpy as np
 import pytest
 
-from hierarchy.study import run as study
 from hierarchy.config.loader import load_config
-from hierarchy.models.attention.extrapolation import estimate_radius
 from hierarchy.core.io import read_result
+from hierarchy.models.attention.extrapolation import estimate_radius
+from hierarchy.models.attention.study_jobs import BLOWUP, study_observables
+from hierarchy.study.analysis import certified, extrapolate_degrees
+from hierarchy.study.compute import compute_job, job_inputs
+from hierarchy.study.jobs import DEGREE, Job
+from hierarchy.study.run import run_study
 
 # d = 30 tied quadratic, degrees 2..16 to t = 0.3: past the convergence radius (about 0.22)
 LONG = {
@@ -23,7 +27,7 @@ LONG = {
 def long_study(tmp_path_factory):
     out = tmp_path_factory.mktemp("long")
     config = load_config(None, LONG)
-    summary = study.run_study(config, out, scheduler="serial", quiet=True)
+    summary = run_study(config, out, scheduler="serial", quiet=True)
     return out, summary, read_result(out)
 
 
@@ -51,7 +55,7 @@ def test_extrapolation_beats_every_single_degree_past_the_radius(long_study):
     est, err = result["mu_extrapolated"], result["error_extrapolated"]
     rho = estimate_radius(t, mu)
     assert 0.1 < rho < 0.28                            # the horizon 0.3 lies past it
-    valid = study.certified(est, err, 1e-2)
+    valid = certified(est, err, 1e-2)
     # q12 is not in this list: past the radius its extrapolation (certified, within 3x of
     # the 1e-2 tolerance) is less accurate than degree 13's, which no study could pick out
     for label, factor in (("1", 10.0), ("1.1", 1.0)):
@@ -68,7 +72,7 @@ def test_extrapolation_beats_every_single_degree_past_the_radius(long_study):
 def test_certified_points_are_within_ten_times_the_tolerance(long_study, tolerance):
     _, _, result = long_study
     est, err, flow = result["mu_extrapolated"], result["error_extrapolated"], result["mu_flow"]
-    valid = study.certified(est, err, tolerance)
+    valid = certified(est, err, tolerance)
     assert valid.sum() >= 6
     scale = np.max(np.abs(flow), axis=0)
     true = np.abs(est - flow) / scale
@@ -79,16 +83,16 @@ def test_degree_jobs_reach_the_horizon_past_the_radius():
     """Regression: with the solver's default blow-up guard (1e8) the high degrees stopped
     before t = 0.3, and the extrapolation lost its best terms."""
     config = load_config(None, LONG)
-    labels = study.study_observables(config)
-    job = study.degree_job(config, 16, labels)
+    labels = study_observables(config)
+    job = compute_job(config, labels, Job(DEGREE, degree=16))
     assert job["status"] == 0 and np.all(np.isfinite(job["mu"]))
-    assert study.job_inputs(config, "degree-16", labels)["blowup"] == study.BLOWUP
+    assert job_inputs(config, Job(DEGREE, degree=16), labels)["blowup"] == BLOWUP
 
 
 def test_inside_the_radius_the_extrapolation_is_certified_and_honest(tmp_path):
     config = load_config(None, dict(LONG, solve=dict(LONG["solve"], t_final=0.06),
                                     study=dict(LONG["study"], max_degree=8)))
-    summary = study.run_study(config, tmp_path, scheduler="serial", quiet=True)
+    summary = run_study(config, tmp_path, scheduler="serial", quiet=True)
     result = read_result(tmp_path)
     for label, entry in summary["extrapolated"]["observables"].items():
         assert entry["certified_until"] == pytest.approx(0.06), label
@@ -98,9 +102,9 @@ def test_inside_the_radius_the_extrapolation_is_certified_and_honest(tmp_path):
 
 def test_too_few_or_gapped_degrees_give_no_extrapolation(tmp_path):
     mu = np.zeros((3, 4, 2))
-    assert study.extrapolate_degrees([2, 3, 4], mu, 1e-10) is None
-    assert study.extrapolate_degrees([2, 3, 5, 6], np.zeros((4, 4, 2)), 1e-10) is None
-    est, err = study.extrapolate_degrees([5, 3, 4, 2], np.zeros((4, 4, 2)), 1e-10)
+    assert extrapolate_degrees([2, 3, 4], mu, 1e-10) is None
+    assert extrapolate_degrees([2, 3, 5, 6], np.zeros((4, 4, 2)), 1e-10) is None
+    est, err = extrapolate_degrees([5, 3, 4, 2], np.zeros((4, 4, 2)), 1e-10)
     assert est.shape == err.shape == (4, 2)
 
 
@@ -110,20 +114,20 @@ def test_points_reached_by_too_few_consecutive_degrees_get_no_estimate():
     t = np.linspace(0.0, 1.0, 6)
     mu = np.stack([np.exp(-t) * (1 + 0.5 ** M) for M in range(2, 7)])[:, :, None]
     mu[[2, 4], 3:] = np.nan                                  # degrees 4 and 6 stop at t = 0.6
-    est, err = study.extrapolate_degrees([2, 3, 4, 5, 6], mu, 1e-10)
+    est, err = extrapolate_degrees([2, 3, 4, 5, 6], mu, 1e-10)
     assert np.all(np.isfinite(est[:3])) and np.all(np.isnan(est[3:]))
     assert np.all(np.isinf(err[3:]))
-    assert not study.certified(est, err, 1e-3)[3:].any()
+    assert not certified(est, err, 1e-3)[3:].any()
 
 
 def test_certified_refuses_a_bad_tolerance_and_ignores_wild_estimates():
     est = np.array([[1.0], [2.0], [1e9]])
     err = np.array([[1e-6], [1e-3], [1e9]])
-    assert study.certified(est, err, 1e-3).ravel().tolist() == [True, True, False]
+    assert certified(est, err, 1e-3).ravel().tolist() == [True, True, False]
     from hierarchy.core.errors import HierarchyError
 
     with pytest.raises(HierarchyError):
-        study.certified(est, err, 0.0)
+        certified(est, err, 0.0)
 
 
 def test_a_degree_job_stops_at_a_finite_time_singularity_in_seconds():
@@ -143,7 +147,7 @@ def test_a_degree_job_stops_at_a_finite_time_singularity_in_seconds():
     previous = signal.signal(signal.SIGALRM, too_slow)
     signal.alarm(60)
     try:
-        job = study.degree_job(config, 4, study.study_observables(config))
+        job = compute_job(config, study_observables(config), Job(DEGREE, degree=4))
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

@@ -11,11 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hierarchy.study import run as study
 from hierarchy.cli.main import main, study_config
 from hierarchy.config.loader import check_scheduler, load_config
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import read_result
+from hierarchy.models.attention import study_jobs
+from hierarchy.models.attention.study_jobs import study_observables
+from hierarchy.study import runner
+from hierarchy.study.compute import compute_job, job_hash
+from hierarchy.study.jobs import SGD, Job
+from hierarchy.study.run import run_study
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,7 +41,7 @@ def _config(doc=TINY):
 
 def _run(doc, out, **kwargs):
     kwargs.setdefault("quiet", True)
-    return study.run_study(_config(doc), out, **kwargs)
+    return run_study(_config(doc), out, **kwargs)
 
 
 def _arrays(out):
@@ -47,19 +52,19 @@ def _arrays(out):
 def _spy_todo(monkeypatch):
     """Record the keys each run_jobs call has left to compute."""
     calls = []
-    original = study.run_jobs
+    original = runner.run_jobs
 
     def spy(jobs, **kwargs):
-        calls.append(sorted(key for key, *_ in jobs if key not in kwargs["done"]))
+        calls.append(sorted(job.key for job in jobs if job not in kwargs["done"]))
         return original(jobs, **kwargs)
 
-    monkeypatch.setattr(study, "run_jobs", spy)
+    monkeypatch.setattr(runner, "run_jobs", spy)
     return calls
 
 
 def _interrupt_degree_job(monkeypatch, call):
     """Make the ``call``-th degree job stop the run (as Ctrl-C in the middle of it would)."""
-    original = study.degree_job
+    original = study_jobs.degree_job
     calls = []
 
     def job(*args):
@@ -68,7 +73,7 @@ def _interrupt_degree_job(monkeypatch, call):
             raise KeyboardInterrupt
         return original(*args)
 
-    monkeypatch.setattr(study, "degree_job", job)
+    monkeypatch.setattr(study_jobs, "degree_job", job)
 
 
 # --- item 1: another config's jobs are never reused ----------------------------------------
@@ -115,10 +120,10 @@ def test_resume_after_another_configs_study_recomputes_its_jobs(tmp_path, monkey
 def test_job_files_carry_the_hash_of_what_decides_them(tmp_path):
     _run(TINY, tmp_path)
     config = _config()
-    labels = study.study_observables(config)
+    labels = study_observables(config)
     for key in ("sgd-0", "degree-2", "degree-3", "flow"):
         with np.load(tmp_path / "jobs" / f"{key}.npz") as data:
-            assert str(data["config_hash"]) == study.job_hash(config, key, labels)
+            assert str(data["config_hash"]) == job_hash(config, Job.from_key(key), labels)
 
 
 @pytest.mark.parametrize("change, changed", [
@@ -137,11 +142,11 @@ def test_job_files_carry_the_hash_of_what_decides_them(tmp_path):
 def test_job_hash_covers_exactly_what_decides_each_job(change, changed):
     base = _config()
     other = load_config(None, {**TINY, **{k: {**TINY.get(k, {}), **v} for k, v in change.items()}})
-    labels = study.study_observables(base)
+    labels = study_observables(base)
     differ = {key for key in ("sgd-0", "degree-2", "degree-3", "flow")
-              if study.job_hash(base, key, labels) != study.job_hash(other, key, labels)}
+              if job_hash(base, Job.from_key(key), labels) != job_hash(other, Job.from_key(key), labels)}
     assert differ == changed
-    assert study.job_hash(base, "sgd-0", labels) != study.job_hash(base, "sgd-1", labels)
+    assert job_hash(base, Job(SGD, seed=0), labels) != job_hash(base, Job(SGD, seed=1), labels)
 
 
 def test_a_folder_with_another_configs_study_is_refused_without_a_flag(tmp_path, capsys):
@@ -338,7 +343,7 @@ def test_unreachable_scheduler_from_the_config_names_the_key(tmp_path):
     pytest.importorskip("dask.distributed")
     path = _unreachable_config(tmp_path, 'scheduler = "tcp://127.0.0.1:1"\n')
     with pytest.raises(HierarchyError, match="cannot reach") as error:
-        study.run_study(load_config(path), tmp_path / "o", quiet=True)
+        run_study(load_config(path), tmp_path / "o", quiet=True)
     assert error.value.field == "study.scheduler"
 
 
@@ -348,7 +353,7 @@ def test_unreachable_scheduler_leaves_the_folder_untouched_even_with_overwrite(t
     before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*.npz")) + [tmp_path / "result.json"]}
     config = load_config(None, dict(TINY, study=dict(TINY["study"], connect_timeout=1)))
     with pytest.raises(HierarchyError, match="cannot reach") as error:
-        study.run_study(config, tmp_path, scheduler="tcp://127.0.0.1:1", overwrite=True, quiet=True)
+        run_study(config, tmp_path, scheduler="tcp://127.0.0.1:1", overwrite=True, quiet=True)
     assert error.value.field == "--scheduler"
     assert {p: p.read_bytes() for p in before} == before
 
@@ -357,7 +362,7 @@ def test_study_through_an_existing_scheduler(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster:
-        summary = study.run_study(_config(), tmp_path, scheduler=cluster.scheduler_address, quiet=True)
+        summary = run_study(_config(), tmp_path, scheduler=cluster.scheduler_address, quiet=True)
     assert read_result(tmp_path)["complete"] is True and set(summary["jobs"]) == {
         "sgd-0", "degree-2", "degree-3", "flow"}
 
@@ -471,5 +476,5 @@ def test_a_diverging_sgd_seed_names_the_step_instead_of_blaming_the_points(tmp_p
                sgd=dict(TINY["sgd"], learning_rate=0.09, batch=1))  # unstable, steps < spacing
     config = _config(doc)
     with pytest.raises(HierarchyError, match=r"SGD seed 0 diverged at step \d+") as info:
-        study.sgd_job(config, 0, study.study_observables(config))
+        compute_job(config, study_observables(config), Job(SGD, seed=0))
     assert info.value.field == "sgd.learning_rate"

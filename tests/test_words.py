@@ -3,19 +3,43 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scenarios import (
+    TIED_K2_CUMULATIVE_WORDS,
+    TIED_K2_WORDS_PER_LENGTH,
+    VARIANT_NAMES,
+    gaussian_matrices,
+    necklace_count,
+)
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.moments import letter_matrices, word_moments
-from hierarchy.models.attention.words import (alphabet, canonical_codes, canonical_word, count_words, encode,
-                             enumerate_words, parse_label, transpose_reverse, word_label)
+from hierarchy.models.attention.moments import (
+    flatten_matrices,
+    group_matrices,
+    letter_matrices,
+    word_moments,
+)
+from hierarchy.models.attention.words import (
+    alphabet,
+    canonical_codes,
+    canonical_word,
+    count_words,
+    encode,
+    enumerate_codes,
+    enumerate_words,
+    necklaces,
+    parse_label,
+    transpose_reverse,
+    word_label,
+)
 
 
 def test_tied_bracelet_counts_match_math_md():
     alph = alphabet("tied", 2)
     cumulative = [len(enumerate_words(alph, M)) for M in range(1, 13)]
-    assert cumulative == [2, 5, 9, 15, 23, 36, 54, 84, 130, 208, 334, 558]
-    assert count_words(alph, 12) == [2, 3, 4, 6, 8, 13, 18, 30, 46, 78, 126, 224]
+    assert cumulative == TIED_K2_CUMULATIVE_WORDS
+    assert count_words(alph, 12) == TIED_K2_WORDS_PER_LENGTH
 
 
 @pytest.mark.parametrize("parameterization,K,max_len",
@@ -59,7 +83,7 @@ def test_bad_alphabet_arguments():
         alphabet("tied", 0)
 
 
-_words = st.sampled_from(["tied", "untied", "direct"]).flatmap(
+_words = st.sampled_from(VARIANT_NAMES).flatmap(
     lambda p: st.integers(1, 3).flatmap(
         lambda K: st.tuples(st.just(p), st.just(K),
                             st.lists(st.integers(0, alphabet(p, K).size - 1),
@@ -89,11 +113,7 @@ def test_every_representative_gets_the_same_label(case):
 def test_every_representative_has_the_same_trace(case, seed):
     parameterization, K, word = case
     rng = np.random.default_rng(seed)
-    d = 12
-    if parameterization == "untied":
-        mats = [(rng.normal(size=(d, d)), rng.normal(size=(d, d))) for _ in range(K)]
-    else:
-        mats = [rng.normal(size=(d, d)) for _ in range(K)]
+    mats = gaussian_matrices(parameterization, K, 12, rng)
     letters = letter_matrices(parameterization, mats)
     alph = alphabet(parameterization, K)
     w = tuple(word)
@@ -101,3 +121,53 @@ def test_every_representative_has_the_same_trace(case, seed):
     reps += [transpose_reverse(rep, alph) for rep in reps]
     values = word_moments(letters, reps)
     assert np.allclose(values, values[0], rtol=1e-10, atol=1e-10 * np.abs(values).max())
+
+
+# --- invariants over every row of VARIANTS ------------------------------------------------
+
+
+def test_alphabet_follows_the_variant_data(variant):
+    for K in (1, 2, 3):
+        alph = alphabet(variant.name, K)
+        kinds = len(variant.letter_kinds)
+        assert alph.size == kinds * K and alph.kinds_per_index == kinds
+        assert np.array_equal(alph.transpose[alph.transpose], np.arange(alph.size))  # involution
+        for x in range(alph.size):
+            kind, k = int(alph.kind_of[x]), int(alph.index_of[x]) + 1
+            assert alph.letter(kind, k) == x
+            assert alph.names[x] == f"{variant.letter_kinds[kind]}{k}"
+            assert alph.kind_of[alph.transpose[x]] == variant.transposed_kind[kind]
+            assert alph.index_of[alph.transpose[x]] == alph.index_of[x]
+
+
+def test_canonical_labels_round_trip(variant):
+    alph = alphabet(variant.name, 2)
+    words = enumerate_words(alph, 4)
+    labels = [word_label(w, alph) for w in words]
+    assert len(set(labels)) == len(labels)
+    assert [parse_label(label, alph) for label in labels] == words
+    assert all(canonical_word(w, alph) == w for w in words)
+
+
+@pytest.mark.parametrize("K", [1, 2])
+def test_word_counts_match_the_necklace_formula(variant, K):
+    """Canonical words are necklaces up to transpose-reversal: N/2 ≤ count ≤ N (Moreau's N)."""
+    alph = alphabet(variant.name, K)
+    degree = 6 if alph.size <= 4 else 4
+    counts = count_words(alph, degree)
+    for n in range(1, degree + 1):
+        total = necklace_count(alph.size, n)
+        assert len(necklaces(alph.size, n)) == total
+        assert len(enumerate_codes(alph, n)) == counts[n - 1]
+        assert (total + 1) // 2 <= counts[n - 1] <= total
+
+
+def test_matrices_flatten_and_group_back(variant):
+    rng = np.random.default_rng(0)
+    mats = gaussian_matrices(variant.name, 2, 5, rng)
+    blocks = flatten_matrices(variant.name, mats)
+    assert len(blocks) == 2 * variant.matrices_per_index
+    regrouped = group_matrices(variant.name, blocks)
+    assert len(regrouped) == len(mats)
+    for a, b in zip(regrouped, mats):
+        assert np.array_equal(np.asarray(a), np.asarray(b))

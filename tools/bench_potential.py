@@ -14,7 +14,10 @@ import time
 
 import numpy as np
 
-from hierarchy.models.attention.coefficients import make_coefficients, potential_gradients
+from hierarchy.models.attention.coefficients import (
+    make_coefficients,
+    potential_gradients,
+)
 from hierarchy.models.attention.gaussian import gaussian_law, structure_matrices
 from hierarchy.models.attention.losses import make_loss
 from hierarchy.models.attention.operators import build_field

@@ -19,21 +19,20 @@ Usage::
 """
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+import sympy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hierarchy.jit import cache
-from hierarchy.jit import codegen# noqa: E402
-from hierarchy.models.attention.moments import moments_of  # noqa: E402
-from hierarchy.models.attention.operators import build_field  # noqa: E402
-from hierarchy.ode.solver import Solver, _metadata, build  # noqa: E402
+from hierarchy.jit import cache, sparse_kernels
+from hierarchy.models.attention.compiled import Solver, build, solver_metadata
+from hierarchy.models.attention.moments import moments_of
+from hierarchy.models.attention.operators import build_field
 
 CASES = [("tied", 2, (1,), m) for m in (8, 12, 16)] + [("untied", 2, (1,), m) for m in (4, 5, 6, 7)]
 QUICK_CASES = [("tied", 2, (1,), 8), ("untied", 2, (1,), 4)]
@@ -94,8 +93,6 @@ def scipy_rhs(field):
 
 
 def sympy_rhs(field):
-    import sympy
-
     n, names = len(field.labels), field.coefficient_names
     mus = sympy.symbols(f"mu0:{n}")
     ks = sympy.symbols(f"k0:{len(names)}")
@@ -124,12 +121,12 @@ def csr_loop(field):
 def compile_kernel(field, form):
     """Render and compile one form; return (solver, render seconds, compile seconds)."""
     start = time.perf_counter()
-    generated = codegen.generate(field, form)
+    generated = sparse_kernels.generate(field, form)
     render = time.perf_counter() - start
     start = time.perf_counter()
     module = cache.compile_pyx(generated.source, generated.name_hint)
     compile_s = time.perf_counter() - start
-    solver = Solver(module, _metadata(field, generated.form), generated.tables, field=field)
+    solver = Solver(module, solver_metadata(field, generated.form), generated.tables, field=field)
     return solver, render, compile_s
 
 
@@ -170,7 +167,7 @@ def bench_case(case, rng):
         solver, render, compile_s = compile_kernel(field, form)
         solvers[form] = solver
         row[f"{form}_render_s"], row[f"{form}_compile_s"] = render, compile_s
-        funcs[form] = (lambda module: lambda: module.rhs(mu, kappa, out))(solver._module)
+        funcs[form] = (lambda module: lambda: module.rhs(mu, kappa, out))(solver.module)
     ref = scipy_rhs(field)
     funcs["scipy"] = lambda: ref(mu, kappa)
     loop = csr_loop(field)
@@ -179,7 +176,7 @@ def bench_case(case, rng):
     if entries <= SYMPY_MAX_ENTRIES:
         lam = sympy_rhs(field)
         row["sympy"] = max(rate(lambda: lam(mu, kappa)) for _ in range(2))
-    best_form = codegen.choose_form(field, "auto")
+    best_form = sparse_kernels.choose_form(field, "auto")
     solver = solvers.get(best_form, solvers["table"])
     mu0 = initial_state(field)
     start = time.perf_counter()
@@ -238,9 +235,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory(prefix="bench-rhs-") as tmp:
-        os.environ["HIERARCHY_GENERATED"] = tmp
-        # Search only the fresh cache, so every compile and first build is a real one.
-        cache._repo_generated_dir = cache._user_cache_dir = lambda: Path(tmp)
+        # Build into and search only a fresh cache, so every compile and first build is real.
+        cache.set_default_cache(cache.Cache(tmp))
         rows = []
         for case in QUICK_CASES if args.quick else CASES:
             if args.only and not any(text in case_name(case) for text in args.only):

@@ -30,10 +30,13 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from hierarchy.sgd import run as sgd# noqa: E402
-from hierarchy.models.attention.losses import make_loss  # noqa: E402
-from hierarchy.models.attention.moments import moments_of  # noqa: E402
-from hierarchy.models.attention.operators import build_field  # noqa: E402
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import moments_of
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.sgd_problem import Problem, draw_samples
+from hierarchy.models.attention.sgd_steppers import kernel
+from hierarchy.sgd.engines import make_stepper
+from hierarchy.sgd.simulate import sample_rng
 
 
 def best_of(functions, repeats, inner):
@@ -133,14 +136,14 @@ def main(argv=None):
     d, B, L, K = args.d, args.batch, 2, 2
 
     loss = make_loss({"name": "softmax-mse"}, L, K)
-    problem = sgd.Problem("tied", K, (1,), d, np.eye(L), 0.01, B, loss)
+    problem = Problem("tied", K, (1,), d, np.eye(L), 0.01, B, loss)
     rng = np.random.default_rng(0)
     mats = [rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(K)]
-    numpy_stepper = sgd.make_stepper(problem, mats, "numpy")
-    cython_stepper = sgd.make_stepper(problem, mats, "cython")
-    stream = sgd.sample_rng(0)
-    z = sgd.draw_samples(stream, problem)
-    kern = sgd.kernel()
+    numpy_stepper = make_stepper(problem, mats, "numpy")
+    cython_stepper = make_stepper(problem, mats, "cython")
+    stream = sample_rng(0)
+    z = draw_samples(stream, problem)
+    kern = kernel()
     # the same products as one compiled step: Z @ [W_1|W_2], then W_1 += Zᵀ H (BLAS only)
     state = cython_stepper.state.copy()
     P, H = np.empty((B * L, state.shape[1])), rng.normal(size=(B * L, d))
@@ -150,7 +153,7 @@ def main(argv=None):
         "numpy step": lambda: numpy_stepper.step(z),
         "compiled step": lambda: cython_stepper.step(z),
         "raw BLAS products": lambda: kern.step_products(z, state, P, blocks[0], blocks[1], H),
-        "draw samples": lambda: sgd.draw_samples(stream, problem, out=z),
+        "draw samples": lambda: draw_samples(stream, problem, out=z),
     }, args.repeats, args.inner)
 
     field = build_field("tied", 2, (1,), 8, all_words=True)

@@ -17,6 +17,15 @@ import numpy as np
 from figure_common import (EXTRAPOLATION_BLOWUP, draw_extrapolated, extrapolate_curves,
                            extrapolation_summary, figure, gaussian, parse_args, save_png,
                            settings, sgd_runs, suptitle, write_csv, write_summary)
+from hierarchy.core.plotting import degree_colors, figure_legend
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.compiled import build
+from hierarchy.models.attention.flows import matrix_flow
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.plotting import math_label, time_label
+from hierarchy.models.attention.sgd_problem import Problem
 
 FULL = {"d": 400, "learning_rate": 0.01, "batch": 512, "seeds": [0, 1, 2],
         "degrees": [2, 3, 4, 6, 8], "t_final": 1.0, "points": 41, "scale": 1.0,
@@ -29,11 +38,6 @@ OBSERVABLES = ("1", "1.1", "1.2")
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure1")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.losses import make_loss
-    from hierarchy.models.attention.moments import trace_moments
-    from hierarchy.sgd.run import Problem
-    from hierarchy.ode.solver import build
 
     d, out = cfg["d"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -101,9 +105,6 @@ def main():
 
 def exact_flow(mats, loss, times):
     """The exact finite-d matrix flow from the SGD start (:mod:`hierarchy.models.attention.flows`), (T, 3)."""
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.flows import matrix_flow
-    from hierarchy.models.attention.operators import build_field
 
     field = build_field("tied", 2, (1,), 2)
     flow = matrix_flow(field, mats, make_coefficients(field, loss), times)
@@ -132,7 +133,6 @@ def draw(times, curves, t_sgd, sgd_mean, spread, cfg, flow=None, extrapolated=No
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.core.plotting import degree_colors, figure_legend, math_label, time_label
 
     fig, axes = figure(1, len(OBSERVABLES), figsize=(12.5, 3.8))
     colors = degree_colors(list(curves))

@@ -19,6 +19,12 @@ import numpy as np
 
 from figure_common import (figure, gaussian, parse_args, save_png, settings, sgd_runs,
                            suptitle, unit_teacher, write_csv, write_summary)
+from hierarchy.core.plotting import legend
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments, weak_recovery
+from hierarchy.models.attention.sgd_problem import Problem
 
 FULL = {"d": 400, "learning_rate": 0.005, "batch": 512, "seeds": [0], "steps": 40000,
         "points": 81, "student_scale": 0.7071067811865476, "seed_init": 0, "threshold": 0.3,
@@ -40,11 +46,6 @@ def normalised_overlap(mu):
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure2")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.losses import make_loss
-    from hierarchy.models.attention.operators import build_field
-    from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments, weak_recovery
-    from hierarchy.sgd.run import Problem
 
     d, lr, B, out = cfg["d"], cfg["learning_rate"], cfg["batch"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -117,7 +118,6 @@ def draw(curves, cfg):
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.core.plotting import legend
 
     fig, axes = figure(1, 2, figsize=(10, 3.9), sharey=True)
     colors = {"h1": "tab:blue", "h2": "tab:orange", "h3": "tab:green"}

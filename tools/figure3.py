@@ -33,6 +33,16 @@ from figure_common import (EXTRAPOLATION_BLOWUP, draw_extrapolated, extrapolate_
                            extrapolation_summary, figure, gaussian, parse_args, save_png,
                            settings, write_csv, write_summary)
 from hierarchy.core.plotting import degree_colors, legend
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.compiled import build
+from hierarchy.models.attention.flows import matrix_flow
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import moments_of
+from hierarchy.models.attention.operators import build_field
+from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments
+from hierarchy.models.attention.sgd_problem import Problem
+from hierarchy.models.attention.two_timescale import (compare_with_sgd, fast_phase, initial_means,
+                                                      slaved_means, two_timescale_trajectory)
 
 FULL = {"d": 800, "learning_rate": 0.01, "batch": 4096, "seeds": [0], "tau_final": 1.0,
         "points": 41, "fast_points": 41, "seed_init": 0, "activations": ["h1", "h2", "h3"],
@@ -51,24 +61,17 @@ def symmetric_overlap(mu, labels):
 
 
 def exact_trajectory(field, coef, mats, m0, tau, cfg):
-    """Fast phase (eq. 28), then the exact slow matrix flow, as a ``TwoTimescaleTrajectory``."""
-    from hierarchy.models.attention.flows import matrix_flow
-    from hierarchy.models.attention.moments import moments_of
-    from hierarchy.models.attention.two_timescale import TwoTimescaleTrajectory, fast_phase, slaved_means
+    """Fast phase (eq. 28), then the exact slow matrix flow, as one two-timescale Trajectory."""
 
     fast = fast_phase(coef, moments_of(field, mats), m0, points=cfg["fast_points"])
     coef.m_star = fast.m_star.copy()  # follow the branch the fast phase selected
     flow = matrix_flow(field, mats, coef, tau)
     m = slaved_means(coef, flow.mu, fast.m_star)
-    return TwoTimescaleTrajectory(fast, flow.t, flow.mu, m, list(field.labels), cfg["d"],
-                                  cfg["learning_rate"], 0 if flow.success else -1, flow.message)
+    return two_timescale_trajectory(fast, flow, m, cfg["d"], cfg["learning_rate"])
 
 
 def truncation_study(loss, mats, m0, m_star, tau, flow_sym, degrees):
     """Symmetric overlap of the degree-``M`` truncations on ``tau`` (NaN after a blow-up)."""
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.moments import moments_of
-    from hierarchy.ode.solver import build
 
     curves, stops = {}, {}
     for M in degrees:
@@ -106,12 +109,6 @@ def accurate_horizon(tau, errors):
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure3")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.losses import make_loss
-    from hierarchy.models.attention.operators import build_field
-    from hierarchy.models.attention.recovery import escape_velocity, uninformative_moments
-    from hierarchy.sgd.run import Problem
-    from hierarchy.models.attention.two_timescale import compare_with_sgd, initial_means
 
     d, lr, B, out = cfg["d"], cfg["learning_rate"], cfg["batch"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -166,10 +163,6 @@ def main():
 
 def _truncations(cfg, mats, m0, results, summary, csv_cols):
     """Truncations of one activation against its exact flow over the whole horizon."""
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.flows import matrix_flow
-    from hierarchy.models.attention.losses import make_loss
-    from hierarchy.models.attention.operators import build_field
 
     act = cfg["truncation_activation"]
     tau = np.linspace(0.0, cfg["tau_final"],

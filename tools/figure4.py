@@ -18,6 +18,13 @@ import numpy as np
 from figure_common import (EXTRAPOLATION_BLOWUP, draw_extrapolated, extrapolate_curves,
                            extrapolation_summary, figure, gaussian, parse_args, save_png,
                            settings, sgd_runs, suptitle, write_csv, write_summary)
+from hierarchy.core.plotting import degree_colors, figure_legend
+from hierarchy.models.attention.coefficients import make_coefficients
+from hierarchy.models.attention.compiled import build
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.plotting import math_label, time_label
+from hierarchy.models.attention.sgd_problem import Problem
 
 FULL = {"d": 400, "learning_rate": 0.01, "batch": 512, "seeds": [0, 1, 2],
         "degrees": [2, 3, 4, 6, 8, 10], "t_final": 0.5, "points": 41, "seed_init": 0,
@@ -51,11 +58,6 @@ def riccati_moments(S1, S2, c, times):
 def main():
     args = parse_args(__doc__.splitlines()[0], "out/figure4")
     cfg = settings(args, FULL, QUICK)
-    from hierarchy.models.attention.coefficients import make_coefficients
-    from hierarchy.models.attention.losses import make_loss
-    from hierarchy.models.attention.moments import trace_moments
-    from hierarchy.sgd.run import Problem
-    from hierarchy.ode.solver import build
 
     d, out = cfg["d"], args.out
     rng = np.random.default_rng(cfg["seed_init"])
@@ -145,7 +147,6 @@ def draw(times, exact, curves, t_sgd, mu_sgd, cfg, extrapolated=None):
     -------
     matplotlib.figure.Figure
     """
-    from hierarchy.core.plotting import degree_colors, figure_legend, math_label, time_label
 
     fig, axes = figure(1, len(OBSERVABLES), figsize=(12.5, 3.8))
     colors = degree_colors(list(curves))

@@ -19,7 +19,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hierarchy.models.attention.extrapolation import LADDER_BLOWUP  # noqa: E402  (after the path set-up)
+# the package is imported after the path set-up above (hence E402)
+from hierarchy.core.errors import HierarchyError  # noqa: E402
+from hierarchy.core.io import write_result  # noqa: E402
+from hierarchy.core.plotting import new_figure, plot_extrapolated, save_figure  # noqa: E402
+from hierarchy.models.attention.extrapolation import LADDER_BLOWUP  # noqa: E402
+from hierarchy.sgd.engines import DEFAULT_ENGINE, ENGINES  # noqa: E402
+from hierarchy.sgd.simulate import simulate  # noqa: E402
+from hierarchy.study.analysis import certified, extrapolate_degrees  # noqa: E402
 
 
 def parse_args(description, default_out):
@@ -27,7 +34,7 @@ def parse_args(description, default_out):
     parser.add_argument("--quick", action="store_true",
                         help="small d, fewer steps and seeds (a few minutes on 2 cores)")
     parser.add_argument("--out", default=default_out, help="output folder (default: %(default)s)")
-    parser.add_argument("--engine", default="cython", choices=("cython", "numpy"),
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, choices=tuple(ENGINES),
                         help="SGD engine (default: %(default)s)")
     args = parser.parse_args()
     pathlib.Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -48,14 +55,12 @@ def figure(nrows=1, ncols=1, figsize=(11, 3.6), **subplot_kw):
 
     See :mod:`hierarchy.core.plotting`: no pyplot state, suptitles get their own room.
     """
-    from hierarchy.core.plotting import new_figure
 
     return new_figure(nrows, ncols, figsize=figsize, **subplot_kw)
 
 
 def save_png(fig, path):
     """Save a figure script's PNG at :data:`hierarchy.core.plotting.MIN_DPI` (150) dpi."""
-    from hierarchy.core.plotting import save_figure
 
     return save_figure(fig, path)
 
@@ -88,7 +93,6 @@ def _is_number(x):
 
 def write_summary(out, settings, summary, t, mu, labels):
     """``result.json``/``result.npz`` through :func:`hierarchy.core.io.write_result`."""
-    from hierarchy.core.io import write_result
 
     write_result(out, t=np.asarray(t, dtype=float), mu=np.asarray(mu, dtype=float),
                  labels=list(labels), config={"figure": settings}, summary=summary)
@@ -96,7 +100,6 @@ def write_summary(out, settings, summary, t, mu, labels):
 
 def sgd_runs(problem, mats, times, words, seeds, engine, title):
     """Moments of ``words`` along SGD, one row per seed: ``(t, steps, samples, mu (S,T,n))``."""
-    from hierarchy.sgd.run import simulate
 
     runs = []
     for seed in seeds:
@@ -151,8 +154,6 @@ def extrapolate_curves(curves, rtol=1e-8, tolerance=EXTRAPOLATION_TOLERANCE):
     dict
         ``estimate``, ``error`` (T, n), ``valid`` (T, n) bool, ``degrees``, ``tolerance``.
     """
-    from hierarchy.core.errors import HierarchyError
-    from hierarchy.study.run import certified, extrapolate_degrees
 
     degrees = sorted(curves)
     pair = extrapolate_degrees(degrees, np.stack([curves[M] for M in degrees]), rtol)
@@ -183,7 +184,6 @@ def extrapolation_summary(times, extrapolated, reference, labels):
 
 def draw_extrapolated(ax, times, extrapolated, j):
     """Column ``j`` of :func:`extrapolate_curves` via :func:`hierarchy.core.plotting.plot_extrapolated`."""
-    from hierarchy.core.plotting import plot_extrapolated
 
     if extrapolated is None:
         return None

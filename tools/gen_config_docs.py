@@ -1,4 +1,4 @@
-"""Write docs/config.md from hierarchy.config.loader.DEFAULTS and hierarchy/config_reference.py.
+"""Write docs/config.md from hierarchy.config.loader.DEFAULTS and hierarchy/config/reference.py.
 
     python tools/gen_config_docs.py            # rewrite docs/config.md
     python tools/gen_config_docs.py --check    # exit 1 if docs/config.md is out of date

@@ -18,7 +18,7 @@ from hierarchy.config.loader import load_config  # noqa: E402
 from hierarchy.models.attention.flows import matrix_flow  # noqa: E402
 from hierarchy.models.attention.initial import initial_matrices  # noqa: E402
 from hierarchy.models.attention.moments import moments_of  # noqa: E402
-from hierarchy.ode.solver import build  # noqa: E402
+from hierarchy.models.attention.compiled import build  # noqa: E402
 
 OBSERVABLES = ("1", "1.1", "1.2")
 T_FINAL = 1.0

@@ -15,9 +15,15 @@ The install itself does not pre-build (``setup.py`` says why).
 """
 
 import argparse
+import importlib
 import sys
 import time
 from pathlib import Path
+
+from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
+from hierarchy.jit import cache
+from hierarchy.models.attention.compiled import build
 
 TOOLS = Path(__file__).resolve().parent
 FIGURES = {"figure1": ("tied", 2, (1,)), "figure3": ("untied", 2, (1,)),
@@ -26,8 +32,6 @@ FIGURES = {"figure1": ("tied", 2, (1,)), "figure3": ("untied", 2, (1,)),
 
 def figure_specs():
     """(parameterization, K, trainable, degree) of every truncation the figure scripts solve."""
-    import importlib
-
     sys.path.insert(0, str(TOOLS))
     specs = []
     for script, model in FIGURES.items():
@@ -39,8 +43,6 @@ def figure_specs():
 
 def study_specs():
     """The truncations of the default ``hierarchy study`` (the README's main job)."""
-    from hierarchy.config.loader import load_config
-
     config = load_config(None)
     model = config["model"]
     return [(model["parameterization"], int(model["K"]), tuple(model["trainable"]), int(m))
@@ -63,10 +65,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="print the solvers, build nothing")
     args = parser.parse_args(argv)
-    from hierarchy.jit import cache
-    from hierarchy.core.errors import HierarchyError
-    from hierarchy.ode.solver import build
-
     specs = all_specs()
     print(f"{len(specs)} solvers, cache folder {cache.cache_dir()}")
     failed = 0

@@ -1,1 +1,5 @@
-"""hierarchy.config.loader."""
+"""Configuration files: :mod:`~hierarchy.config.loader` (load, merge, validate; the entry
+point), :mod:`~hierarchy.config.shared` (the ``[solve]``, ``[sgd]``, ``[study]`` tables every
+family shares), :mod:`~hierarchy.config.documents` (TOML reading, merging, key names),
+:mod:`~hierarchy.config.fields` (typed field readers) and :mod:`~hierarchy.config.reference`
+(``docs/config.md``)."""

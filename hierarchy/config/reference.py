@@ -1,22 +1,32 @@
 """The configuration reference (``docs/config.md``), generated from :data:`hierarchy.config.loader.DEFAULTS`.
 
 :data:`KEY_HELP` holds one entry per dotted key of ``DEFAULTS`` (``"solve.rtol"``): a short
-description and the values allowed. :func:`render_config_reference` joins the two into the
-markdown of ``docs/config.md``, so the defaults printed there are always the ones the code
-uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--check`` (and
+description and the values allowed. The shared tables (``[solve]``, ``[sgd]``, ``[study]``)
+and ``model.family`` are described here; the default family's tables by the family
+(``family.key_help``, ``family.section_help``). :func:`render_config_reference` joins the
+two into the markdown of ``docs/config.md``, so the defaults printed there are always the
+ones the code uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--check`` (and
 ``tests/test_docs.py``) fail when it no longer matches.
 """
 import math
 
-from hierarchy.config.loader import DEFAULTS, MAX_K, MAX_POINTS, MAX_TOKENS
+from hierarchy.config.loader import DEFAULTS
+from hierarchy.config.shared import MAX_POINTS
+from hierarchy.core import registry
+from hierarchy.ode.integrate import METHODS
+from hierarchy.study.jobs import REFERENCES
+
+DEFAULT_FAMILY = registry.family(registry.DEFAULT_FAMILY)
+
+
+def markdown_choices(values):
+    """A choice list as an ``allowed`` cell: each value in backticks, ``\\|`` between."""
+    return " \\| ".join(f"`{value}`" for value in values)
+
 
 #: One line per section, printed above its table.
 SECTION_HELP = {
-    "model": "The model: which attention parameterization, how many indices, which of them train.",
-    "loss": "The loss `L(G)` of one sample. Built-in two-index losses need `K = 2` "
-            "(index 1 the student, index 2 the teacher).",
-    "hierarchy": "The truncated hierarchy: its degree and the words it must contain.",
-    "init": "The initial state: moments of finite-d Gaussian matrices, or a file of moments.",
+    **getattr(DEFAULT_FAMILY, "section_help", {}),
     "solve": "Integration of the truncated hierarchy (`hierarchy solve`).",
     "sgd": "Online SGD (`hierarchy sgd`, and the SGD reference of `hierarchy study`).",
     "study": "The truncation-error study (`hierarchy study`).",
@@ -24,40 +34,10 @@ SECTION_HELP = {
 
 #: Dotted key -> (what it does, what is allowed).
 KEY_HELP = {
-    "model.parameterization": (
-        "Tied `S_k = W_kW_kᵀ`, untied `S_k = U_kV_kᵀ`, or `S_k` trained directly.",
-        "`tied` \\| `untied` \\| `direct`"),
-    "model.K": ("Number of indices `K` (heads, layers, student and teacher).", f"integer in 1..{MAX_K}"),
-    "model.trainable": ("The trainable indices `𝒦`, 1-based; the others stay fixed.",
-                        "non-empty list of distinct integers in 1..K"),
-    "model.tokens": ("Number of tokens `L` per sample.", f"integer in 1..{MAX_TOKENS}"),
-    "model.covariance": ("Token covariance `C` (`E[x_ia x_jb] = C_ij δ_ab`); `[]` is the identity.",
-                         "`[]` or a symmetric positive semidefinite L × L list of lists"),
-    "model.weight_decay": ("Weight decay `γ`.", "number >= 0"),
-    "loss.name": ("Which loss: `(G_1 − G_2)²`, teacher–student MSE, row-softmax MSE, or your own.",
-                  "`quadratic` \\| `mse` \\| `softmax-mse` \\| `expression`"),
-    "loss.student": ("Student activation `σ` of `mse`.",
-                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`"),
-    "loss.teacher": ("Teacher activation `σ*` of `mse`.", "as `loss.student`"),
-    "loss.expression": ("The loss for `name = \"expression\"`, written in the entries `G[i,j,k]` (1-based).",
-                        "smooth expression; non-smooth functions and unknown symbols are refused"),
-    "hierarchy.degree": ("Truncation degree `M`: words longer than `M` are set to 0.",
-                         "integer >= 2 (refused when the field would not fit in memory)"),
-    "hierarchy.observables": ("Extra word labels to keep (any representative of a word).",
-                              "list of labels of degree <= `degree`, e.g. `1.2`, `M1.Mt2`"),
-    "init.source": ("Where the initial moments come from: `gaussian` the moments of finite-d Gaussian "
-                    "matrices, `moments` a JSON file, `limit` the exact d -> infinity moments of the "
-                    "Gaussian initialization (free probability).", "`gaussian` \\| `moments` \\| `limit`"),
-    "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
-                     "system; relative to the config file.", "path of an existing file"),
-    "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
-               "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
-    "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",
-                   "`[]` or K integers >= 1"),
-    "init.scale": ("Entries are drawn `N(0, scale_k²/d)`; `[]`: 1 for every index.",
-                   "`[]` or K numbers >= 0"),
-    "init.seed": ("Seed of the initial matrices (shared by the hierarchy, the flow and SGD).",
-                  "integer >= 0"),
+    "model.family": ("The model family (`hierarchy/models/`); the other keys of `[model]`, "
+                     "`[loss]`, `[hierarchy]` and `[init]` below are those of the default family.",
+                     markdown_choices(registry.family_names())),
+    **getattr(DEFAULT_FAMILY, "key_help", {}),
     "solve.t_final": ("Horizon in the model's ODE time (also the last record time of `sgd` and `study`).",
                       "number > 0"),
     "solve.points": ("Number of output (and SGD record) times, evenly spaced from 0 to `t_final`.",
@@ -65,7 +45,7 @@ KEY_HELP = {
     "solve.rtol": ("Relative tolerance of the integrator.", "number > 0"),
     "solve.atol": ("Absolute tolerance of the integrator.", "number > 0"),
     "solve.method": ("The scipy integrator (BDF and Radau use the analytic sparse Jacobian).",
-                     "`LSODA` \\| `RK45` \\| `RK23` \\| `DOP853` \\| `BDF` \\| `Radau`"),
+                     markdown_choices(METHODS)),
     "solve.check_truncation": ("Also solve degree `M − 1` and warn when the two degrees differ by more "
                                "than 1% (a horizon near the convergence radius).", "`true` \\| `false`"),
     "solve.extrapolate": ("Also solve every degree from `min_degree` to `degree` and extrapolate "
@@ -97,7 +77,7 @@ KEY_HELP = {
     "study.max_degree": ("Largest degree when `degrees = []`.", "integer >= `min_degree`"),
     "study.seeds": ("SGD seeds of the study.", "non-empty list of distinct integers >= 0"),
     "study.references": ("What the truncations are compared with.",
-                         "subset of `matrix-flow`, `sgd`"),
+                         "subset of " + ", ".join(f"`{r}`" for r in REFERENCES)),
     "study.scheduler": ("Address of a running Dask scheduler; `\"\"` starts local worker processes, "
                         "`serial` runs the jobs in this process.",
                         "`\"\"`, `serial`, or `tcp://HOST:PORT` (also `tls://`, `ucx://`, `inproc://`)"),
@@ -148,7 +128,7 @@ def missing_help(defaults=None, key_help=None):
 
 
 def toml_value(value):
-    """A default value written as TOML (``"tied"``, ``true``, ``[0, 1]``, ``1e-08``)."""
+    """A default value written as TOML (``"LSODA"``, ``true``, ``[0, 1]``, ``1e-08``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

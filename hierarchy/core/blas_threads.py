@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+from threadpoolctl import ThreadpoolController
+
 # Timed blocks per candidate that :class:`AdaptiveThreads` runs before it settles ...
 TRIALS = 2
 # ... unless, once every candidate has one, the slowest is this many times the fastest.
@@ -41,8 +43,6 @@ def _controller():
     Making one scans every loaded library (about a millisecond), so it is kept, and remade
     only once scipy's BLAS may have been loaded since (it is a separate OpenBLAS).
     """
-    from threadpoolctl import ThreadpoolController
-
     key = "scipy.linalg" in sys.modules
     if key not in _CONTROLLERS:
         _CONTROLLERS[key] = ThreadpoolController()

@@ -3,8 +3,9 @@
 ``write_result`` writes ``result.npz`` (``t``, ``mu``, ``labels`` and any extra arrays such as
 ``mu_seeds``) and ``result.json`` (the full config, the package version, the labels, summary
 figures, a ``complete`` flag, a timestamp and the SHA-256 of the npz). Each file is written
-to a temporary file in the same folder and moved into place with ``os.replace``, with
-SIGINT/SIGTERM held back meanwhile, so a reader only ever sees a whole old file or a whole
+to a temporary file in the same folder and moved into place with ``os.replace``
+(:func:`atomic_write`, the package's one atomic write), with SIGINT/SIGTERM held back
+meanwhile (:func:`hold_signals`), so a reader only ever sees a whole old file or a whole
 new one; the hash in the json ties the pair together.
 
 Long runs use :func:`interruptible` (SIGTERM becomes ``KeyboardInterrupt``) and a
@@ -28,6 +29,7 @@ import time
 
 import numpy as np
 
+from hierarchy import __version__
 from hierarchy.core.errors import HierarchyError
 
 # Array names that carry meaning in result.npz; extra arrays may not reuse them.
@@ -84,12 +86,12 @@ def _write_result(out_dir, *, t, mu, labels, config, summary, extra_arrays, comp
     arrays = _result_arrays(t, mu, labels, extra_arrays)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with _signals_held():
+        with hold_signals():
             npz_bytes = _npz_bytes(arrays)
-            _atomic_write(out / f"{name}.npz", npz_bytes)
+            atomic_write(out / f"{name}.npz", npz_bytes)
             record = {
                 "complete": bool(complete),
-                "version": _package_version(),
+                "version": __version__,
                 "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "labels": [str(label) for label in labels],
                 "arrays": sorted(arrays),
@@ -99,7 +101,7 @@ def _write_result(out_dir, *, t, mu, labels, config, summary, extra_arrays, comp
             }
             record.update(record_extra or {})
             json_path = out / f"{name}.json"
-            _atomic_write(json_path, (json.dumps(record, indent=2, allow_nan=False) + "\n").encode())
+            atomic_write(json_path, (json.dumps(record, indent=2, allow_nan=False) + "\n").encode())
     except OSError as error:
         raise HierarchyError(
             f"--out {out}: cannot write results ({error.strerror or error}); choose a writable folder",
@@ -143,8 +145,8 @@ def write_state(out_dir, arrays, name="result"):
     payload = _npz_bytes({key: np.asarray(value) for key, value in arrays.items()})
     digest = hashlib.sha256(payload).hexdigest()
     file_name = f"{name}.state-{digest[:16]}.npz"
-    with _signals_held():
-        _atomic_write(out / file_name, payload)
+    with hold_signals():
+        atomic_write(out / file_name, payload)
     return {"state_file": file_name, "state_sha256": digest}
 
 
@@ -183,7 +185,34 @@ def _npz_bytes(arrays):
     return buffer.getvalue()
 
 
-def _atomic_write(path, payload):
+def atomic_write(path, payload):
+    """Write a file so that readers only ever see the whole old or the whole new content.
+
+    The payload goes to a temporary file in the same folder (mode as ``open()`` would give,
+    flushed and fsynced) which is then moved into place with one ``os.replace``; on any
+    error the temporary file is removed. Signals are not held here: wrap the call in
+    :func:`hold_signals` when an interruption must not land between related writes.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to write; its folder must exist.
+    payload : bytes or str
+        The new content; ``str`` is encoded as UTF-8.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OSError
+        The folder cannot be written.
+    """
+    path = pathlib.Path(path)
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8")
     handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as temp:
@@ -196,6 +225,7 @@ def _atomic_write(path, payload):
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         raise
+    return path
 
 
 def default_file_mode():
@@ -248,17 +278,23 @@ HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def _signals_held():
+def hold_signals():
     """Hold SIGINT/SIGTERM until the block ends, so a write is never cut half way.
 
     In the main thread the handlers are swapped for a recorder and a signal that arrived is
     re-delivered to the previous handler afterwards. (Blocking with ``pthread_sigmask``
     alone is not enough: a signal that reached Python just before the block would still run
     its handler inside it.) Other threads never run Python signal handlers; there the
-    signals are blocked at the OS level instead.
+    signals are blocked at the OS level instead (:func:`block_signals`).
+
+    Examples
+    --------
+    >>> with hold_signals():                                         # doctest: +SKIP
+    ...     atomic_write(folder / "a.npz", payload)
+    ...     atomic_write(folder / "a.json", record)   # Ctrl-C lands after both
     """
     if threading.current_thread() is not threading.main_thread():
-        with _signals_blocked():
+        with block_signals():
             yield
         return
     received = []
@@ -283,7 +319,7 @@ def _redeliver(signum, handler):
 
 
 @contextlib.contextmanager
-def _signals_blocked():
+def block_signals():
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
@@ -313,12 +349,6 @@ def to_jsonable(value):
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     return str(value)
-
-
-def _package_version():
-    from hierarchy import __version__
-
-    return __version__
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,7 +471,7 @@ class Checkpoint:
         now = time.monotonic()
         if not force and now - self._last_save < self.min_interval:
             return False
-        with _signals_held():
+        with hold_signals():
             pointer = None if state is None else write_state(self.out_dir, state, name=self.name)
             _write_result(
                 self.out_dir, t=t, mu=mu, labels=labels, config=self.config, summary=summary,
@@ -453,7 +483,7 @@ class Checkpoint:
 
     def finish(self, *, t, mu, labels, summary=None, extra_arrays=None):
         """Write the final result (``complete: true``) and drop the resume state."""
-        with _signals_held():
+        with hold_signals():
             path = write_result(
                 self.out_dir, t=t, mu=mu, labels=labels, config=self.config, summary=summary,
                 extra_arrays=extra_arrays, complete=True, name=self.name,
@@ -507,3 +537,4 @@ def first_difference(a, b, ignore=frozenset(), prefix=""):
                 return found
         return None
     return None if a == b else (prefix or "config")
+

@@ -3,9 +3,11 @@
 Every picture the package or the figure scripts write goes through this module, so they
 all follow the same rules:
 
-- titles and legends name a word's moment in mathematics, not by its raw label
-  (:func:`math_label`: tied ``1.2`` -> ``q₁₂``, untied ``M1.Mt2`` -> ``q⁽¹⁾₁₂``, direct
-  ``Psi1.2`` -> ``Ψ₁₂``, longer words ``μ(1.1.2)``);
+- titles and legends name a state in mathematics, not by its raw label: every figure takes
+  a ``math_label`` callable, the family's
+  (:meth:`hierarchy.models.base.ModelFamily.math_label`; the attention family's words are
+  typeset by :mod:`hierarchy.models.attention.plotting`), and time axes take the family's
+  ``time_label``;
 - the truncation degree is always called ``M``, and successive degrees get successive
   colours of one sequential colormap (:func:`degree_colors`);
 - observables that do not move (a fixed teacher's ``t₂``, ``q₂₂``) are drawn in a panel
@@ -15,12 +17,12 @@ all follow the same rules:
 
 Figures are built on the Agg canvas without pyplot, so plotting never touches a global
 backend or leaks figures; each ``make_*_figure`` returns the :class:`matplotlib.figure.Figure`
-before it is saved, which is what the tests inspect.
+before it is saved, which is what the tests inspect. matplotlib is imported inside the
+functions that draw: it is a heavy dependency that only plotting needs.
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 
 import numpy as np
@@ -30,11 +32,7 @@ from hierarchy.core.errors import HierarchyError
 MIN_DPI = 150
 DEGREE_CMAP = "viridis"
 LEGEND_FONTSIZE = 8
-TIME_LABELS = {"tied": "t = 4nα/d", "untied": "τ = nα/d", "direct": "t = nα/d"}
 _SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-_UNTIED_LETTER = re.compile(r"^(Mt|M|A|B)(\d+)$")
-_DIRECT_LETTER = re.compile(r"^(St|S)(\d+)$")
-_DIRECT_ORDER = re.compile(r"^(t|Psi|Omega)(\d+(?:\.\d+)?)$")
 
 
 # ----------------------------------------------------------------------------- labels
@@ -46,95 +44,9 @@ def subscript(indices):
     return joiner.join(parts).translate(_SUB)
 
 
-def label_parameterization(label):
-    """The parameterization a word label belongs to (tied, untied or direct).
-
-    Raises
-    ------
-    HierarchyError
-        If the label is none of the three kinds (INTERFACE.md "Word labels").
-    """
-    parts = str(label).split(".")
-    if all(p.isdigit() for p in parts):
-        return "tied"
-    if _DIRECT_ORDER.match(str(label)) or all(_DIRECT_LETTER.match(p) for p in parts):
-        return "direct"
-    if all(_UNTIED_LETTER.match(p) for p in parts):
-        return "untied"
-    raise HierarchyError(f"{label!r} is not a word label (examples: 1.2, M1.Mt2, Psi1.2)",
-                         field="label")
-
-
-def math_label(label, parameterization=None):
-    """Readable mathematics for a word label.
-
-    Parameters
-    ----------
-    label : str
-        A word label (INTERFACE.md "Word labels").
-    parameterization : {"tied", "untied", "direct"}, optional
-        Checked against the label; inferred from it when omitted.
-
-    Returns
-    -------
-    str
-        Tied ``1`` -> ``t₁``, ``1.2`` -> ``q₁₂``, longer ``μ(1.1.2)``; untied ``M1`` ->
-        ``μ(M₁)``, ``A1`` -> ``tᴬ₁``, ``M1.Mt2`` -> ``q⁽¹⁾₁₂``, ``M1.M2`` -> ``q⁽²⁾₁₂``,
-        longer ``μ(M₁B₁M₂ᵀ)``; direct ``t1`` -> ``t₁``, ``Psi1.2`` -> ``Ψ₁₂``,
-        ``Omega1.2`` -> ``Ω₁₂``, longer ``μ(S₁S₂ᵀS₁)``.
-    """
-    label = str(label)
-    kind = label_parameterization(label)
-    if parameterization is not None and parameterization != kind:
-        raise HierarchyError(f"label {label!r} is not a {parameterization} word label",
-                             field="label")
-    return {"tied": _tied_math, "untied": _untied_math, "direct": _direct_math}[kind](label)
-
-
-def _tied_math(label):
-    idx = label.split(".")
-    if len(idx) <= 2:
-        return ("t" if len(idx) == 1 else "q") + subscript(idx)
-    return f"μ({label})"
-
-
-def _untied_math(label):
-    letters = [_UNTIED_LETTER.match(p).groups() for p in label.split(".")]
-    kinds = [k for k, _ in letters]
-    idx = [i for _, i in letters]
-    if kinds in (["A"], ["B"]):
-        return ("tᴬ" if kinds == ["A"] else "tᴮ") + subscript(idx)
-    if kinds in (["M", "Mt"], ["M", "M"]):
-        return ("q⁽¹⁾" if kinds[1] == "Mt" else "q⁽²⁾") + subscript(idx)
-    names = {"M": "M", "Mt": "M", "A": "A", "B": "B"}
-    return "μ(" + "".join(names[k] + subscript([i]) + ("ᵀ" if k == "Mt" else "")
-                          for k, i in letters) + ")"
-
-
-def _direct_math(label):
-    order = _DIRECT_ORDER.match(label)
-    if order:
-        name, idx = order.groups()
-        return {"t": "t", "Psi": "Ψ", "Omega": "Ω"}[name] + subscript(idx.split("."))
-    letters = [_DIRECT_LETTER.match(p).groups() for p in label.split(".")]
-    return "μ(" + "".join("S" + subscript([i]) + ("ᵀ" if k == "St" else "")
-                          for k, i in letters) + ")"
-
-
-def time_label(parameterization):
-    """Axis label of a parameterization's time variable (``t = 4nα/d`` for tied)."""
-    if parameterization not in TIME_LABELS:
-        raise HierarchyError(f"parameterization must be one of {', '.join(TIME_LABELS)}, "
-                             f"got {parameterization!r}", field="parameterization")
-    return TIME_LABELS[parameterization]
-
-
-def labels_parameterization(labels):
-    """The one parameterization of a list of labels (tied when the list is empty)."""
-    kinds = {label_parameterization(label) for label in labels}
-    if len(kinds) > 1:
-        raise HierarchyError(f"labels mix parameterizations {sorted(kinds)}", field="labels")
-    return kinds.pop() if kinds else "tied"
+def plain_label(label):
+    """The default ``math_label``: the label itself."""
+    return str(label)
 
 
 # ----------------------------------------------------------------------------- style
@@ -259,7 +171,7 @@ def plot_extrapolated(ax, t, estimate, error, valid, color=EXTRAPOLATED_COLOR,
     estimate, error : arrays (T,)
         The extrapolation and its error estimate.
     valid : array of bool (T,)
-        Where the error estimate is below the tolerance (``hierarchy.study.run.certified``).
+        Where the error estimate is below the tolerance (``hierarchy.study.analysis.certified``).
     color, label : str
 
     Returns
@@ -306,7 +218,7 @@ def _data_range(ax, extra):
 # ----------------------------------------------------------------------------- solve, sgd
 
 def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
-                            parameterization=None, curves=None, curve_t=None, beyond_from=None,
+                            math_label=plain_label, curves=None, curve_t=None, beyond_from=None,
                             unchecked=False):
     """The trajectories of a solve: moving observables, constants in a narrow panel.
 
@@ -321,8 +233,8 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
         Suptitle (the run's model and degree).
     stop_time : float, optional
         Where a stopped run ended (dotted line).
-    parameterization : str, optional
-        Inferred from the labels when omitted.
+    math_label : callable
+        ``label -> str`` of the legend (the family's ``math_label``).
     curves : dict, optional
         ``{name: {label: array (T',)}}`` on the times ``curve_t``: more answers for the same
         observables (the extrapolated one, a continuation), drawn in the observable's colour
@@ -338,7 +250,6 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
     -------
     matplotlib.figure.Figure
     """
-    parameterization = parameterization or labels_parameterization(series)
     curves, curve_t = curves or {}, t if curve_t is None else curve_t
     moving, constant = split_constant(series)
     panels = [("moving observables", moving)] + ([("constant", constant)] if constant else [])
@@ -347,7 +258,7 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
     xlabel = {"t": "t", "tau": "τ"}.get(time_name, time_name)
     for ax, (name, labels) in zip(axes[0], panels):
         for label in labels:
-            line, = ax.plot(t, series[label], lw=1.4, label=math_label(label, parameterization))
+            line, = ax.plot(t, series[label], lw=1.4, label=math_label(label))
             for k, (curve, values) in enumerate(curves.items()):
                 if label in values:
                     ax.plot(curve_t, values[label], color=line.get_color(), lw=1.2,
@@ -395,7 +306,8 @@ def over_seeds(values, reduce=np.nanmean):
         return reduce(values, axis=0)
 
 
-def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_panels=6):
+def make_sgd_figure(t, mu_seeds, loss_seeds, labels, math_label=plain_label, time_label="t",
+                    max_panels=6):
     """Online SGD: one panel per moving observable (seed mean, min–max band) and the loss.
 
     Parameters
@@ -405,19 +317,21 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_
         Moments of the words ``labels`` per seed.
     loss_seeds : array (S, T)
     labels : list of str
-    parameterization : str, optional
+    math_label : callable
+        ``label -> str`` of the titles (the family's ``math_label``).
+    time_label : str
+        Label of the time axis.
     max_panels : int
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    parameterization = parameterization or labels_parameterization(labels)
     mean, loss = over_seeds(mu_seeds), over_seeds(loss_seeds)
     moving, _ = split_constant({label: mean[:, i] for i, label in enumerate(labels)})
     shown = moving[:max_panels]
     fig, axes = new_figure(1, len(shown) + 1, figsize=(3.0 * (len(shown) + 1), 3.2))
-    xlabel = time_label(parameterization)
+    xlabel = time_label
     for ax, label in zip(axes[0], shown):
         i = list(labels).index(label)
         ax.plot(t, mean[:, i], color="C0", label="seed mean")
@@ -425,7 +339,7 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_
             ax.fill_between(t, over_seeds(mu_seeds[:, :, i], np.nanmin),
                             over_seeds(mu_seeds[:, :, i], np.nanmax),
                             color="C0", alpha=0.25, lw=0, label="seed range")
-        name = math_label(label, parameterization)
+        name = math_label(label)
         ax.set(title=name, xlabel=xlabel, ylabel=name)
     ax = axes[0][-1]
     ax.plot(t, loss, color="C3")
@@ -437,25 +351,25 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_
 
 # ----------------------------------------------------------------------------- study
 
-def make_errors_figure(analysis, degrees, labels, parameterization=None, extrapolated=None):
+def make_errors_figure(analysis, degrees, labels, math_label=plain_label, extrapolated=None):
     """The study's error against the degree ``M`` (log scale), one panel per observable.
 
     Parameters
     ----------
     analysis : dict
-        :func:`hierarchy.study.run.analyse` output (``errors``, ``rate``, ``noise_floor``).
+        :func:`hierarchy.study.analysis.analyse` output (``errors``, ``rate``, ``noise_floor``).
     degrees : list of int
     labels : list of str
-    parameterization : str, optional
+    math_label : callable
+        ``label -> str`` of the titles (the family's ``math_label``).
     extrapolated : dict, optional
-        :func:`hierarchy.study.run.analyse_extrapolation`: each reference's error of the
+        :func:`hierarchy.study.analysis.analyse_extrapolation`: each reference's error of the
         extrapolated curve, drawn as a horizontal line.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    parameterization = parameterization or labels_parameterization(labels)
     by = {(e["reference"], e["observable"], e["degree"]): e["error"] for e in analysis["errors"]}
     extra = (extrapolated or {}).get("observables", {})
     fig, axes = panel_grid(len(labels))
@@ -473,7 +387,7 @@ def make_errors_figure(analysis, degrees, labels, parameterization=None, extrapo
         if label in analysis.get("noise_floor", {}):
             ax.axhline(analysis["noise_floor"][label], color="gray", lw=0.8, ls=":",
                        label="SGD noise floor")
-        ax.set(title=math_label(label, parameterization), xlabel="degree M",
+        ax.set(title=math_label(label), xlabel="degree M",
                ylabel="max |error| over time")
         ax.set_xticks(list(degrees))
         legend(ax)
@@ -482,7 +396,7 @@ def make_errors_figure(analysis, degrees, labels, parameterization=None, extrapo
 
 
 def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None,
-                             parameterization=None, extrapolation=None):
+                             math_label=plain_label, time_label="t", extrapolation=None):
     """Each observable: the degree-``M`` truncations against the matrix flow and SGD.
 
     Parameters
@@ -493,10 +407,13 @@ def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd
     hierarchy_mu : array (D, T, n)
     flow_mu : array (T, n), optional
     sgd_mu_seeds : array (S, T, n), optional
-    parameterization : str, optional
+    math_label : callable
+        ``label -> str`` of the titles (the family's ``math_label``).
+    time_label : str
+        Label of the time axis.
     extrapolation : (array (T, n), array (T, n)), optional
-        The degree-extrapolated estimate and its error (``hierarchy.study.run``), drawn by
-        :func:`plot_extrapolated` where ``hierarchy.study.run.certified``.
+        The degree-extrapolated estimate and its error (``hierarchy.study.analysis``), drawn by
+        :func:`plot_extrapolated` where ``hierarchy.study.analysis.certified``.
 
     Returns
     -------
@@ -505,10 +422,10 @@ def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd
     """
     valid = None
     if extrapolation is not None:
-        from hierarchy.study.run import certified
+        from hierarchy.study.analysis import certified  # noqa: PLC0415  (deferred: the study
+        # imports this module to draw its figures)
 
         valid = certified(*extrapolation)
-    parameterization = parameterization or labels_parameterization(labels)
     fig, axes = panel_grid(len(labels), extra_width=1.6)
     colors = degree_colors(degrees)
     for i, (ax, label) in enumerate(zip(axes, labels)):
@@ -522,8 +439,8 @@ def make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu=None, sgd
                             color="r", alpha=0.2, lw=0)
         if valid is not None:
             plot_extrapolated(ax, t, extrapolation[0][:, i], extrapolation[1][:, i], valid[:, i])
-        name = math_label(label, parameterization)
-        ax.set(title=name, xlabel=time_label(parameterization), ylabel=name)
+        name = math_label(label)
+        ax.set(title=name, xlabel=time_label, ylabel=name)
     figure_legend(fig, axes)
     fig.suptitle("Truncated hierarchies against the references", fontsize=10)
     return fig

@@ -115,15 +115,22 @@ class Trajectory:
         raise AttributeError(f"Trajectory has no field, column or info {name!r}")
 
     def column(self, label):
-        """Position of ``label`` among the columns (canonical look-up first)."""
+        """Position of ``label`` among the columns (canonical look-up first).
+
+        When neither finds it, the canonical look-up's own error is raised (it says why,
+        e.g. which words the system holds), else a generic one.
+        """
+        refused = None
         if self.index is not None:
             try:
                 return int(self.index(label))
-            except HierarchyError:
-                pass
+            except HierarchyError as error:
+                refused = error
         try:
             return self.labels.index(label)
         except ValueError:
+            if refused is not None:
+                raise refused from None
             raise HierarchyError(f"{label!r} is not a label of this trajectory",
                                  field="label") from None
 

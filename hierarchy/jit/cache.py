@@ -1,7 +1,8 @@
 """Compile Cython source strings into cached, importable extension modules.
 
-This is the project's one compiler driver: the generated right-hand-side kernels, the SGD
-simulator and the potentials all go through :func:`compile_pyx`.
+The generated right-hand-side kernels, the SGD simulator and the potentials all go through
+:meth:`Cache.compile` (:func:`compile_pyx` for the default cache); the compiling itself is
+:mod:`hierarchy.jit.compiler`.
 
 Layout of the cache (one folder per module, named like the module)::
 
@@ -20,54 +21,63 @@ so a half-written or corrupted entry is detected and rebuilt.
 
 The alias index lets a caller whose inputs are expensive to turn into a source (a field
 that takes seconds to build) find its module from a cheap key of those inputs instead:
-:func:`index_record` after a build, :func:`index_lookup` before the next one. Entries are
+:meth:`Cache.index_record` after a build, :meth:`Cache.index_lookup` before the next one. Entries are
 written atomically; a missing, unreadable or dangling entry reads as a miss.
 
-The cache folder is ``generated/`` at the repository root when that folder exists and is
-writable, otherwise ``$XDG_CACHE_HOME/hierarchy`` (default ``~/.cache/hierarchy``). The
-environment variable ``HIERARCHY_GENERATED`` overrides both.
-"""
+A :class:`Cache` object holds one cache: the folder it writes to and the folders it
+searches. ``Cache(folder)`` is a cache in one folder (tests and tools use their own). The
+default cache (:func:`default_cache`, used by the module-level functions such as
+:func:`compile_pyx`) writes to ``generated/`` at the repository root when that folder exists
+and is writable (:data:`REPO_GENERATED`), otherwise to ``$XDG_CACHE_HOME/hierarchy``
+(default ``~/.cache/hierarchy``); the environment variable ``HIERARCHY_GENERATED`` overrides
+both, and :func:`set_default_cache` replaces the default with a given cache.
 
-from __future__ import annotations
+Every build is announced to the callables registered with :func:`add_build_listener`
+(tests count builds this way).
+"""
 
 import contextlib
 import hashlib
 import importlib.util
-import io
 import json
 import os
-import platform
 import re
 import shutil
-import subprocess
 import struct
 import sys
-import sysconfig
 import tempfile
 import threading
 from pathlib import Path
 
-from hierarchy.core.errors import HierarchyError
+from filelock import FileLock
 
-if sys.platform == "win32":
-    DEFAULT_COMPILE_ARGS = ("/O2",)
-else:
-    DEFAULT_COMPILE_ARGS = ("-O3", "-g0", "-Wno-unused-function", "-Wno-unreachable-code")
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import atomic_write
+from hierarchy.jit.compiler import (
+    DEFAULT_COMPILE_ARGS,
+    build_extension,
+    extension_filename,
+    toolchain_description,
+)
+
 BUILD_FILE = "BUILD.json"
 INDEX_DIR = ".index"
 LOCK_TIMEOUT_S = 900
 
+#: The checkout's ``generated/`` folder, preferred by the default cache when it exists and
+#: is writable. Assign another path to move it (the fault tests do, to isolate themselves).
+REPO_GENERATED = Path(__file__).resolve().parents[2] / "generated"
+
 _loaded = {}  # module name -> module, so one process imports each module once
 _loaded_lock = threading.Lock()
+_build_listeners = []
+_default_override = None
 
 
 # ----------------------------------------------------------------------------- locations
 
-def _repo_generated_dir():
-    return Path(__file__).resolve().parents[2] / "generated"
-
-
-def _user_cache_dir():
+def user_cache_dir():
+    """The per-user cache folder: ``$XDG_CACHE_HOME/hierarchy`` or ``~/.cache/hierarchy``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "hierarchy"
 
@@ -82,63 +92,7 @@ def _is_writable_dir(path):
         return False
 
 
-def cache_dir() -> Path:
-    """Return the folder compiled modules are written to (created if needed).
-
-    Returns
-    -------
-    pathlib.Path
-        ``$HIERARCHY_GENERATED`` if set and writable, else the repository's ``generated/``
-        folder if it exists and is writable, else the per-user cache
-        (``$XDG_CACHE_HOME/hierarchy`` or ``~/.cache/hierarchy``).
-    """
-    candidates = []
-    override = os.environ.get("HIERARCHY_GENERATED")
-    if override:
-        candidates.append((Path(override).expanduser(), True))
-    candidates.append((_repo_generated_dir(), False))
-    candidates.append((_user_cache_dir(), True))
-    for path, create in candidates:
-        if create:
-            with contextlib.suppress(OSError):
-                path.mkdir(parents=True, exist_ok=True)
-        if _is_writable_dir(path):
-            return path
-    raise HierarchyError(
-        "no writable folder for compiled solvers: set HIERARCHY_GENERATED to a writable "
-        "directory", field="HIERARCHY_GENERATED")
-
-
-def search_dirs() -> list:
-    """Folders searched for an already built module: the cache folder first, then the rest."""
-    dirs = []
-    override = os.environ.get("HIERARCHY_GENERATED")
-    for path in ([Path(override).expanduser()] if override else []) + [
-            _repo_generated_dir(), _user_cache_dir()]:
-        if path.is_dir() and path not in dirs:
-            dirs.append(path)
-    return dirs
-
-
 # ----------------------------------------------------------------------------- cache key
-
-def toolchain_description(compile_args):
-    """What decides a compiled module besides its source: interpreter, Cython, numpy, flags."""
-    import Cython
-    import numpy
-
-    return {
-        "python": sys.version,
-        "implementation": sys.implementation.cache_tag,
-        "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"),
-        "platform": sysconfig.get_platform(),
-        "machine": platform.machine(),
-        "cython": Cython.__version__,
-        "numpy": numpy.__version__,
-        "cc": sysconfig.get_config_var("CC"),
-        "compile_args": list(compile_args),
-    }
-
 
 def module_key(source, compile_args=DEFAULT_COMPILE_ARGS, files=None) -> str:
     """Return the sha256 hex digest that names a module.
@@ -160,7 +114,8 @@ def module_key(source, compile_args=DEFAULT_COMPILE_ARGS, files=None) -> str:
     return digest.hexdigest()
 
 
-def _module_name(name_hint, key):
+def module_name(name_hint, key):
+    """The module name ``f"{name_hint}_{key[:16]}"`` (hint made a valid identifier)."""
     hint = re.sub(r"\W", "_", name_hint) or "mod"
     if hint[0].isdigit():
         hint = "m" + hint
@@ -177,21 +132,17 @@ def _file_digest(path):
 
 # ----------------------------------------------------------------------------- validation
 
-def _extension_filename(name):
-    return name + sysconfig.get_config_var("EXT_SUFFIX")
-
-
 def _entry_is_valid(entry, name):
     """True when ``entry`` holds a complete build of ``name`` whose files match BUILD.json."""
     build_file = entry / BUILD_FILE
     try:
         record = json.loads(build_file.read_text())
         files = record["files"]
-        if record.get("name") != name or _extension_filename(name) not in files:
+        if record.get("name") != name or extension_filename(name) not in files:
             return False
         if not all(_file_digest(entry / fname) == digest for fname, digest in files.items()):
             return False
-        return extension_is_complete(entry / _extension_filename(name))
+        return extension_is_complete(entry / extension_filename(name))
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -246,7 +197,7 @@ def _import_extension(name, entry):
     with _loaded_lock:
         if name in _loaded:
             return _loaded[name]
-        path = entry / _extension_filename(name)
+        path = entry / extension_filename(name)
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -256,257 +207,15 @@ def _import_extension(name, entry):
         return module
 
 
-def find_module(name):
-    """Return the folder of a valid built module called ``name``, or None."""
-    for folder in search_dirs():
-        entry = folder / name
-        if _entry_is_valid(entry, name):
-            return entry
-    return None
-
-
-def load_module(name, folder=None):
-    """Import an already built module by name.
-
-    Parameters
-    ----------
-    name : str
-        Module name (``f"{name_hint}_{key[:16]}"``).
-    folder : path-like, optional
-        The cache folder holding it; default: search :func:`search_dirs`.
-
-    Raises
-    ------
-    HierarchyError
-        If no valid build of ``name`` exists.
-    """
+def _already_imported(name):
     with _loaded_lock:
-        if name in _loaded:
-            return _loaded[name]
-    if folder is not None:
-        entry = Path(folder) / name
-        entry = entry if _entry_is_valid(entry, name) else None
-        where = str(folder)
-    else:
-        entry = find_module(name)
-        where = ", ".join(map(str, search_dirs()))
-    if entry is None:
-        raise HierarchyError(f"no valid compiled module named {name!r} in {where}; "
-                             "see `hierarchy list`", field="name")
-    return _import_extension(name, entry)
+        return _loaded.get(name)
 
 
 def module_dir(module) -> Path:
-    """The cache folder of a module returned by :func:`compile_pyx` or :func:`load_module`."""
+    """The cache folder of a module returned by :meth:`Cache.compile` or :meth:`Cache.load`."""
     return Path(module.__hierarchy_dir__)
 
-
-def list_modules() -> list:
-    """Describe every valid built module in the searched folders.
-
-    Returns
-    -------
-    list of dict
-        One dict per module with ``name``, ``path`` (its folder), ``size`` (bytes of the
-        extension) and ``files`` (the sidecar file names).
-    """
-    found, seen = [], set()
-    for folder in search_dirs():
-        for entry in sorted(p for p in folder.iterdir() if p.is_dir()):
-            name = entry.name
-            if name.startswith(".") or name in seen or not _entry_is_valid(entry, name):
-                continue
-            seen.add(name)
-            record = json.loads((entry / BUILD_FILE).read_text())
-            ext = _extension_filename(name)
-            found.append({
-                "name": name,
-                "path": str(entry),
-                "size": (entry / ext).stat().st_size,
-                "files": sorted(f for f in record["files"] if f != ext),
-            })
-    return found
-
-
-# ----------------------------------------------------------------------------- building
-
-def _check_toolchain():
-    header = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    if not header.exists():
-        raise HierarchyError(
-            f"Python headers not found ({header}): install them, e.g. "
-            "`apt-get install python3-dev` (Debian/Ubuntu) or `dnf install python3-devel`",
-            field="compiler")
-    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
-    if sys.platform != "win32" and shutil.which(compiler) is None:
-        raise HierarchyError(
-            f"no C compiler found ({compiler!r} is not on PATH): install one, e.g. "
-            "`apt-get install gcc python3-dev` or `conda install -c conda-forge c-compiler`",
-            field="compiler")
-    try:
-        import Cython  # noqa: F401
-    except ImportError as exc:
-        raise HierarchyError("Cython is not installed: `pip install cython`",
-                             field="compiler") from exc
-
-
-def _relevant_lines(text, limit=40):
-    """The compiler's error lines with a little context, at most ``limit`` lines."""
-    lines = text.splitlines()
-    marks = [i for i, line in enumerate(lines)
-             if re.search(r"\berror\b|Error compiling|undefined reference", line, re.I)]
-    if not marks:
-        return "\n".join(lines[-limit:])
-    keep = sorted({j for i in marks for j in range(max(0, i - 2), min(len(lines), i + 4))})
-    return "\n".join(lines[j] for j in keep[:limit])
-
-
-class _CompilerFailed(Exception):
-    def __init__(self, output):
-        super().__init__(output)
-        self.output = output
-
-
-def _run_compiler(cmd, env=None, **_ignored):
-    """Run one compiler/linker command, capturing its output (replaces the compiler's spawn)."""
-    try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env)
-    except FileNotFoundError as exc:
-        raise HierarchyError(
-            f"C compiler {cmd[0]!r} not found: install one, e.g. `apt-get install gcc "
-            "python3-dev`", field="compiler") from exc
-    if proc.returncode != 0:
-        raise _CompilerFailed(proc.stdout + proc.stderr)
-
-
-def _cythonize(pyx_path):
-    from Cython.Build import cythonize
-    from Cython.Compiler.Errors import CompileError
-
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
-            cythonize([str(pyx_path)], quiet=True, force=True,
-                      compiler_directives={"language_level": 3})
-    except (CompileError, Exception) as exc:  # cythonize raises plain Exception subclasses
-        raise HierarchyError(
-            f"Cython could not translate {pyx_path.name}:\n"
-            + "\n".join((captured.getvalue() or str(exc)).strip().splitlines()[:40]),
-            field="source") from exc
-    return pyx_path.with_suffix(".c")
-
-
-def _compile_c(c_path, name, build_dir, compile_args):
-    import numpy
-    from setuptools import Distribution, Extension
-    from setuptools.command.build_ext import build_ext
-
-    class CapturingBuildExt(build_ext):
-        def build_extensions(self):
-            self.compiler.spawn = _run_compiler
-            super().build_extensions()
-
-    ext = Extension(name, [str(c_path)], include_dirs=[numpy.get_include()],
-                    extra_compile_args=list(compile_args),
-                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
-    cmd = CapturingBuildExt(Distribution({"name": name, "ext_modules": [ext]}))
-    cmd.build_temp = str(build_dir / "tmp")
-    cmd.build_lib = str(build_dir / "lib")
-    cmd.ensure_finalized()
-    quiet = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            cmd.run()
-    except _CompilerFailed as exc:
-        raise HierarchyError(f"the C compiler failed on {name}:\n" + _relevant_lines(exc.output),
-                             field="compiler") from exc
-    return Path(cmd.get_ext_fullpath(name))
-
-
-def _build_module(source, name, entry_tmp, compile_args, files):
-    """Translate and compile ``source`` into the folder ``entry_tmp`` (then moved into place)."""
-    _check_toolchain()
-    entry_tmp.mkdir(parents=True)
-    pyx_path = entry_tmp / f"{name}.pyx"
-    pyx_path.write_text(source)
-    for fname, content in (files or {}).items():
-        (entry_tmp / fname).write_bytes(content)
-    work = entry_tmp / "_build"
-    c_path = _cythonize(pyx_path)
-    built = _compile_c(c_path, name, work, compile_args)
-    shutil.move(str(built), entry_tmp / _extension_filename(name))
-    shutil.rmtree(work, ignore_errors=True)
-    c_path.unlink()
-    record = {
-        "name": name,
-        "files": {p.name: _file_digest(p) for p in sorted(entry_tmp.iterdir()) if p.is_file()},
-    }
-    (entry_tmp / BUILD_FILE).write_text(json.dumps(record, indent=1))
-
-
-def _lock(folder, name):
-    from filelock import FileLock
-
-    return FileLock(str(folder / f".{name}.lock"), timeout=LOCK_TIMEOUT_S)
-
-
-def compile_pyx(source: str, name_hint: str, *, extra_compile_args=(), force=False,
-                files=None):
-    """Compile a Cython source string into an imported extension module, with caching.
-
-    Parameters
-    ----------
-    source : str
-        Cython source of the module. ``language_level=3`` is implied.
-    name_hint : str
-        Readable prefix of the module name; the name is ``f"{name_hint}_{key[:16]}"``.
-    extra_compile_args : sequence of str
-        C compiler flags added to the defaults (``-O3``); they are part of the cache key.
-    force : bool
-        Rebuild even when a valid cached build exists (a module already imported in this
-        process stays the one returned, since extension modules cannot be reloaded).
-    files : mapping str -> bytes, optional
-        Sidecar files (tables, metadata) stored in the module's folder; part of the key.
-        Read them back from :func:`module_dir`.
-
-    Returns
-    -------
-    module
-        The imported module; ``module_dir(module)`` is its cache folder.
-
-    Raises
-    ------
-    HierarchyError
-        When no C compiler, no Python headers or no Cython is available (the message says
-        what to install), or when Cython or the compiler rejects the source (the message
-        carries their own output, trimmed to the relevant lines).
-    """
-    compile_args = tuple(DEFAULT_COMPILE_ARGS) + tuple(extra_compile_args)
-    key = module_key(source, compile_args, files)
-    name = _module_name(name_hint, key)
-    if not force:
-        with _loaded_lock:
-            if name in _loaded:
-                return _loaded[name]
-        entry = find_module(name)
-        if entry is not None:
-            return _import_extension(name, entry)
-    folder = cache_dir()
-    entry = folder / name
-    with _lock(folder, name):
-        if force or not _entry_is_valid(entry, name):
-            tmp = Path(tempfile.mkdtemp(prefix=f".build-{name}-", dir=folder))
-            try:
-                _build_module(source, name, tmp / name, compile_args, files)
-                if entry.exists():
-                    shutil.rmtree(entry)
-                os.replace(tmp / name, entry)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-    return _import_extension(name, entry)
-
-
-# ----------------------------------------------------------------------------- alias index
 
 def _index_path(folder, key):
     if not re.fullmatch(r"[0-9a-f]{16,128}", key):
@@ -514,49 +223,348 @@ def _index_path(folder, key):
     return Path(folder) / INDEX_DIR / f"{key}.json"
 
 
-def index_lookup(key):
-    """The module name recorded under ``key``, or None.
+# ----------------------------------------------------------------------------- builds
 
-    Parameters
-    ----------
-    key : str
-        A hex digest chosen by the caller (e.g. of build arguments and source versions).
+def add_build_listener(callback):
+    """Call ``callback(name)`` just before any cache of this process builds module ``name``.
+
+    A listener that raises stops the build (tests use one to forbid compiling).
 
     Returns
     -------
-    str or None
-        The name of a module with a valid build in :func:`search_dirs`; None when no folder
-        has a readable entry for ``key`` or the module it names is gone or corrupted.
+    callable
+        ``callback``, for :func:`remove_build_listener`.
     """
-    for folder in search_dirs():
+    _build_listeners.append(callback)
+    return callback
+
+
+def remove_build_listener(callback):
+    """Stop calling a listener added with :func:`add_build_listener` (absent: no-op)."""
+    with contextlib.suppress(ValueError):
+        _build_listeners.remove(callback)
+
+
+# ----------------------------------------------------------------------------- the cache
+
+class Cache:
+    """A folder of compiled modules, plus the folders searched for already built ones.
+
+    Parameters
+    ----------
+    root : path-like
+        The folder builds go to (created on first use) and the first folder searched.
+    fallbacks : sequence of (path-like, bool)
+        Folders used, in order, when ``root`` cannot be written, each with whether it may be
+        created; they are searched too, after ``root``. Empty for a self-contained cache.
+    create_root : bool
+        Whether ``root`` may be created (the checkout's ``generated/`` is used only when it
+        exists).
+
+    Examples
+    --------
+    >>> tmp_cache = Cache(tmp_path)                                  # doctest: +SKIP
+    >>> module = tmp_cache.compile("def f():\n    return 1\n", "f")  # doctest: +SKIP
+    >>> tmp_cache.modules()[0]["name"] == module.__name__            # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, root, fallbacks=(), create_root=True):
+        self.candidates = [(Path(root).expanduser(), bool(create_root))]
+        self.candidates += [(Path(path).expanduser(), bool(create)) for path, create in fallbacks]
+
+    @classmethod
+    def from_environment(cls, repo_generated=None):
+        """The default cache as the environment chooses it (module docstring).
+
+        Parameters
+        ----------
+        repo_generated : path-like, optional
+            The checkout's ``generated/`` folder; default :data:`REPO_GENERATED`.
+        """
+        repo = Path(REPO_GENERATED if repo_generated is None else repo_generated)
+        override = os.environ.get("HIERARCHY_GENERATED")
+        if override:
+            return cls(override, fallbacks=[(repo, False), (user_cache_dir(), True)])
+        return cls(repo, fallbacks=[(user_cache_dir(), True)], create_root=False)
+
+    def __repr__(self):
+        return f"Cache({str(self.candidates[0][0])!r})"
+
+    # -- folders
+
+    def writable_root(self) -> Path:
+        """The folder builds are written to: the first candidate that is (or can be made) a
+        writable folder.
+
+        Raises
+        ------
+        HierarchyError
+            When none is writable.
+        """
+        for path, create in self.candidates:
+            if create:
+                with contextlib.suppress(OSError):
+                    path.mkdir(parents=True, exist_ok=True)
+            if _is_writable_dir(path):
+                return path
+        raise HierarchyError(
+            "no writable folder for compiled solvers: set HIERARCHY_GENERATED to a writable "
+            "directory", field="HIERARCHY_GENERATED")
+
+    def folders(self) -> list:
+        """The existing folders searched for a built module, in search order."""
+        found = []
+        for path, _ in self.candidates:
+            if path.is_dir() and path not in found:
+                found.append(path)
+        return found
+
+    # -- finding and loading
+
+    def find(self, name):
+        """The folder of a valid build of module ``name``, or None."""
+        for folder in self.folders():
+            entry = folder / name
+            if _entry_is_valid(entry, name):
+                return entry
+        return None
+
+    def load(self, name):
+        """Import an already built module by name.
+
+        Parameters
+        ----------
+        name : str
+            Module name (``f"{name_hint}_{key[:16]}"``).
+
+        Raises
+        ------
+        HierarchyError
+            If no valid build of ``name`` exists in :meth:`folders`.
+        """
+        module = _already_imported(name)
+        if module is not None:
+            return module
+        entry = self.find(name)
+        if entry is None:
+            where = ", ".join(map(str, self.folders())) or str(self.candidates[0][0])
+            raise HierarchyError(f"no valid compiled module named {name!r} in {where}; "
+                                 "see `hierarchy list`", field="name")
+        return _import_extension(name, entry)
+
+    def modules(self) -> list:
+        """Describe every valid built module in the searched folders.
+
+        Returns
+        -------
+        list of dict
+            One dict per module with ``name``, ``path`` (its folder), ``size`` (bytes of the
+            extension) and ``files`` (the sidecar file names).
+        """
+        found, seen = [], set()
+        for folder in self.folders():
+            for entry in sorted(p for p in folder.iterdir() if p.is_dir()):
+                name = entry.name
+                if name.startswith(".") or name in seen or not _entry_is_valid(entry, name):
+                    continue
+                seen.add(name)
+                record = json.loads((entry / BUILD_FILE).read_text())
+                ext = extension_filename(name)
+                found.append({
+                    "name": name,
+                    "path": str(entry),
+                    "size": (entry / ext).stat().st_size,
+                    "files": sorted(f for f in record["files"] if f != ext),
+                })
+        return found
+
+    # -- building
+
+    def compile(self, source: str, name_hint: str, *, extra_compile_args=(), force=False,
+                files=None):
+        """Compile a Cython source string into an imported extension module, with caching.
+
+        Parameters
+        ----------
+        source : str
+            Cython source of the module. ``language_level=3`` is implied.
+        name_hint : str
+            Readable prefix of the module name; the name is ``f"{name_hint}_{key[:16]}"``.
+        extra_compile_args : sequence of str
+            C compiler flags added to the defaults (``-O3``); they are part of the cache key.
+        force : bool
+            Rebuild even when a valid cached build exists (a module already imported in this
+            process stays the one returned, since extension modules cannot be reloaded).
+        files : mapping str -> bytes, optional
+            Sidecar files (tables, metadata) stored in the module's folder; part of the key.
+            Read them back from :func:`module_dir`.
+
+        Returns
+        -------
+        module
+            The imported module; ``module_dir(module)`` is its cache folder.
+
+        Raises
+        ------
+        HierarchyError
+            When no C compiler, no Python headers or no Cython is available (the message
+            says what to install), or when Cython or the compiler rejects the source (the
+            message carries their own output, trimmed to the relevant lines).
+        """
+        compile_args = tuple(DEFAULT_COMPILE_ARGS) + tuple(extra_compile_args)
+        name = module_name(name_hint, module_key(source, compile_args, files))
+        if not force:
+            module = _already_imported(name)
+            if module is not None:
+                return module
+            entry = self.find(name)
+            if entry is not None:
+                return _import_extension(name, entry)
+        folder = self.writable_root()
+        entry = folder / name
+        with FileLock(str(folder / f".{name}.lock"), timeout=LOCK_TIMEOUT_S):
+            if force or not _entry_is_valid(entry, name):
+                self._build_into(folder, entry, source, name, compile_args, files)
+        return _import_extension(name, entry)
+
+    @staticmethod
+    def _build_into(folder, entry, source, name, compile_args, files):
+        """Build in a temporary folder, record BUILD.json, move the folder into place."""
+        for listener in _build_listeners:
+            listener(name)
+        tmp = Path(tempfile.mkdtemp(prefix=f".build-{name}-", dir=folder))
         try:
-            record = json.loads(_index_path(folder, key).read_text())
-            name = record["name"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if record.get("key") == key and isinstance(name, str) and find_module(name) is not None:
-            return name
-    return None
+            staged = tmp / name
+            build_extension(source, name, staged, compile_args, files)
+            record = {
+                "name": name,
+                "files": {p.name: _file_digest(p) for p in sorted(staged.iterdir()) if p.is_file()},
+            }
+            (staged / BUILD_FILE).write_text(json.dumps(record, indent=1))
+            if entry.exists():
+                shutil.rmtree(entry)
+            os.replace(staged, entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- alias index
+
+    def index_lookup(self, key):
+        """The module name recorded under ``key``, or None.
+
+        Parameters
+        ----------
+        key : str
+            A hex digest chosen by the caller (e.g. of build arguments and source versions).
+
+        Returns
+        -------
+        str or None
+            The name of a module with a valid build in :meth:`folders`; None when no folder
+            has a readable entry for ``key`` or the module it names is gone or corrupted.
+        """
+        for folder in self.folders():
+            try:
+                record = json.loads(_index_path(folder, key).read_text())
+                name = record["name"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if record.get("key") == key and isinstance(name, str) and self.find(name) is not None:
+                return name
+        return None
+
+    def index_record(self, key, name, **info):
+        """Record ``key -> name`` in the index of :meth:`writable_root` (atomically; best effort).
+
+        ``info`` (JSON-serializable) is stored alongside for people reading the index. A
+        failure to write (no writable folder, full disk) is ignored: the index only saves
+        time.
+        """
+        try:
+            path = _index_path(self.writable_root(), key)
+            record = json.dumps({"key": key, "name": name, **info}, sort_keys=True)
+            path.parent.mkdir(exist_ok=True)
+            atomic_write(path, record)
+        except (HierarchyError, OSError, TypeError, ValueError):  # no writable folder, full disk
+            pass
+
+
+# ----------------------------------------------------------------------------- the default
+
+def default_cache() -> Cache:
+    """The cache the module-level functions use.
+
+    Returns
+    -------
+    Cache
+        The one given to :func:`set_default_cache`, else :meth:`Cache.from_environment`
+        (re-read on every call, so ``HIERARCHY_GENERATED`` may change at run time).
+    """
+    return _default_override if _default_override is not None else Cache.from_environment()
+
+
+def set_default_cache(cache):
+    """Make ``cache`` (a :class:`Cache`, or None for the environment's) the default.
+
+    Returns
+    -------
+    Cache or None
+        The previous setting, to restore it.
+    """
+    global _default_override
+    previous, _default_override = _default_override, cache
+    return previous
+
+
+def cache_dir() -> Path:
+    """The folder the default cache writes to (:meth:`Cache.writable_root`)."""
+    return default_cache().writable_root()
+
+
+def search_dirs() -> list:
+    """The folders the default cache searches (:meth:`Cache.folders`)."""
+    return default_cache().folders()
+
+
+def compile_pyx(source: str, name_hint: str, *, extra_compile_args=(), force=False, files=None):
+    """:meth:`Cache.compile` on the default cache (same parameters)."""
+    return default_cache().compile(source, name_hint, extra_compile_args=extra_compile_args,
+                                   force=force, files=files)
+
+
+def find_module(name):
+    """:meth:`Cache.find` on the default cache."""
+    return default_cache().find(name)
+
+
+def load_module(name, folder=None):
+    """Import an already built module by name, from ``folder`` or the default cache.
+
+    Parameters
+    ----------
+    name : str
+    folder : path-like, optional
+        The cache folder holding it; default: the folders of the default cache.
+
+    Raises
+    ------
+    HierarchyError
+        If no valid build of ``name`` exists.
+    """
+    return (default_cache() if folder is None else Cache(folder)).load(name)
+
+
+def list_modules() -> list:
+    """:meth:`Cache.modules` of the default cache."""
+    return default_cache().modules()
+
+
+def index_lookup(key):
+    """:meth:`Cache.index_lookup` on the default cache."""
+    return default_cache().index_lookup(key)
 
 
 def index_record(key, name, **info):
-    """Record ``key -> name`` in the index of :func:`cache_dir` (atomically; best effort).
-
-    ``info`` (JSON-serializable) is stored alongside for people reading the index. A failure
-    to write (read-only or full disk) is ignored: the index only saves time.
-    """
-    tmp = None
-    try:
-        path = _index_path(cache_dir(), key)
-        record = json.dumps({"key": key, "name": name, **info}, sort_keys=True)
-        path.parent.mkdir(exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".tmp-", suffix=".json",
-                                         delete=False) as handle:
-            tmp = handle.name
-            handle.write(record)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's index from others
-        os.replace(tmp, path)
-    except (HierarchyError, OSError, TypeError, ValueError):  # no writable folder, full disk
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    """:meth:`Cache.index_record` on the default cache."""
+    default_cache().index_record(key, name, **info)

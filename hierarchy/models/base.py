@@ -10,9 +10,12 @@ The contract, in the order the pipeline uses it:
 
 1. ``name`` and ``defaults``: the ``[model] family`` value and the config tables the family
    adds or changes (merged over the shared defaults of ``hierarchy.config``).
-2. ``validate(config)``: check the family's keys of an already merged config and return it
-   normalised; raise :class:`~hierarchy.core.errors.HierarchyError` naming the field. Cheap:
-   it runs before any expensive work.
+2. ``validate(config, sections=None)``: check the family's keys of an already merged config
+   (only the tables in ``sections`` when given) and return it normalised; raise
+   :class:`~hierarchy.core.errors.HierarchyError` naming the field. Cheap: it runs before
+   any expensive work. ``path_fields`` names the ``(table, key)`` pairs holding file paths
+   (resolved against the config file's folder); ``key_help`` and ``section_help`` document
+   the family's keys in ``docs/config.md``.
 3. ``build_arguments(config)``: the one place a config becomes the arguments of
    ``system`` (a dict; also what the build cache keys on).
 4. ``system(config)``: the compiled (or numpy) right-hand side, an object with ``labels``,
@@ -25,7 +28,11 @@ The contract, in the order the pipeline uses it:
    integrates ``system`` from ``initial_state`` over the ``[solve]`` output times with the
    shared integrate loop and writes ``result.npz``/``result.json``; a family with more to
    say (degree ladders, extrapolation) overrides it.
-9. ``math_label(label)``: how a label is typeset in plots (default: the label itself).
+9. ``math_label(label)`` and ``time_label(config)``: how a label and the time axis are
+   typeset in plots (default: the label itself, and ``"t"``).
+10. ``format_summary(summary)`` and ``horizon_line(summary)``: the text ``hierarchy solve``
+    prints after a solve (default: the final value of each label; a summary whose
+    ``beyond_horizon`` is true must also say where the validity horizon is).
 
 Methods a family cannot support raise :class:`NotImplementedError` by default; the CLI
 turns that into a one-line error naming ``model.family``.
@@ -34,6 +41,7 @@ turns that into a one-line error naming ``model.family``.
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.ode.default_job import solve_and_write
 
 
 class ModelFamily:
@@ -43,10 +51,16 @@ class ModelFamily:
     name = ""
     #: 1. config tables this family adds or changes, e.g. ``{"model": {...}}``
     defaults = {}
+    #: 2. ``(table, key)`` pairs holding file paths, resolved against the config's folder
+    path_fields = ()
+    #: 2. ``docs/config.md``: ``"table.key" -> (what it does, what is allowed)``
+    key_help = {}
+    #: 2. ``docs/config.md``: ``"table" -> one line about the table``
+    section_help = {}
 
     # 2
-    def validate(self, config):
-        """Check this family's keys of a merged config; return the config."""
+    def validate(self, config, sections=None):
+        """Check this family's keys of a merged config (only ``sections`` when given)."""
         return config
 
     # 3
@@ -77,15 +91,30 @@ class ModelFamily:
     # 8
     def run_solve(self, config, out_dir, progress):
         """``hierarchy solve``: integrate and write the result files; return a summary."""
-        from hierarchy.ode.default_solve import solve_and_write  # noqa: PLC0415  (the one
-        # import the base class defers: ode imports models.base for its System protocol)
-
         return solve_and_write(self, config, out_dir, progress)
 
     # 9
     def math_label(self, label):
         """Plot label of a state label."""
         return label
+
+    def time_label(self, config):
+        """Axis label of the family's time."""
+        return "t"
+
+    # 10
+    def format_summary(self, summary):
+        """The lines ``hierarchy solve`` prints: the final value of each label."""
+        final = summary.get("final", {})
+        width = max((len(label) for label in final), default=0)
+        lines = [f"final values at t = {summary.get('t_reached', float('nan')):.6g}:"]
+        lines += [f"  {label:<{width}}  {value:.6g}" for label, value in final.items()]
+        return "\n".join(lines)
+
+    def horizon_line(self, summary):
+        """Where the validity horizon of a solve is (for a ``beyond_horizon`` summary)."""
+        return (f"beyond the validity horizon from t = {summary.get('beyond_from', 0.0):.6g}: "
+                "the numbers past it are written but not certified")
 
     # ------------------------------------------------------------------ helpers
 

@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled steps of online SGD (MATH.md §2 eq. 7, §3 eq. 25, §4 eq. 395).
 
-Compiled on demand by ``hierarchy.cache.compile_pyx`` from ``hierarchy/sgd.py``; not a
-public module. All arrays are C-contiguous float64. One step is split in two calls around
-the loss derivative, which stays in Python (``hierarchy.losses``):
+Compiled on demand by ``hierarchy.jit.cache.compile_pyx`` from
+``hierarchy/models/attention/sgd_steppers.py``; not a public module. All arrays are
+C-contiguous float64. One step is split in two calls around the loss derivative, which stays
+in Python (``hierarchy.models.attention.losses``):
 
     forward(...)  ->  G[b, i, j, k]  (pre-activations of the minibatch)
     dG = loss.gradient(G)
@@ -131,11 +132,14 @@ def tied_forward(const double[:, ::1] Z, const double[:, ::1] Wcat, double[:, ::
 
 
 def tied_update(const double[:, ::1] Z, double[:, ::1] Wcat, const double[:, ::1] P,
-                const long[::1] offsets, const long[::1] widths, const long[::1] trainable,
+                const long[::1] offsets, const long[::1] widths,
+                const long[::1] trainable_positions,
                 const double[:, ::1] chol, const double[:, ::1] C, bint identity,
                 const double[:, :, :, ::1] dG, double[:, ::1] H,
                 double lr, double weight_decay):
-    """W_k ← s_k W_k − (lr/(B√d)) Zᵀ [cholᵀ (g_b+g_bᵀ) X_b W_k]_b  for trainable k.
+    """W_k ← s_k W_k − (lr/(B√d)) Zᵀ [cholᵀ (g_b+g_bᵀ) X_b W_k]_b  for k in trainable_positions.
+
+    ``trainable_positions`` are 0-based (``Problem.trainable`` minus one).
 
     ``s_k = 1 − lr γ/d + (2 lr/√d) mean_b (g_b : C)`` carries the centering term of
     ∇_{W_k} G and the weight decay.
@@ -144,8 +148,8 @@ def tied_update(const double[:, ::1] Z, double[:, ::1] Wcat, const double[:, ::1
     cdef Py_ssize_t t, k, b, i, j, c, off, w
     cdef int d = Z.shape[1], BL = Z.shape[0]
     cdef double sq = sqrt(<double>d), scale, acc
-    for t in range(trainable.shape[0]):
-        k = trainable[t]
+    for t in range(trainable_positions.shape[0]):
+        k = trainable_positions[t]
         off = offsets[k]
         w = widths[k]
         with nogil:
@@ -186,7 +190,8 @@ def untied_forward(const double[:, ::1] Z, const double[:, ::1] UVcat, double[:,
 
 
 def untied_update(const double[:, ::1] Z, double[:, ::1] UVcat, const double[:, ::1] P,
-                  const long[::1] offsets, const long[::1] widths, const long[::1] trainable,
+                  const long[::1] offsets, const long[::1] widths,
+                  const long[::1] trainable_positions,
                   const double[:, ::1] chol, bint identity,
                   const double[:, :, :, ::1] dG, double[:, ::1] H,
                   double lr, double weight_decay):
@@ -195,8 +200,8 @@ def untied_update(const double[:, ::1] Z, double[:, ::1] UVcat, const double[:, 
     cdef Py_ssize_t t, k, b, i, j, c, off, w
     cdef int d = Z.shape[1], BL = Z.shape[0]
     cdef double sq = sqrt(<double>d), accu, accv
-    for t in range(trainable.shape[0]):
-        k = trainable[t]
+    for t in range(trainable_positions.shape[0]):
+        k = trainable_positions[t]
         off = offsets[k]
         w = widths[k]
         with nogil:
@@ -246,7 +251,8 @@ def direct_forward(const double[:, ::1] Z, const double[:, ::1] Scat, double[:, 
                         G[b, i, j, k] = (acc - C[i, j] * tr) * inv_sqrt_d
 
 
-def direct_update(const double[:, ::1] Z, double[:, ::1] Scat, const long[::1] trainable,
+def direct_update(const double[:, ::1] Z, double[:, ::1] Scat,
+                  const long[::1] trainable_positions,
                   const double[:, ::1] chol, const double[:, ::1] C, bint identity,
                   const double[:, :, :, ::1] dG, double[:, ::1] H, double[:, ::1] small,
                   double lr, double weight_decay):
@@ -255,8 +261,8 @@ def direct_update(const double[:, ::1] Z, double[:, ::1] Scat, const long[::1] t
     cdef Py_ssize_t t, k, b, i, j, a, e, c
     cdef int d = Z.shape[1], BL = Z.shape[0]
     cdef double sq = sqrt(<double>d), acc, shift
-    for t in range(trainable.shape[0]):
-        k = trainable[t]
+    for t in range(trainable_positions.shape[0]):
+        k = trainable_positions[t]
         with nogil:
             for b in range(B):
                 for i in range(L):

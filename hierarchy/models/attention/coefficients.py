@@ -25,24 +25,19 @@ accuracy options of :class:`hierarchy.models.attention.potential.Potential` (``t
 The untied mean is used as given there; :meth:`UntiedCoefficients.mean_star` solves for ``m*``.
 """
 
-import re
-
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.gaussian import check_covariance, project_pair, project_tied
+from hierarchy.models.attention.gaussian import (
+    check_covariance,
+    project_pair,
+    project_tied,
+)
+from hierarchy.models.attention.losses import make_loss
+from hierarchy.models.attention.moments import untied_means
 from hierarchy.models.attention.potential import potential_for
-
-_NAME = re.compile(r"^(\w+)\[(\d+)(?:,(\d+))?\]$")
-
-
-def _parse_name(name):
-    """``"Gamma[1,2]"`` → ``("Gamma", (0, 1))`` (0-based); ``"gamma"`` → ``("gamma", ())``."""
-    match = _NAME.match(name)
-    if not match:
-        return name, ()
-    indices = tuple(int(x) - 1 for x in match.groups()[1:] if x is not None)
-    return match.group(1), indices
+from hierarchy.models.attention.rules import parse_coefficient_name
+from hierarchy.models.attention.words import canonical_word, word_label
 
 
 def _symmetric(values, pairs, K):
@@ -117,14 +112,12 @@ class CoefficientFunction:
         self.weight_decay = float(weight_decay)
         self.potential = potential_for(loss, **accuracy)
         self.error = 0.0
-        self._slots = [_parse_name(name) for name in self.names]
+        self._slots = [parse_coefficient_name(name) for name in self.names]
         self._positions = {}
         self.inputs = np.array(self._input_positions(), dtype=np.intp)
 
     def _position(self, word):
         """State position of a word (tuple of letters), canonicalised."""
-        from hierarchy.models.attention.words import canonical_word, word_label
-
         alph = self.field.alphabet
         label = word_label(canonical_word(word, alph), alph)
         if label not in self._positions:
@@ -359,9 +352,6 @@ def coefficients_from_config(field, config, mats=None):
         SGD started from the same matrices see the same teacher mean; without matrices the
         means are 0 (their limit for Gaussian ``U, V``).
     """
-    from hierarchy.models.attention.losses import make_loss
-    from hierarchy.models.attention.moments import untied_means
-
     model = config["model"]
     tokens = int(model.get("tokens", 1))
     loss = make_loss(config["loss"], tokens, int(model["K"]))

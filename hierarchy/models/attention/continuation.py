@@ -39,12 +39,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-import sys
 import time
 
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.progress import Progress
+from hierarchy.core.resources import check_matrices_fit
+from hierarchy.models.attention.coefficients import coefficients_from_config
+from hierarchy.models.attention.flows import matrix_flow
+from hierarchy.models.attention.initial import initial_matrices
+from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.words import word_label
 
 DEFAULT_DIMS = (200, 400, 800)
 DEFAULT_DRAWS_AT_LARGEST = 3   # draws=None: 3·d'_max/d' draws at d' (12, 6, 3 for 200, 400, 800)
@@ -173,8 +179,6 @@ def check_continuation_arguments(field, labels, times, dims, draws):
         Naming ``solve.continuation_dims``, ``solve.continuation_draws``, ``solve.t_final``
         or ``hierarchy.observables``.
     """
-    from hierarchy.config.loader import check_matrices_fit
-
     dims_field, draws_field = "solve.continuation_dims", "solve.continuation_draws"
     if not labels:
         raise HierarchyError("the continuation needs at least one observable label",
@@ -222,7 +226,7 @@ def scaled_config(config, d):
     init = out.setdefault("init", {})
     base = int(init.get("d", 400))
     if init.get("width"):
-        init["width"] = [max(1, int(round(w * d / base))) for w in init["width"]]
+        init["width"] = [max(1, round(w * d / base)) for w in init["width"]]
     init["d"] = int(d)
     return out
 
@@ -235,10 +239,6 @@ def draw_seed(seed, d, draw):
 def _run_draw(field, config, words, times, coefficients, seed, flow_options):
     """One flow; returns (trajectory (T, n) with NaN past a failure, failure message or None,
     t_reached, initial matrices)."""
-    from hierarchy.models.attention.coefficients import coefficients_from_config
-    from hierarchy.models.attention.flows import matrix_flow
-    from hierarchy.models.attention.initial import initial_matrices
-
     mats = initial_matrices(config, d=int(config["init"]["d"]), seed=seed)
     out = np.full((len(times), len(words)), np.nan)
     try:
@@ -431,9 +431,10 @@ def continue_by_matrix_flows(config, field, labels, times, dims=DEFAULT_DIMS, dr
         and the control-variate regression has enough of them.
     seed : int
         Base seed; draw ``i`` at ``d'`` uses :func:`draw_seed` ``(seed, d', i)``.
-    progress : None, bool or callable
-        True prints a line per finished draw on stderr; a callable gets a dict
-        ``{"d", "draw", "done", "total", "seconds", "failed"}`` per finished draw.
+    progress : hierarchy.core.progress.Progress, callable, bool or None
+        A Progress gets a line per finished draw (True: one on stderr); a callable gets a
+        dict ``{"d", "draw", "done", "total", "seconds", "failed"}`` per finished draw;
+        None or False reports nothing.
     coefficients : dict or callable, optional
         Replaces the config's coefficient function (constants, or ``κ(μ)`` of the field).
     method, rtol, atol, threads
@@ -457,14 +458,14 @@ def continue_by_matrix_flows(config, field, labels, times, dims=DEFAULT_DIMS, dr
     flow_options = {"method": method, "rtol": rtol, "atol": atol, "threads": threads}
     shared = coefficients
     if shared is None:
-        from hierarchy.models.attention.coefficients import coefficients_from_config
-
         # built here so a bad [loss] / [model] fails before any flow; untied models rebuild
         # it per draw, with the teacher means of that draw's matrices
         shared = coefficients_from_config(field, config)
         if field.parameterization == "untied":
             shared = None
-    run = _Run(field, labels, times, dims, counts, controls, progress)
+    if progress is True:
+        progress = Progress()
+    run = _Run(field, labels, times, dims, counts, controls, progress or None)
     try:
         for g, d in enumerate(dims):
             cfg = scaled_config(config, d)
@@ -484,8 +485,6 @@ class _Run:
     """Collects the draws and turns them into a :class:`ContinuationResult`."""
 
     def __init__(self, field, labels, times, dims, counts, controls, progress):
-        from hierarchy.models.attention.words import word_label
-
         self.labels, self.times, self.dims, self.counts = list(labels), times, dims, counts
         self.controls, self.progress = controls, progress
         self.control_labels = [word_label(w, field.alphabet) for w in controls]
@@ -498,8 +497,6 @@ class _Run:
         self.start = time.perf_counter()
 
     def add(self, g, i, seed, values, failure, reached, mats, config, seconds):
-        from hierarchy.models.attention.moments import trace_moments
-
         d = self.dims[g]
         self.samples[g].append(values)
         self.seeds[g].append(seed)
@@ -514,7 +511,7 @@ class _Run:
         self._report(g, i, seconds, failure)
 
     def _report(self, g, i, seconds, failure):
-        if not self.progress:
+        if self.progress is None:
             return
         done = sum(len(s) for s in self.samples)
         info = {"d": self.dims[g], "draw": i, "done": done, "total": sum(self.counts),
@@ -523,9 +520,9 @@ class _Run:
             self.progress(info)
             return
         note = f" FAILED: {failure}" if failure else ""
-        print(f"continuation: d'={info['d']} draw {i + 1}/{self.counts[g]} in {seconds:.1f} s "
-              f"({done}/{info['total']} flows, {time.perf_counter() - self.start:.0f} s){note}",
-              file=sys.stderr, flush=True)
+        self.progress.line(
+            f"continuation: d'={info['d']} draw {i + 1}/{self.counts[g]} in {seconds:.1f} s "
+            f"({done}/{info['total']} flows, {time.perf_counter() - self.start:.0f} s){note}")
 
     def result(self, complete):
         if any(len(s) < 2 for s in self.samples):

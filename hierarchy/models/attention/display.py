@@ -12,11 +12,31 @@ import sympy as sp
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention.rules import letter_derivatives, rules_table
+from hierarchy.models.attention.variants import TIME_VARIABLE, VARIANTS
 from hierarchy.models.attention.words import parse_label, word_label
 
-TIME_VARIABLE = {"tied": "t", "untied": "tau", "direct": "t"}
-TIME_MAP = {"tied": "t = 4 n alpha / d", "untied": "tau = n alpha / d (slow phase)",
-            "direct": "t = n alpha / d"}
+#: what the hierarchy time of a parameterization describes, beyond the time map itself
+TIME_NOTE = {"untied": " (slow phase)"}
+
+
+def time_map(variant):
+    """The time map of a variant as text, e.g. ``"t = 4 n alpha / d"`` (``n`` SGD steps).
+
+    Parameters
+    ----------
+    variant : hierarchy.models.attention.variants.Variant
+
+    Returns
+    -------
+    str
+    """
+    factor = "" if variant.time_factor == 1 else f"{variant.time_factor:g} "
+    return (f"{variant.time_variable} = {factor}n alpha / d"
+            f"{TIME_NOTE.get(variant.name, '')}")
+
+
+#: ``[model] parameterization`` -> its time map as text (``hierarchy show``)
+TIME_MAP = {name: time_map(variant) for name, variant in VARIANTS.items()}
 FORMATS = ("text", "latex", "json")
 
 

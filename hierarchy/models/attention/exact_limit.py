@@ -20,11 +20,11 @@ exact initial moments (Catalan numbers for ``d_1 = d``, Narayana polynomials oth
 from __future__ import annotations
 
 import dataclasses
-from math import comb
 
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.limit_moments import free_poisson_moment
 
 QUADRATIC_GAMMA = (2.0, -2.0)   # (Γ_11, Γ_12) of L = (G_1 − G_2)², MATH.md §1
 
@@ -170,12 +170,14 @@ def marchenko_pastur_moment(n, ratio=1.0, scale=1.0):
     """The exact ``n``-th moment of :func:`marchenko_pastur`: ``s^{2n} Σ_k N(n,k) r^k``.
 
     Narayana numbers ``N(n,k) = C(n,k) C(n,k−1)/n``; for ``ratio = 1`` the Catalan number
-    ``C_n`` (times ``s^{2n}``). ``n = 0`` gives 1.
+    ``C_n`` (times ``s^{2n}``). ``n = 0`` gives 1. This is the free Poisson moment of
+    :func:`hierarchy.models.attention.limit_moments.free_poisson_moment` in floating point.
+
+    Returns
+    -------
+    float
     """
-    if n == 0:
-        return 1.0
-    total = sum(comb(n, k) * comb(n, k - 1) // n * float(ratio) ** k for k in range(1, n + 1))
-    return total * float(scale) ** (2 * n)
+    return float(free_poisson_moment(n, float(ratio), float(scale)))
 
 
 def initial_limit_moments(labels, c=1.0, ratio=1.0, scale=1.0):

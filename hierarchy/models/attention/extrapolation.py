@@ -350,7 +350,7 @@ def stack_degrees(results, labels, n_times):
     results : sequence
         One trajectory per degree, increasing and consecutive, each with ``t`` (the output
         times it reached: a prefix of the common ``t_eval``) and ``__getitem__(label)``
-        (e.g. :class:`hierarchy.ode.solver.SolveResult`).
+        (e.g. :class:`hierarchy.core.trajectory.Trajectory`).
     labels : sequence of str
         The observables (words every degree has).
     n_times : int

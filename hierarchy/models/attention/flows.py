@@ -20,14 +20,21 @@ flow from the same matrices isolates the truncation error from SGD noise.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import re
 import time
 
 import numpy as np
 
+from hierarchy.core.blas_threads import AdaptiveThreads, blas_threads
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.moments import (
+    letter_matrices,
+    trace_moments,
+    word_moments,
+)
+from hierarchy.models.attention.variants import VARIANTS
+from hierarchy.models.attention.words import word_label
+from hierarchy.ode.integrate import integrate
 
 _NAME = re.compile(r"^(\w+)\[(\d+)(?:,(\d+))?\]$")
 
@@ -148,64 +155,47 @@ def _direct_velocity(Ss, tables, trainable, K):
 
 # ----------------------------------------------------------------------------- integration
 
-@dataclasses.dataclass
-class FlowResult:
-    """Moments of a matrix flow at the output times.
-
-    Attributes
-    ----------
-    t : ndarray (T,)
-    mu : ndarray (T, n)
-        Moments of every word of the field, columns aligned with ``labels``.
-    labels : list of str
-    matrices : list
-        The matrices at the last output time.
-    success : bool
-    message : str
-    nfev : int
-    seconds : float
-    threads : dict
-        BLAS threads of the right-hand side, with the timings they were chosen by.
-    """
-
-    t: np.ndarray
-    mu: np.ndarray
-    labels: list
-    matrices: list
-    success: bool
-    message: str
-    nfev: int
-    seconds: float
-    threads: dict = None
-
-    def __getitem__(self, label):
-        return self.mu[:, self.labels.index(label)]
-
-
 def _blocks(parameterization, mats):
-    return [m for pair in mats for m in pair] if parameterization == "untied" else list(mats)
+    """The model matrices as a flat list (untied pairs ``(U_k, V_k)`` laid out in order)."""
+    if VARIANTS[parameterization].matrices_per_index == 2:
+        return [m for pair in mats for m in pair]
+    return list(mats)
 
 
 def _unblock(parameterization, blocks):
-    return list(zip(blocks[0::2], blocks[1::2])) if parameterization == "untied" else blocks
+    """Inverse of :func:`_blocks`."""
+    if VARIANTS[parameterization].matrices_per_index == 2:
+        return list(zip(blocks[0::2], blocks[1::2]))
+    return blocks
 
 
-class _Packer:
-    """Vector ↔ matrices for solve_ivp: only the trainable matrices are in the state."""
+class MatrixPacker:
+    """Vector <-> matrices for the integrator: only the trainable matrices are in the state.
+
+    Parameters
+    ----------
+    field : hierarchy.models.attention.operators.Field
+        Parameterization, ``K`` and trainable indices.
+    mats : list
+        The starting matrices (tied ``[W_k]``, untied ``[(U_k, V_k)]``, direct ``[S_k]``);
+        the fixed ones are kept from here.
+    """
 
     def __init__(self, field, mats):
         self.parameterization = field.parameterization
         self.fixed = [np.array(m, dtype=float) for m in _blocks(field.parameterization, mats)]
-        per_index = 2 if field.parameterization == "untied" else 1
+        per_index = VARIANTS[field.parameterization].matrices_per_index
         self.moving = [per_index * (k - 1) + j for k in field.trainable for j in range(per_index)]
         self.shapes = [self.fixed[b].shape for b in self.moving]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
 
     def pack(self, mats):
+        """The state vector of ``mats`` (the trainable matrices, raveled)."""
         blocks = _blocks(self.parameterization, mats)
         return np.concatenate([np.ravel(blocks[b]) for b in self.moving])
 
     def unpack(self, y):
+        """The matrices of a state vector (fixed ones from the start)."""
         blocks, pos = list(self.fixed), 0
         for b, shape, size in zip(self.moving, self.shapes, self.sizes):
             blocks[b] = y[pos:pos + size].reshape(shape)
@@ -229,9 +219,9 @@ def matrix_flow(field, mats, coefficients, t_eval, *, method="DOP853", rtol=1e-1
     t_eval : array_like
         Output times (from 0; hierarchy time: tied ``t``, untied ``τ``, direct ``t``).
     method, rtol, atol
-        Passed to ``scipy.integrate.solve_ivp``.
+        The integrator of :func:`hierarchy.ode.integrate.integrate` and its tolerances.
     words : list of tuple, optional
-        Words to record instead of ``field.words`` (labels then left empty).
+        Words to record instead of ``field.words`` (labelled by their canonical labels).
     threads : "auto", int or None
         BLAS threads of the right-hand side: ``"auto"`` times its first calls with one
         thread and with all of them and keeps the faster (:mod:`hierarchy.core.blas_threads`);
@@ -240,16 +230,19 @@ def matrix_flow(field, mats, coefficients, t_eval, *, method="DOP853", rtol=1e-1
 
     Returns
     -------
-    FlowResult
+    hierarchy.core.trajectory.Trajectory
+        The moments at the output times (``flow.mu``, ``flow["1.1"]``), integrated by the
+        shared loop (which stops at a non-finite state). ``info`` adds ``matrices`` (the
+        matrices at the last output time) and ``threads`` (BLAS threads of the right-hand
+        side, with the timings they were chosen by); ``wall_s`` is the wall time.
     """
-    from scipy.integrate import solve_ivp
-
-    from hierarchy.core.blas_threads import AdaptiveThreads, blas_threads
-
     t_eval = np.asarray(t_eval, dtype=float)
-    packer = _Packer(field, mats)
+    packer = MatrixPacker(field, mats)
     record = field.words if words is None else list(words)
+    labels = list(field.labels) if words is None else \
+        [word_label(w, field.alphabet) for w in record]
     chooser = AdaptiveThreads() if threads == "auto" else None
+    moment_threads = "auto" if threads == "auto" else threads
 
     def velocity(y):
         return packer.pack(matrix_velocity(field, packer.unpack(y), coefficients))
@@ -260,19 +253,22 @@ def matrix_flow(field, mats, coefficients, t_eval, *, method="DOP853", rtol=1e-1
         with blas_threads(threads):
             return velocity(y)
 
+    def moments(y):
+        return trace_moments(field.parameterization, record, packer.unpack(y),
+                             threads=moment_threads)
+
     start = time.perf_counter()
     with chooser.holding() if chooser is not None else contextlib.nullcontext():
-        sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), packer.pack(mats), method=method,
-                        t_eval=t_eval, rtol=rtol, atol=atol)
-    moment_threads = "auto" if threads == "auto" else threads
-    mu = np.array([trace_moments(field.parameterization, record, packer.unpack(y),
-                                 threads=moment_threads) for y in sol.y.T])
-    final = packer.unpack(sol.y[:, -1]) if sol.y.shape[1] else mats
-    return FlowResult(t=sol.t, mu=mu.reshape(len(sol.t), len(record)),
-                      labels=list(field.labels) if words is None else [],
-                      matrices=final, success=bool(sol.success), message=str(sol.message),
-                      nfev=int(sol.nfev), seconds=time.perf_counter() - start,
-                      threads=chooser.report() if chooser is not None else {"threads": threads})
+        flow = integrate(rhs, packer.pack(mats), (0.0, float(t_eval[-1])), t_eval=t_eval,
+                         method=method, rtol=rtol, atol=atol, blowup=None, observe=moments,
+                         labels=labels, index=field.index if words is None else None,
+                         subject="the matrix flow")
+    last = flow.info.get("last_state")
+    flow.info.update(
+        matrices=packer.unpack(last) if last is not None else mats,
+        threads=chooser.report() if chooser is not None else {"threads": threads},
+        wall_s=time.perf_counter() - start)
+    return flow
 
 
 def moment_derivative(field, mats, coefficients, words=None):
@@ -288,8 +284,6 @@ def moment_derivative(field, mats, coefficients, words=None):
     ndarray
         One value per word (``field.words`` by default).
     """
-    from hierarchy.models.attention.moments import letter_matrices, word_moments
-
     p = field.parameterization
     velocity = _blocks(p, matrix_velocity(field, mats, coefficients))
     blocks = [np.asarray(m, dtype=float) for m in _blocks(p, mats)]

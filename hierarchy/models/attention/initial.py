@@ -25,7 +25,11 @@ import os
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.limit_moments import limit_moments, limit_parameters, per_index
+from hierarchy.models.attention.limit_moments import (
+    limit_moments,
+    limit_parameters,
+    per_index,
+)
 from hierarchy.models.attention.moments import moments_of
 from hierarchy.models.attention.words import parse_label, word_label
 
@@ -57,13 +61,13 @@ def initial_matrices(config, d=None, seed=None):
     def draw(k):
         return rng.normal(0.0, scales[k] / np.sqrt(d), size=(d, int(widths[k])))
 
-    kind = model["parameterization"]
-    if kind == "tied":
-        return [draw(k) for k in range(K)]
-    if kind == "untied":
+    parameterization = model["parameterization"]
+    if parameterization == "untied":
         return [(draw(k), draw(k)) for k in range(K)]
     Ws = [draw(k) for k in range(K)]
-    return [W @ W.T for W in Ws]
+    if parameterization == "direct":  # S_k = W_k W_kᵀ from the tied draws (module docstring)
+        return [W @ W.T for W in Ws]
+    return Ws
 
 
 def initial_moments(field, config):
@@ -92,7 +96,7 @@ def initial_moments(field, config):
 
 MAX_MOMENTS_FILE_BYTES = 64 * 2**20
 MAX_NUMBER_DIGITS = 40  # a float has 17 significant digits; longer literals are not moments
-_FIELD = "init.moments"
+_MOMENTS_KEY = "init.moments"
 
 
 def moments_from_file(field, path):
@@ -107,8 +111,8 @@ def moments_from_file(field, path):
     missing = [lab for lab in field.labels if lab not in values]
     if missing:
         shown = ", ".join(missing[:8]) + (" …" if len(missing) > 8 else "")
-        raise HierarchyError(f"{_FIELD} lacks {len(missing)} needed word(s): {shown}",
-                             field=_FIELD)
+        raise HierarchyError(f"{_MOMENTS_KEY} lacks {len(missing)} needed word(s): {shown}",
+                             field=_MOMENTS_KEY)
     return np.array([values[lab] for lab in field.labels])
 
 
@@ -138,16 +142,16 @@ def read_moments_file(path, alph):
     """
     data = _read_moments_json(path)
     if not isinstance(data, dict):
-        raise HierarchyError(f"{_FIELD} file {str(path)!r} must hold a JSON object {{label: value}}",
-                             field=_FIELD)
+        raise HierarchyError(f"{_MOMENTS_KEY} file {str(path)!r} must hold a JSON object {{label: value}}",
+                             field=_MOMENTS_KEY)
     values, given_as = {}, {}
     for label, value in data.items():
         canonical = _canonical_moment_label(alph, label)
         number = _moment_value(label, value)
         if canonical in values and values[canonical] != number:
             raise HierarchyError(
-                f"{_FIELD}: {given_as[canonical]!r} = {values[canonical]!r} and {label!r} = "
-                f"{number!r} are the same word {canonical!r} with different values", field=_FIELD)
+                f"{_MOMENTS_KEY}: {given_as[canonical]!r} = {values[canonical]!r} and {label!r} = "
+                f"{number!r} are the same word {canonical!r} with different values", field=_MOMENTS_KEY)
         values[canonical], given_as[canonical] = number, label
     return values
 
@@ -155,10 +159,10 @@ def read_moments_file(path, alph):
 def _read_moments_json(path):
     """The parsed JSON of a moments file; every failure is one ``init.moments`` line."""
     def refuse(why):
-        return HierarchyError(f"{_FIELD} file {str(path)!r} {why}", field=_FIELD)
+        return HierarchyError(f"{_MOMENTS_KEY} file {str(path)!r} {why}", field=_MOMENTS_KEY)
 
     if not isinstance(path, (str, os.PathLike)) or not str(path):
-        raise HierarchyError(f"{_FIELD} must name a JSON file (source = 'moments')", field=_FIELD)
+        raise HierarchyError(f"{_MOMENTS_KEY} must name a JSON file (source = 'moments')", field=_MOMENTS_KEY)
     if os.path.isdir(path):
         raise refuse("is a directory; give the JSON file itself")
     try:
@@ -198,13 +202,13 @@ def _canonical_moment_label(alph, label):
     try:
         return word_label(parse_label(label, alph), alph)
     except HierarchyError as error:
-        raise HierarchyError(f"{_FIELD}: {error}", field=_FIELD) from None
+        raise HierarchyError(f"{_MOMENTS_KEY}: {error}", field=_MOMENTS_KEY) from None
 
 
 def _moment_value(label, value):
     if isinstance(value, bool) or not isinstance(value, float):
-        raise HierarchyError(f"{_FIELD}[{label!r}] must be a number, got {json.dumps(value)[:40]}",
-                             field=_FIELD)
+        raise HierarchyError(f"{_MOMENTS_KEY}[{label!r}] must be a number, got {json.dumps(value)[:40]}",
+                             field=_MOMENTS_KEY)
     return value
 
 

@@ -90,8 +90,26 @@ def limit_parameters(config):
 
 
 def per_index(values, K, default, name):
-    """A per-index config list (``init.width``, ``init.scale``): ``[]`` the default, one value
-    for every index, or exactly ``K`` values."""
+    """A per-index config list (``init.width``, ``init.scale``) as ``K`` values.
+
+    Parameters
+    ----------
+    values : sequence
+        ``[]`` (every index takes ``default``), one value (for every index) or ``K`` values.
+    K : int
+    default : number
+    name : str
+        The config key, for the error.
+
+    Returns
+    -------
+    list
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``name``, for any other length.
+    """
     values = list(values)
     if not values:
         return [default] * K
@@ -183,19 +201,20 @@ def _letter_array(words, alph):
     return letters.astype(np.int64, copy=False)
 
 
-def _check_values(values, K, field, what, strict):
+def _check_values(values, K, key, what, strict):
+    """``K`` finite values (``> 0`` when ``strict``, else ``>= 0``) for the config ``key``."""
     if values is None:
         return [1] * K
     values = list(values)
     if len(values) != K:
-        raise HierarchyError(f"{field}: need {K} {what} (one per index), got {len(values)}",
-                             field=field)
+        raise HierarchyError(f"{key}: need {K} {what} (one per index), got {len(values)}",
+                             field=key)
     for v in values:
         bad = isinstance(v, bool) or not isinstance(v, (int, float, Fraction, np.number))
         if bad or not isfinite(v) or v < 0 or (strict and v == 0):
             bound = "> 0" if strict else ">= 0"
-            raise HierarchyError(f"{field}: {what} must be finite numbers {bound}, got {v!r}",
-                                 field=field)
+            raise HierarchyError(f"{key}: {what} must be finite numbers {bound}, got {v!r}",
+                                 field=key)
     return values
 
 

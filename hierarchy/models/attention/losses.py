@@ -40,11 +40,13 @@ import numpy as np
 import sympy
 from sympy.core.function import AppliedUndef
 
-from hierarchy.config.loader import MAX_TOKENS
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.expressions import MAX_DEGREE, SMOOTH_NAMES, expression_from_text
 
 BUILTIN_LOSSES = ("quadratic", "mse", "softmax-mse", "expression")
+# model.tokens limit: a loss over L tokens has L² pieces (dense projections, Hessian ~ L⁴);
+# make_loss takes about a second at L = 32
+MAX_TOKENS = 32
 
 _SMOOTH_FUNCTIONS = (
     sympy.exp, sympy.sin, sympy.cos, sympy.tan, sympy.sinh, sympy.cosh, sympy.tanh,
@@ -81,39 +83,42 @@ def entry_symbols(L, K):
 _MAX_CONSTANT = 1e300  # a folded constant must stay a finite double in the compiled kernels
 
 
-def _check_smooth(expr, field):
-    """Refuse functions the theory cannot use: non-smooth, unknown or possibly singular."""
+def _check_smooth(expr, key):
+    """Refuse functions the theory cannot use: non-smooth, unknown or possibly singular.
+
+    ``key`` is the config key the expression came from (it names the error).
+    """
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, sympy.Number) and node.is_finite and not abs(float(node)) < _MAX_CONSTANT:
-            raise HierarchyError(f"{field}: the constant {sympy.N(node, 3)} is beyond double "
-                                 f"precision (|c| < {_MAX_CONSTANT:g})", field=field)
+            raise HierarchyError(f"{key}: the constant {sympy.N(node, 3)} is beyond double "
+                                 f"precision (|c| < {_MAX_CONSTANT:g})", field=key)
         if isinstance(node, AppliedUndef):
             raise HierarchyError(
-                f"{field}: unknown function {node.func.__name__!r}; allowed: {_SMOOTH_NAMES}", field=field)
+                f"{key}: unknown function {node.func.__name__!r}; allowed: {_SMOOTH_NAMES}", field=key)
         if isinstance(node, sympy.core.relational.Relational) or (
                 isinstance(node, sympy.logic.boolalg.Boolean) and not node.is_Symbol):
-            raise HierarchyError(f"{field}: comparisons/booleans are not smooth", field=field)
+            raise HierarchyError(f"{key}: comparisons/booleans are not smooth", field=key)
         if node.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo) and node.is_Atom:
-            raise HierarchyError(f"{field}: expression is not finite", field=field)
+            raise HierarchyError(f"{key}: expression is not finite", field=key)
         if node.func in _NONSMOOTH_FUNCTIONS.values():
             raise HierarchyError(
-                f"{field}: non-smooth function {node.func.__name__!r}; allowed: {_SMOOTH_NAMES}", field=field)
+                f"{key}: non-smooth function {node.func.__name__!r}; allowed: {_SMOOTH_NAMES}", field=key)
         if isinstance(node, sympy.Function):
             if node.func not in _SMOOTH_FUNCTIONS:
                 raise HierarchyError(
-                    f"{field}: non-smooth or unsupported function {node.func.__name__!r}; "
-                    f"allowed: {_SMOOTH_NAMES}", field=field)
+                    f"{key}: non-smooth or unsupported function {node.func.__name__!r}; "
+                    f"allowed: {_SMOOTH_NAMES}", field=key)
             if node.func is sympy.log and node.args[0].is_positive is not True:
-                raise HierarchyError(f"{field}: log needs a provably positive argument", field=field)
+                raise HierarchyError(f"{key}: log needs a provably positive argument", field=key)
         if isinstance(node, sympy.Pow):
             base, power = node.args
             if not (power.is_Integer and power >= 0) and base.is_positive is not True:
                 raise HierarchyError(
-                    f"{field}: {node} is not smooth where its base vanishes; "
-                    "use non-negative integer powers or a provably positive base", field=field)
+                    f"{key}: {node} is not smooth where its base vanishes; "
+                    "use non-negative integer powers or a provably positive base", field=key)
 
 
-def parse_loss_expression(text, L, K, field="loss.expression"):
+def parse_loss_expression(text, L, K, key="loss.expression"):
     """Parse a user loss: text in ``G[i,j,k]`` (1-based) → expression in entry symbols.
 
     The text is never evaluated (see :mod:`hierarchy.core.expressions`).
@@ -127,16 +132,16 @@ def parse_loss_expression(text, L, K, field="loss.expression"):
     """
     def entry(indices, shown):
         if len(indices) != 3:
-            raise HierarchyError(f"{field}: {shown} must be G[i,j,k] with three integers", field=field)
+            raise HierarchyError(f"{key}: {shown} must be G[i,j,k] with three integers", field=key)
         i, j, k = indices
         if not (1 <= i <= L and 1 <= j <= L and 1 <= k <= K):
             raise HierarchyError(
-                f"{field}: {shown} out of range; allowed 1 <= i,j <= {L} (model.tokens), "
-                f"1 <= k <= {K} (model.K)", field=field)
+                f"{key}: {shown} out of range; allowed 1 <= i,j <= {L} (model.tokens), "
+                f"1 <= k <= {K} (model.K)", field=key)
         return entry_symbol(i, j, k)
 
-    expr = expression_from_text(text, field, indexed={"G": entry}, hint="use G[i,j,k] (1-based)")
-    _check_smooth(expr, field)
+    expr = expression_from_text(text, key, indexed={"G": entry}, hint="use G[i,j,k] (1-based)")
+    _check_smooth(expr, key)
     return expr
 
 
@@ -145,16 +150,16 @@ def hermite_function(n, x):
     return sympy.expand(sympy.hermite_prob(n, x) / sympy.sqrt(sympy.factorial(n)))
 
 
-def activation(name, x, field):
+def activation(name, x, key):
     """The sympy expression of the activation ``name`` applied to ``x``."""
     if not isinstance(name, str):
-        raise HierarchyError(f"{field} must be a string (h1 h2 h3 ... tanh erf sigmoid or an expression in x)",
-                             field=field)
+        raise HierarchyError(f"{key} must be a string (h1 h2 h3 ... tanh erf sigmoid or an expression in x)",
+                             field=key)
     match = re.fullmatch(r"h(\d{1,4})", name.strip())
     if match:
         if int(match.group(1)) > MAX_HERMITE:
-            raise HierarchyError(f"{field}: {name.strip()} has too high a degree; allowed h0 .. h{MAX_HERMITE}",
-                                 field=field)
+            raise HierarchyError(f"{key}: {name.strip()} has too high a degree; allowed h0 .. h{MAX_HERMITE}",
+                                 field=key)
         return hermite_function(int(match.group(1)), x)
     named = {"tanh": sympy.tanh(x), "erf": sympy.erf(x), "sigmoid": 1 / (1 + sympy.exp(-x)),
              "linear": x}
@@ -163,8 +168,8 @@ def activation(name, x, field):
     t = sympy.Symbol("x", real=True)
     hint = (f"allowed activations: h1 h2 h3 .. h{MAX_HERMITE}, tanh, erf, sigmoid, linear "
             "or a smooth expression in x")
-    expr = expression_from_text(name, field, names={"x": t}, hint=hint, max_degree=MAX_DEGREE // 2)
-    _check_smooth(expr, field)
+    expr = expression_from_text(name, key, names={"x": t}, hint=hint, max_degree=MAX_DEGREE // 2)
+    _check_smooth(expr, key)
     return expr.xreplace({t: x})
 
 
@@ -248,12 +253,31 @@ def _reduce(expr, used):
     return basis
 
 
-class _TermShape:
+class TermShape:
     """What a term is up to renaming its entries: ``f`` in ``z``, the basis, compiled code.
 
     Built from the term written in generic symbols ``w0, w1, ...`` (its entries in flat
     order), so the L² identical pieces of a built-in loss share one derivation and one
-    compilation (see :func:`_term_shape`).
+    compilation (see :func:`term_shape`).
+
+    Attributes
+    ----------
+    polynomial : bool
+    rank : int
+        Number ``r`` of linear combinations the term depends on.
+    variables : list of sympy.Symbol
+        ``z0 .. z(r-1)``.
+    expression : sympy.Expr
+        ``f(z)``.
+    basis : numpy.ndarray, shape (r, count)
+        The combinations, in the generic entries.
+    hessian_pairs : list of (int, int)
+        The upper-triangle index pairs ``(a, b)``, ``a <= b``, in the order of
+        ``hessian_expressions`` and of the columns of ``hessian``.
+    value, gradient, hessian : callable or None
+        Compiled numpy evaluations ``z (..., r) -> (..., m)`` (None when ``r = 0``).
+    constant : float
+        ``f`` when ``r = 0``.
     """
 
     def __init__(self, expr, count):
@@ -270,8 +294,9 @@ class _TermShape:
         self.basis = np.array(basis.tolist(), dtype=float).reshape(r, count)
         z = self.variables
         self.gradient_expressions = [sympy.diff(self.expression, v) for v in z]
-        self.upper = [(a, b) for a in range(r) for b in range(a, r)]
-        self.hessian_expressions = [sympy.diff(self.gradient_expressions[a], z[b]) for a, b in self.upper]
+        self.hessian_pairs = [(a, b) for a in range(r) for b in range(a, r)]
+        self.hessian_expressions = [sympy.diff(self.gradient_expressions[a], z[b])
+                                    for a, b in self.hessian_pairs]
         self.value = lambdify_vector([self.expression], z) if r else None
         self.gradient = lambdify_vector(self.gradient_expressions, z) if r else None
         self.hessian = lambdify_vector(self.hessian_expressions, z) if r else None
@@ -279,8 +304,9 @@ class _TermShape:
 
 
 @functools.lru_cache(maxsize=512)
-def _term_shape(expr, count):
-    return _TermShape(expr, count)
+def term_shape(expr, count):
+    """The shared :class:`TermShape` of a term written in ``_generic_symbols(count)``."""
+    return TermShape(expr, count)
 
 
 class LossTerm:
@@ -296,19 +322,24 @@ class LossTerm:
         ``f`` as an expression in ``variables``.
     polynomial : bool
         Whether ``f`` is a polynomial (the potential is then exact, by Wick's theorem).
+    shape : TermShape
+        The derivation and compiled code, shared by every term equal up to renaming.
+    hessian_pairs : list of (int, int)
+        Upper-triangle pairs, the order of ``hessian_upper``'s columns.
     """
 
     def __init__(self, expr, entries, n, positions=None):
         positions = positions or {s: a for a, s in enumerate(entries)}
         used = sorted((s for s in expr.free_symbols if s in positions), key=positions.get)
         generic = _generic_symbols(len(used))
-        shape = _term_shape(expr.xreplace(dict(zip(used, generic))), len(used))
+        shape = term_shape(expr.xreplace(dict(zip(used, generic))), len(used))
+        self.shape = shape
         self.polynomial, self.rank, self.variables = shape.polynomial, shape.rank, shape.variables
         self.expression, self.constant = shape.expression, shape.constant
         self.gradient_expressions = shape.gradient_expressions
         self.hessian_expressions = shape.hessian_expressions
         self._value, self._gradient, self.hessian_upper = shape.value, shape.gradient, shape.hessian
-        self._upper = shape.upper
+        self.hessian_pairs = shape.hessian_pairs
         self.projection = np.zeros((self.rank, n))
         self.projection[:, [positions[s] for s in used]] = shape.basis
 
@@ -326,7 +357,7 @@ class LossTerm:
         """``∇²f(z)``, shape (..., r, r)."""
         upper = self.hessian_upper(z)
         out = np.empty(upper.shape[:-1] + (self.rank, self.rank))
-        for position, (a, b) in enumerate(self._upper):
+        for position, (a, b) in enumerate(self.hessian_pairs):
             out[..., a, b] = upper[..., position]
             out[..., b, a] = upper[..., position]
         return out

@@ -19,6 +19,9 @@ and with all of them, and later calls of that shape use the faster.
 
 import numpy as np
 
+from hierarchy.core.blas_threads import blas_threads, shared_chooser
+from hierarchy.models.attention.variants import VARIANTS
+
 _MEMO_LIMIT = 512  # half-products kept at once (each d_a × d_b)
 
 
@@ -41,9 +44,9 @@ def factor_matrices(parameterization, mats):
     if parameterization == "tied":
         return [np.asarray(W, float) for W in mats], [(k, k) for k in range(len(mats))]
     if parameterization == "untied":
-        factors, letters = [], []
-        for k, (U, V) in enumerate(mats):
-            factors += [np.asarray(U, float), np.asarray(V, float)]
+        factors = [np.asarray(m, float) for m in flatten_matrices(parameterization, mats)]
+        letters = []
+        for k in range(len(mats)):
             u, v = 2 * k, 2 * k + 1
             letters += [(u, v), (v, u), (u, u), (v, v)]
         return factors, letters
@@ -53,6 +56,50 @@ def factor_matrices(parameterization, mats):
         letters = [pair for k in range(len(mats)) for pair in ((k + 1, 0), (0, k + 1))]
         return factors, letters
     raise ValueError(parameterization)
+
+
+def flatten_matrices(parameterization, mats):
+    """The model matrices as one flat list, untied ``(U_k, V_k)`` pairs unpacked in order.
+
+    The one place a model's per-index matrices become a list of arrays (checkpoints, shape
+    keys, Gram factors): an index holds ``VARIANTS[parameterization].matrices_per_index``
+    matrices.
+
+    Parameters
+    ----------
+    parameterization : {"tied", "untied", "direct"}
+    mats : list
+        tied ``[W_k]``; untied ``[(U_k, V_k)]``; direct ``[S_k]``.
+
+    Returns
+    -------
+    list of array_like
+        tied/direct ``mats`` itself (as a list); untied ``[U_1, V_1, U_2, V_2, …]``.
+    """
+    if VARIANTS[parameterization].matrices_per_index == 1:
+        return list(mats)
+    return [m for group in mats for m in group]
+
+
+def group_matrices(parameterization, blocks):
+    """Inverse of :func:`flatten_matrices`: a flat list back into per-index entries.
+
+    Parameters
+    ----------
+    parameterization : {"tied", "untied", "direct"}
+    blocks : sequence of array_like
+        As returned by :func:`flatten_matrices`.
+
+    Returns
+    -------
+    list
+        tied/direct ``[M_k]``; untied ``[(U_k, V_k)]`` (tuples).
+    """
+    per_index = VARIANTS[parameterization].matrices_per_index
+    blocks = list(blocks)
+    if per_index == 1:
+        return blocks
+    return [tuple(blocks[i:i + per_index]) for i in range(0, len(blocks), per_index)]
 
 
 def letter_matrices(parameterization, mats):
@@ -101,8 +148,6 @@ def trace_moments(parameterization, words, mats, threads="auto"):
         and matrix shapes) in this process; an int forces it; None leaves the BLAS as it is
         (e.g. under a caller's own limit); a chooser object decides instead.
     """
-    from hierarchy.core.blas_threads import blas_threads, shared_chooser
-
     factors, letters = factor_matrices(parameterization, mats)
     if isinstance(threads, str) and threads == "auto":
         shapes = tuple(f.shape for f in factors)

@@ -20,7 +20,8 @@ field (MATH.md §3), so asking for them is a choice the user makes explicitly th
 ``observables``. ``all_words=True`` keeps every canonical word up to degree ``M``.
 """
 
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import cached_property
 
 import numpy as np
@@ -28,8 +29,18 @@ import scipy.sparse as sps
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention.rules import coefficient_names, derive_rules
-from hierarchy.models.attention.words import (alphabet, canonical_codes, canonical_word, decode, encode,
-                    enumerate_codes, label_position, max_length, parse_label, word_label)
+from hierarchy.models.attention.words import (
+    alphabet,
+    canonical_codes,
+    canonical_word,
+    decode,
+    encode,
+    enumerate_codes,
+    label_position,
+    max_length,
+    parse_label,
+    word_label,
+)
 
 
 @dataclass
@@ -85,28 +96,9 @@ class Field:
     def coefficient_vector(self, coefficients):
         """Coefficient values ordered like :attr:`coefficient_names`.
 
-        Parameters
-        ----------
-        coefficients : dict or array_like
-            A dict name -> value (missing names are an error; ``gamma`` defaults to 0) or
-            an array already in order.
+        See :func:`coefficient_vector`.
         """
-        if not isinstance(coefficients, dict):
-            kappa = np.asarray(coefficients, dtype=float)
-            if kappa.shape != (len(self.coefficient_names),):
-                raise HierarchyError(
-                    f"coefficients must have length {len(self.coefficient_names)} "
-                    f"({', '.join(self.coefficient_names)})", field="coefficients")
-            return kappa
-        unknown = set(coefficients) - set(self.coefficient_names)
-        if unknown:
-            raise HierarchyError(
-                f"unknown coefficient(s) {sorted(unknown)}; this field takes "
-                f"{', '.join(self.coefficient_names)}", field="coefficients")
-        missing = [c for c in self.coefficient_names if c not in coefficients and c != "gamma"]
-        if missing:
-            raise HierarchyError(f"missing coefficient(s) {missing}", field="coefficients")
-        return np.array([float(coefficients.get(c, 0.0)) for c in self.coefficient_names])
+        return coefficient_vector(self.coefficient_names, coefficients)
 
     def matrix(self, coefficients):
         """The linear map ``Σ_c κ_c A_c`` for fixed coefficients (CSR)."""
@@ -127,7 +119,47 @@ class Field:
         return out
 
     def degree_of(self, label):
+        """Length of the word of ``label`` (any representative)."""
         return len(self.words[self.index(label)])
+
+
+def coefficient_vector(names, coefficients, owner="field"):
+    """Coefficient values ordered like ``names`` (the one definition of this check).
+
+    Parameters
+    ----------
+    names : sequence of str
+        The coefficient names of a system (:func:`hierarchy.models.attention.rules.coefficient_names`).
+    coefficients : dict or array_like
+        A dict name -> value (missing names are an error; ``gamma`` defaults to 0) or an
+        array already in order.
+    owner : str
+        What takes the coefficients, for the error message (``"field"``, ``"solver"``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (len(names),)
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``coefficients``: wrong length, unknown or missing names.
+    """
+    names = list(names)
+    if not isinstance(coefficients, dict):
+        kappa = np.asarray(coefficients, dtype=np.float64)
+        if kappa.shape != (len(names),):
+            raise HierarchyError(f"coefficients must have length {len(names)} "
+                                 f"({', '.join(names)})", field="coefficients")
+        return kappa
+    unknown = sorted(set(coefficients) - set(names))
+    if unknown:
+        raise HierarchyError(f"unknown coefficient(s) {unknown}; this {owner} takes "
+                             f"{', '.join(names)}", field="coefficients")
+    missing = [c for c in names if c not in coefficients and c != "gamma"]
+    if missing:
+        raise HierarchyError(f"missing coefficient(s) {missing}", field="coefficients")
+    return np.array([float(coefficients.get(c, 0.0)) for c in names])
 
 
 # --- construction -----------------------------------------------------------------------
@@ -211,6 +243,7 @@ def check_trainable(trainable, K):
 
 
 def check_degree(degree, alph):
+    """Validate a truncation degree (an integer ``2 <= degree <= max_length(alph)``)."""
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 2:
         raise HierarchyError(f"degree must be an integer >= 2, got {degree!r}",
                              field="hierarchy.degree")

@@ -17,9 +17,8 @@ the ``L = 2`` softmax). Two evaluation methods:
   evaluation compares the ``n``-point rule with an ``n − Δ`` rule (its error bounds the
   ``n``-point error from above under geometric convergence), raises ``n`` until the difference
   is below ``tol`` relative to the entries (plus ``atol``), and remembers ``n`` for the next
-  call. The node loop runs in a Cython kernel generated from
-  ``templates/potential_quadrature.pyx.j2`` and compiled through
-  :func:`hierarchy.jit.cache.compile_pyx` when a compiler is available, otherwise in numpy.
+  call. The node loop runs in a compiled kernel (:mod:`hierarchy.jit.expression_kernels`)
+  when a compiler is available, otherwise in numpy (with a warning naming the reason).
 
 The Price-theorem conversions to the model's variables follow MATH.md's convention (every
 covariance entry an independent variable; ``H = E[∇²L]`` reshaped ``(L², K, L², K)``):
@@ -29,7 +28,6 @@ covariance entry an independent variable; ``H = E[∇²L]`` reshaped ``(L², K, 
     ∂²Φ/∂m_k∂m_l = Σ C_ij C_i'j' H_{(ij)k,(i'j')l}              (:func:`mean_hessian`)
 """
 
-import warnings
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +36,7 @@ import numpy as np
 import sympy
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.jit.expression_kernels import weighted_sums_kernel
 from hierarchy.models.attention.gaussian import structure_matrices
 from hierarchy.models.attention.losses import lambdify_vector
 
@@ -245,7 +244,7 @@ class _QuadraturePiece:
         self.level = order if order is not None else (12 if rule == "hermite" else 3)
         self.radius = radius_for(tol)
         self.max_nodes = max_nodes
-        self.kernel = _compiled_kernel(term) if compiled else None
+        self.kernel = compiled_kernel(term) if compiled else None
         self.outputs = 1 + self.rank + self.rank * (self.rank + 1) // 2
         self.calls = 0
 
@@ -313,7 +312,7 @@ class _QuadraturePiece:
     def _unpack(self, sums):
         r = self.rank
         hess = np.empty((r, r))
-        for position, (a, b) in enumerate(self.term._upper):
+        for position, (a, b) in enumerate(self.term.hessian_pairs):
             hess[a, b] = hess[b, a] = sums[1 + r + position]
         return sums[0], sums[1:1 + r], hess
 
@@ -322,81 +321,23 @@ class _QuadraturePiece:
 # compiled node loop
 
 
-def _kernel_source(term):
-    """Cython source of the node loop of one piece (templates/potential_quadrature.pyx.j2)."""
-    from sympy.printing.c import C99CodePrinter
+def compiled_kernel(term):
+    """The compiled node loop of a quadrature piece, or None.
 
-    from hierarchy.jit.codegen import render_template
+    Parameters
+    ----------
+    term : hierarchy.models.attention.losses.LossTerm
 
-    exprs = [term.expression] + list(term.gradient_expressions) + list(term.hessian_expressions)
-    exprs, exponentials = _factor_exponentials(exprs, term.variables)
-    replacements, reduced = sympy.cse(exprs, symbols=sympy.numbered_symbols("c"))
-    printer = C99CodePrinter()
-    temporaries = [(str(e), f"exp({z})") for e, z in exponentials]
-    temporaries += [(str(s), printer.doprint(e)) for s, e in replacements]
-    outputs = [printer.doprint(e) for e in reduced]
-    return render_template("potential_quadrature.pyx.j2", variables=[str(v) for v in term.variables],
-                   temporaries=temporaries, outputs=outputs)
-
-
-def _factor_exponentials(exprs, variables):
-    """Rewrite ``exp(Σ n_a z_a)`` (integer ``n_a``) as ``Π e_a**n_a`` with ``e_a = exp(z_a)``.
-
-    Derivatives of softmax-like losses hold ``exp(±z)``, ``exp(±2z)``, …; computing one
-    exponential per variable instead of one per distinct argument makes the node loop several
-    times cheaper, and overflows exactly where the original form did.
+    Returns
+    -------
+    module or None
+        The :func:`hierarchy.jit.expression_kernels.weighted_sums_kernel` of ``f``, ``∇f``
+        and the upper triangle of ``∇²f``; None when it cannot be printed or compiled: the
+        numpy path is then used, after a warning naming the reason (once per reason).
     """
-    powers = [sympy.Symbol(f"e{a}", positive=True) for a in range(len(variables))]
-    used = set()
-
-    def as_powers(arg):
-        poly = sympy.Poly(arg, *variables) if arg.free_symbols <= set(variables) else None
-        if poly is None or poly.total_degree() != 1 or poly.coeff_monomial(1) != 0:
-            return None
-        coefficients = [poly.coeff_monomial(v) for v in variables]
-        if not all(c.is_Integer for c in coefficients):
-            return None
-        used.update(a for a, c in enumerate(coefficients) if c != 0)
-        return sympy.Mul(*[p ** c for p, c in zip(powers, coefficients)])
-
-    def rewrite(expr):
-        return expr.replace(lambda e: isinstance(e, sympy.exp) and as_powers(e.args[0]) is not None,
-                            lambda e: as_powers(e.args[0]))
-
-    rewritten = [rewrite(e) for e in exprs]
-    return rewritten, [(powers[a], variables[a]) for a in sorted(used)]
-
-
-_KERNELS = {}
-
-
-_FALLBACK_WARNED = set()
-
-
-def _compiled_kernel(term):
-    """The compiled node loop of a piece, or None: the numpy path is used, with one warning."""
-    try:
-        source = _kernel_source(term)
-    except Exception as error:  # noqa: BLE001 — a function the C printer cannot print
-        _warn_fallback(f"its C code cannot be printed ({type(error).__name__}: {error})")
-        return None
-    if source not in _KERNELS:
-        try:
-            from hierarchy.jit.cache import compile_pyx
-
-            _KERNELS[source] = compile_pyx(source, f"potential_r{term.rank}")
-        except (ImportError, HierarchyError) as error:
-            _warn_fallback(f"compiling it failed ({str(error).splitlines()[0] if str(error) else error})")
-            _KERNELS[source] = None
-    return _KERNELS[source]
-
-
-def _warn_fallback(reason):
-    """Say once per reason that a potential runs on numpy (same numbers, several times slower)."""
-    if reason not in _FALLBACK_WARNED:
-        _FALLBACK_WARNED.add(reason)
-        warnings.warn(f"potential quadrature runs on numpy instead of compiled code: {reason}",
-                      RuntimeWarning, stacklevel=3)
+    expressions = [term.expression, *term.gradient_expressions, *term.hessian_expressions]
+    return weighted_sums_kernel(expressions, term.variables, f"potential_r{term.rank}",
+                                what="potential quadrature")
 
 
 # ---------------------------------------------------------------------------------------------

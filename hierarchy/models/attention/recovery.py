@@ -26,13 +26,14 @@ marginal ones. This module provides
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.moments import trace_moments
+from hierarchy.models.attention.variants import TIME_FACTOR
 from hierarchy.models.attention.words import canonical_word
-
-#: SGD steps per unit of hierarchy time are ``d / (factor · α)`` (MATH.md eq. 20 and 44).
-TIME_FACTOR = {"tied": 4.0, "untied": 1.0, "direct": 1.0}
+from hierarchy.ode.system import NumpySystem, integrate_system
 
 #: Overlap names per parameterization; the first is the default.
 OVERLAPS = {
@@ -150,8 +151,6 @@ def uninformative_moments(field, mats, zero_mean_traces=True):
     ndarray
         Aligned with ``field.labels``.
     """
-    from hierarchy.models.attention.moments import trace_moments
-
     alph = field.alphabet
     pure = {}
     untied_trace = {x for x in range(alph.size)
@@ -206,7 +205,7 @@ def overlaps(field, mu, student=None, teacher=None):
 
     Parameters
     ----------
-    field : hierarchy.models.attention.operators.Field or hierarchy.ode.solver.Solver
+    field : hierarchy.models.attention.operators.Field or hierarchy.models.attention.compiled.Solver
         Anything with ``parameterization``, ``K``, ``trainable``, ``index(label)``.
     mu : array_like, shape (n,) or (T, n)
     student, teacher : int, optional
@@ -437,7 +436,8 @@ def weak_recovery(solver, mu0, coefficients, threshold, t_final, *, d, learning_
 
     Parameters
     ----------
-    solver : hierarchy.ode.solver.Solver or hierarchy.models.attention.operators.Field
+    solver : hierarchy.models.attention.compiled.Solver or
+             hierarchy.models.attention.operators.Field
         Compiled field, or the numpy field (small systems; see :func:`integrate`).
     mu0 : array_like
         Initial moments (normally :func:`uninformative_moments`).
@@ -478,43 +478,46 @@ def weak_recovery(solver, mu0, coefficients, threshold, t_final, *, d, learning_
                         np.asarray(result.t), np.asarray(values), message)
 
 
-@dataclasses.dataclass
-class Integration:
-    """A hierarchy trajectory: ``t`` (T,), ``mu`` (T, n), ``status`` (0 ok), ``message``."""
+def hierarchy_system(model, coefficients):
+    """The :class:`~hierarchy.ode.system.System` of a hierarchy with its coefficients bound.
 
-    t: np.ndarray
-    mu: np.ndarray
-    status: int
-    message: str
+    Parameters
+    ----------
+    model : hierarchy.models.attention.compiled.Solver or hierarchy.models.attention.operators.Field
+        Anything with ``labels``, ``index``, ``coefficient_vector`` and ``rhs(mu, kappa)``
+        (a compiled solver, or the numpy field: enough for the small closed systems of weak
+        recovery, direct S, degree-2/3 fields, without compiling); its ``jacobian(mu,
+        coefficients)``, where it has one, feeds the implicit methods.
+    coefficients : callable or dict
+        The coefficient function ``μ -> κ`` or constants.
 
-    @property
-    def success(self):
-        return self.status == 0
+    Returns
+    -------
+    hierarchy.ode.system.NumpySystem
+    """
+    model_jacobian = getattr(model, "jacobian", None)  # optional part of the System protocol
+    jacobian = None if model_jacobian is None else \
+        (lambda y, t: model_jacobian(y, coefficients))
+    return NumpySystem(lambda y, t: model.rhs(y, _kappa(model, coefficients, y)),
+                       model.labels, index=model.index, jacobian=jacobian)
 
 
 def integrate(system, mu0, t_eval, coefficients, method="LSODA", rtol=1e-9, atol=1e-12):
     """Solve the hierarchy on ``t_eval`` (from ``t_eval[0]`` to ``t_eval[-1]``).
 
-    ``system`` is a compiled :class:`hierarchy.ode.solver.Solver` (its ``solve``, with the blow-up
-    guard) or a :class:`hierarchy.models.attention.operators.Field`, integrated with ``solve_ivp`` on the
-    numpy right-hand side — enough for the small closed systems of weak recovery (direct S,
-    degree-2/3 fields) without compiling.
+    ``system`` is a compiled :class:`hierarchy.models.attention.compiled.Solver` or a
+    :class:`hierarchy.models.attention.operators.Field` (see :func:`hierarchy_system`); both
+    are integrated by the shared loop :func:`hierarchy.ode.system.integrate_system`, with its
+    blow-up guard.
+
+    Returns
+    -------
+    hierarchy.core.trajectory.Trajectory
     """
     t_eval = np.asarray(t_eval, dtype=float)
     span = (float(t_eval[0]), float(t_eval[-1]))
-    if hasattr(system, "solve"):
-        result = system.solve(mu0, span, coefficients, t_eval=t_eval, method=method,
-                              rtol=rtol, atol=atol)
-        return Integration(np.asarray(result.t), np.asarray(result.mu), int(result.status),
-                           str(result.message))
-    from scipy.integrate import solve_ivp
-
-    def rhs(t, y):
-        return system.rhs(y, _kappa(system, coefficients, y))
-
-    sol = solve_ivp(rhs, span, np.asarray(mu0, dtype=float), t_eval=t_eval, method=method,
-                    rtol=rtol, atol=atol)
-    return Integration(sol.t, sol.y.T, 0 if sol.success else -1, str(sol.message))
+    return integrate_system(hierarchy_system(system, coefficients), np.asarray(mu0, dtype=float),
+                            span, t_eval=t_eval, method=method, rtol=rtol, atol=atol)
 
 
 def _check_overlap(parameterization, overlap):
@@ -552,7 +555,7 @@ def sgd_hitting(field, trajectory, threshold, overlap=None, student=None, teache
     ----------
     field : hierarchy.models.attention.operators.Field
         The moments of ``trajectory.mu`` are aligned with ``field.words``.
-    trajectory : hierarchy.sgd.run.Trajectory
+    trajectory : hierarchy.core.trajectory.Trajectory
     threshold : float
 
     Returns

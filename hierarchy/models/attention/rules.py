@@ -20,6 +20,7 @@ per-word work happens in :mod:`hierarchy.models.attention.operators` with intege
 rules.
 """
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -59,6 +60,38 @@ def coefficient_names(parameterization, K, trainable):
     return names + ["gamma"]
 
 
+_COEFFICIENT_NAME = re.compile(r"^(\w+)\[(\d+)(?:,(\d+))?\]$")
+
+
+def parse_coefficient_name(name):
+    """Split a coefficient name into its table and 0-based indices.
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`coefficient_names` (``"Gamma[1,2]"``, ``"beta[1]"``, ``"gamma"``).
+
+    Returns
+    -------
+    table : str
+        ``"Gamma"``, ``"beta"``, ``"a1"``, ``"a2"``, ``"A"``, ``"B"`` or ``"gamma"``.
+    indices : tuple of int
+        0-based ``(k, l)``, ``(k,)``, or ``()`` for a scalar.
+
+    Examples
+    --------
+    >>> parse_coefficient_name("Gamma[1,2]")
+    ('Gamma', (0, 1))
+    >>> parse_coefficient_name("gamma")
+    ('gamma', ())
+    """
+    match = _COEFFICIENT_NAME.match(name)
+    if not match:
+        return name, ()
+    indices = tuple(int(x) - 1 for x in match.groups()[1:] if x is not None)
+    return match.group(1), indices
+
+
 def _coef(name):
     """A commutative sympy symbol whose name is the INTERFACE.md coefficient name."""
     return sp.Symbol(name, real=True)
@@ -74,7 +107,7 @@ def _nc(name):
 def _tied_flow(K, trainable):
     W = {k: _nc(f"W{k}") for k in range(1, K + 1)}
     Wt = {k: _nc(f"W{k}t") for k in range(1, K + 1)}
-    letters = {k: (W[k], Wt[k]) for k in W}            # S_k = W_k W_kᵀ
+    letters = {(k, 0): (W[k], Wt[k]) for k in W}       # S_k = W_k W_kᵀ
     dW, dWt = {}, {}
     for k in trainable:
         drive = sum(_coef(f"Gamma[{k},{l}]") * W[l] * Wt[l] for l in W)
@@ -154,38 +187,48 @@ def derive_rules(parameterization, K, trainable):
 
 @lru_cache(maxsize=None)
 def _derive(parameterization, K, trainable):
+    """``letter -> (symbol, derivative expression, terms)`` of the trainable letters."""
     alph = alphabet(parameterization, K)
     if parameterization == "direct":
-        S, St, rows = _direct_flow(K, trainable)
-        symbol = {alph.letter(0, k): S[k] for k in S} | {alph.letter(1, k): St[k] for k in S}
-        out = {}
-        for k in trainable:
-            for kind, sym in ((0, S[k]), (1, St[k])):
-                x = alph.letter(kind, k)
-                expr = sp.expand(rows[sym])
-                out[x] = (sym, expr, _terms(expr, {v: [u] for u, v in symbol.items()}))
-        return out
-    letters, rows = (_tied_flow if parameterization == "tied" else _untied_flow)(K, trainable)
-    letter_of = {}
-    for key, pair in letters.items():
-        x = alph.letter(0, key) if parameterization == "tied" else alph.letter(key[1], key[0])
-        letter_of[pair] = x
+        return _derive_direct(alph, trainable)
+    return _derive_factored(alph, trainable)
+
+
+def _derive_direct(alph, trainable):
+    """Direct letters are the model matrices themselves: their rows are already the rules."""
+    S, St, rows = _direct_flow(alph.K, trainable)
+    symbol = {alph.letter(0, k): S[k] for k in S} | {alph.letter(1, k): St[k] for k in S}
+    letters_of_symbol = {sym: [x] for x, sym in symbol.items()}
     out = {}
-    for pair, x in letter_of.items():
+    for k in trainable:
+        for kind, sym in ((0, S[k]), (1, St[k])):
+            expr = sp.expand(rows[sym])
+            out[alph.letter(kind, k)] = (sym, expr, _terms(expr, letters_of_symbol))
+    return out
+
+
+#: flows of the parameterizations whose letters are products ``L Rᵀ`` of factor matrices
+_FACTOR_FLOWS = {"tied": _tied_flow, "untied": _untied_flow}
+
+
+def _derive_factored(alph, trainable):
+    """Tied and untied letters ``Z = L Rᵀ``: product rule, then re-pair factors into letters."""
+    letters, rows = _FACTOR_FLOWS[alph.parameterization](alph.K, trainable)
+    letter_of = {pair: alph.letter(kind, k) for (k, kind), pair in letters.items()}
+    out = {}
+    for (left, right), x in letter_of.items():
         if int(alph.index_of[x]) + 1 not in trainable:
             continue
-        left, right = pair
-        d = rows[left] * right + left * rows[right]   # product rule
-        expr = sp.expand(d)
-        sym = _nc(alph.names[x] if parameterization != "tied" else f"S{x + 1}")
+        expr = sp.expand(rows[left] * right + left * rows[right])   # product rule
         paired = _pair_terms(expr, letter_of)
         display = sum((c * sp.Mul(*[_nc(_display_name(alph, y)) for y in rep])
                        for c, rep in paired), sp.Integer(0))
-        out[x] = (sym, display, tuple(_collect(paired)))
+        out[x] = (_nc(_display_name(alph, x)), display, tuple(_collect(paired)))
     return out
 
 
 def _display_name(alph, x):
+    """Printed name of a letter (tied ``S1``; otherwise the letter's label name)."""
     return alph.names[x] if alph.parameterization != "tied" else f"S{x + 1}"
 
 

@@ -37,18 +37,33 @@ the observables by exact matrix flows extrapolated in ``1/d'``
 (:func:`stitch`): ``mu_best``, ``error_estimate_best``, ``method_best``.
 """
 
-from __future__ import annotations
-
 import logging
-import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.extrapolation import LADDER_BLOWUP, validity
+from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.progress import Progress
+from hierarchy.core.resources import (
+    MEMORY_FRACTION,
+    TRAJECTORY_COPIES,
+    available_memory_bytes,
+)
+from hierarchy.models.attention import continuation
+from hierarchy.models.attention.build import build_arguments
+from hierarchy.models.attention.coefficients import coefficients_from_config
+from hierarchy.models.attention.compiled import build
+from hierarchy.models.attention.extrapolation import (
+    LADDER_BLOWUP,
+    estimate_radius,
+    extrapolate_across_degrees,
+    validity,
+)
+from hierarchy.models.attention.initial import initial_matrices, initial_moments
+from hierarchy.models.attention.variants import TIME_VARIABLE, VARIANTS
+from hierarchy.ode.integrate import SolveInterrupted
 
 PLOT_FILE = "observables.png"
 TRUNCATION_WARNING = 1e-2
@@ -56,23 +71,13 @@ TRUNCATION_WARNING = 1e-2
 LADDER_RTOL_FACTOR = 10.0
 METHODS_BEST = ("extrapolation", "matrix-flow", "none")
 log = logging.getLogger(__name__)
-TIME_VARIABLE = {"tied": "t", "untied": "tau", "direct": "t"}
-
-
-def _solver_for(config, degree=None):
-    from hierarchy.ode.solver import build
-
-    model, hier = config["model"], config["hierarchy"]
-    return build(model["parameterization"], int(model["K"]), list(model["trainable"]),
-                 int(degree or hier["degree"]), observables=tuple(hier.get("observables", ())))
 
 
 def _coefficients_for(field, config):
-    from hierarchy.models.attention.coefficients import coefficients_from_config
-    from hierarchy.models.attention.initial import initial_matrices
-
+    """The coefficient function of ``[loss]`` on ``field`` (untied: at the initial means)."""
     gaussian = config.get("init", {}).get("source", "gaussian") == "gaussian"
-    mats = initial_matrices(config) if gaussian and field.parameterization == "untied" else None
+    needs_means = VARIANTS[field.parameterization].matrices_per_index == 2  # untied: U, V
+    mats = initial_matrices(config) if gaussian and needs_means else None
     return coefficients_from_config(field, config, mats)
 
 
@@ -92,7 +97,8 @@ def plot_observables(path, result, labels, time_name="t", title="", curves=None,
     answer, the continuation); the region from ``beyond_from`` on is shaded "beyond validity
     horizon", and ``unchecked`` shades all of it as "unchecked (no error estimate)".
     """
-    from hierarchy.core.plotting import make_observables_figure, save_figure
+    # matplotlib is imported only when a figure is drawn (it is slow to import)
+    from hierarchy.models.attention.plotting import make_observables_figure, save_figure
 
     stopped = result.status != 0 and result.t.size
     fig = make_observables_figure(result.t, {label: result[label] for label in labels},
@@ -174,18 +180,15 @@ def horizon_labels(solver, config):
 
 def _ladder_solver(config, solver, degree):
     """The degree-``degree`` solver of the ladder (``hierarchy.observables`` that fit)."""
-    from hierarchy.ode.solver import build
-
     if degree == solver.degree:
         return solver
-    model = config["model"]
-    observables = tuple(label for label in config["hierarchy"].get("observables", ())
-                        if len(solver.words[solver.index(label)]) <= degree)
-    return build(model["parameterization"], int(model["K"]), list(model["trainable"]), degree,
-                 observables=observables)
+    arguments = build_arguments(config, degree)
+    arguments["observables"] = tuple(label for label in arguments["observables"]
+                                     if len(solver.words[solver.index(label)]) <= degree)
+    return build(**arguments)
 
 
-def solve_ladder(config, solver, mu0, t_eval, top=None, progress=False, runs=None):
+def solve_ladder(config, solver, mu0, t_eval, top=None, progress=None, runs=None):
     """Solve every degree from ``solve.min_degree`` to ``M`` from the same start.
 
     Each degree runs with the blow-up guard :data:`LADDER_BLOWUP` (high-degree words are large
@@ -196,23 +199,24 @@ def solve_ladder(config, solver, mu0, t_eval, top=None, progress=False, runs=Non
     ----------
     config : dict
         A validated config.
-    solver : hierarchy.ode.solver.Solver
+    solver : hierarchy.models.attention.compiled.Solver
         The degree-``M`` solver; ``mu0`` its initial state.
     t_eval : numpy.ndarray
         The output times.
-    top : SolveResult, optional
+    top : hierarchy.core.trajectory.Trajectory, optional
         The degree-``M`` run, reused when it reached every output time.
-    progress : bool
-        A line per degree on stderr.
+    progress : hierarchy.core.progress.Progress, optional
+        Gets a line per degree; None reports nothing.
     runs : list, optional
         Filled as the degrees finish (so an interrupt leaves the finished ones in it).
 
     Returns
     -------
-    list of (Solver, SolveResult)
+    list of (Solver, Trajectory)
         One pair per degree, increasing.
     """
     settings = config["solve"]
+    progress = Progress.quiet() if progress is None else progress
     runs = [] if runs is None else runs
     degrees = list(range(int(settings["min_degree"]), solver.degree + 1))
     for k, degree in enumerate(degrees, 1):
@@ -228,10 +232,9 @@ def solve_ladder(config, solver, mu0, t_eval, top=None, progress=False, runs=Non
                               rtol=float(settings["rtol"]), atol=float(settings["atol"]),
                               blowup=LADDER_BLOWUP)
         runs.append((lower, run))
-        if progress:
-            note = "" if run.success else f" ({run.message})"
-            print(f"[{k}/{len(degrees)}] extrapolation: degree {degree}: {len(lower)} words, "
-                  f"{time.perf_counter() - start:.2f} s{note}", file=sys.stderr, flush=True)
+        note = "" if run.success else f" ({run.message})"
+        progress.line(f"[{k}/{len(degrees)}] extrapolation: degree {degree}: {len(lower)} words, "
+                      f"{time.perf_counter() - start:.2f} s{note}")
     return runs
 
 
@@ -293,8 +296,6 @@ def hierarchy_answer(config, solver, result, runs, t_eval):
     degree_m = _padded(result, t_eval.size)
     if not runs:
         return {"answer": degree_m, "error": None, "arrays": {}, "radius": None, "degrees": []}
-    from hierarchy.models.attention.extrapolation import estimate_radius, extrapolate_across_degrees
-
     ladder = stack_words(runs, solver.labels, t_eval.size)
     single = _single_degree(ladder)
     estimate, error = extrapolate_across_degrees(
@@ -399,10 +400,9 @@ def _continuation_arguments(config, field, labels, t_eval):
     settings = config["solve"]
     if settings.get("continuation", "") != "matrix-flow":
         return None
-    from hierarchy.models.attention.continuation import check_continuation_arguments
-
     draws = list(settings.get("continuation_draws") or []) or None
-    check_continuation_arguments(field, labels, t_eval, list(settings["continuation_dims"]), draws)
+    continuation.check_continuation_arguments(field, labels, t_eval,
+                                              list(settings["continuation_dims"]), draws)
     return {"dims": list(settings["continuation_dims"]), "draws": draws}
 
 
@@ -417,8 +417,6 @@ def check_run_fits(config, n_words):
     HierarchyError
         Naming ``solve.points``, with the largest count that fits, before any solve.
     """
-    from hierarchy.config.loader import MEMORY_FRACTION, TRAJECTORY_COPIES, available_memory_bytes
-
     settings = config["solve"]
     ladder = 0
     if settings["extrapolate"] or settings["check_truncation"]:
@@ -435,7 +433,7 @@ def check_run_fits(config, n_words):
             "hierarchy.degree)", field="solve.points")
 
 
-def run_solve(config, out_dir):
+def run_solve(config, out_dir, progress=None):
     """Solve the hierarchy of a validated config and write the result files.
 
     Parameters
@@ -444,6 +442,9 @@ def run_solve(config, out_dir):
         A validated config (:func:`hierarchy.config.loader.load_config`).
     out_dir : str or path-like
         Output folder (created if missing).
+    progress : hierarchy.core.progress.Progress, optional
+        Reports the integration, the ladder and the continuation (the CLI passes
+        ``Progress()`` or ``Progress.quiet()``); None reports nothing.
 
     Returns
     -------
@@ -467,23 +468,19 @@ def run_solve(config, out_dir):
         (``complete: false``, the summary's ``interrupted`` says where), unless the interrupt
         came before the solve started.
     """
-    from hierarchy.models.attention.initial import initial_moments
-    from hierarchy.core.io import interruptible
-    from hierarchy.ode.solver import SolveInterrupted
-
-    solver = _solver_for(config)
+    progress = Progress.quiet() if progress is None else progress
+    solver = build(**build_arguments(config))
     field = solver.field
     check_run_fits(config, len(solver.labels))
-    if len(solver.labels) > MANY_WORDS and not os.environ.get("HIERARCHY_QUIET"):
-        print(f"initial moments of {len(solver.labels)} words ({config['init']['source']})...",
-              file=sys.stderr, flush=True)
+    if len(solver.labels) > MANY_WORDS:
+        progress.line(f"initial moments of {len(solver.labels)} words "
+                      f"({config['init']['source']})...")
     mu0 = initial_moments(field, config)
     coefficients = _coefficients_for(field, config)
     settings = config["solve"]
     t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
     horizon = horizon_labels(solver, config)
-    continuation = _continuation_arguments(config, field, horizon, t_eval)
-    progress = not os.environ.get("HIERARCHY_QUIET")
+    continuation_settings = _continuation_arguments(config, field, horizon, t_eval)
     out = Path(out_dir)
     with interruptible():
         try:
@@ -515,8 +512,9 @@ def run_solve(config, out_dir):
                            convergence_radius_estimate=found["radius"])
             methods, cont = None, None
             stage = "during the matrix-flow continuation"
-            if continuation is not None:
-                cont = _continue(config, field, horizon, t_eval, continuation, progress, summary)
+            if continuation_settings is not None:
+                cont = _continue(config, field, horizon, t_eval, continuation_settings, progress,
+                                 summary)
                 answer, error, methods = stitch(t_eval, solver.labels, answer, error, cont,
                                                 float(settings["tolerance"]))
                 arrays.update(mu_best=answer, error_estimate_best=error, method_best=methods,
@@ -555,11 +553,9 @@ def continuation_arrays(cont, labels):
 
 
 def _continue(config, field, labels, t_eval, arguments, progress, summary):
-    from hierarchy.models.attention.continuation import continue_by_matrix_flows
-
-    cont = continue_by_matrix_flows(config, field, labels, t_eval, dims=arguments["dims"],
-                                    draws=arguments["draws"], seed=int(config["init"]["seed"]),
-                                    progress=progress)
+    cont = continuation.continue_by_matrix_flows(
+        config, field, labels, t_eval, dims=arguments["dims"], draws=arguments["draws"],
+        seed=int(config["init"]["seed"]), progress=progress)
     summary["continuation"] = cont.summary()
     return cont
 
@@ -595,7 +591,7 @@ def solve_summary(solver, result, interrupted=None):
         "kernel": solver.form,
         "words": len(solver),
         "time_variable": TIME_VARIABLE[solver.parameterization],
-        "status": result.status,
+        "status": int(result.status),
         "message": result.message,
         "interrupted": interrupted,
         "diverged_labels": result.diverged_labels,
@@ -615,8 +611,6 @@ def _write(out, config, solver, result, summary, complete, arrays=None, t_eval=N
     is padded with NaN past a stop of the degree-``M`` run; without it the extra arrays
     (``(T, n)``) are cut to the times the degree-``M`` run reached, as ``mu`` is.
     """
-    from hierarchy.core.io import write_result
-
     t, mu = result.t, result.mu
     if arrays and t_eval is not None and t.size < t_eval.size:
         if config["solve"]["extrapolate"]:

@@ -12,25 +12,28 @@ Online SGD of the untied model ``M_k = U_kV_kᵀ`` moves on two clocks:
   coefficient function of :func:`hierarchy.models.attention.coefficients.make_coefficients`, which evaluates
   ``a⁽ʳ⁾`` and the effective bias ``β`` at the slaved mean ``m*(q(τ))`` (eq. 29–30).
 
-:func:`solve_two_timescale` runs both and returns one :class:`TwoTimescaleTrajectory` with
-each time axis and its map to SGD steps. The slow phase warm-starts the slaved mean at the
+:func:`solve_two_timescale` runs both and returns one
+:class:`~hierarchy.core.trajectory.Trajectory` of the slow phase that carries the fast one
+(:func:`two_timescale_trajectory`), with each time axis and its map to SGD steps. The slow phase warm-starts the slaved mean at the
 fast phase's limit, so the critical point the fast phase selected is the one followed.
 :func:`compare_with_sgd` runs untied SGD from the same matrices and compares the means on
 the fast scale and the moments on the slow scale.
 """
 
-from __future__ import annotations
-
-import dataclasses
-
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention.moments import untied_means as initial_means  # noqa: F401  (m_k of the start)
+from hierarchy.models.attention.recovery import integrate as integrate_hierarchy
+from hierarchy.models.attention.variants import VARIANTS
+from hierarchy.ode.integrate import integrate
+from hierarchy.sgd.simulate import simulate
+
+UNTIED = VARIANTS["untied"].name
 
 
 def _check_untied(coefficients):
-    if getattr(coefficients, "parameterization", None) != "untied":
+    if getattr(coefficients, "parameterization", None) != UNTIED:
         raise HierarchyError("the two-timescale solver needs the untied coefficient function "
                              "(hierarchy.models.attention.coefficients.make_coefficients on an untied field)",
                              field="model.parameterization")
@@ -42,31 +45,6 @@ def _bias_scales(coefficients, mu0):
     mu0 = np.asarray(mu0, dtype=float)
     return np.array([mu0[field.index(f"A{k}")] + mu0[field.index(f"B{k}")]
                      for k in field.trainable])
-
-
-@dataclasses.dataclass
-class FastPhase:
-    """The fast relaxation of the means with frozen moments (eq. 28).
-
-    Attributes
-    ----------
-    t : ndarray (T,)
-        Fast time ``t = nα``.
-    m : ndarray (T, K)
-        Means of every index (the teacher's are constant).
-    m_star : ndarray (K,)
-        The limit ``m*(q(0))`` found by Newton from the end of the run.
-    converged : bool
-        Whether ``m(t_final)`` is within ``tol`` of ``m*``.
-    relaxation_time : float
-        ``1/(D λ_min)`` at ``m*`` (``λ_min`` the smallest eigenvalue of ``∂²Φ/∂m_𝒦²``).
-    """
-
-    t: np.ndarray
-    m: np.ndarray
-    m_star: np.ndarray
-    converged: bool
-    relaxation_time: float
 
 
 def _mean_curvature(coefficients, m, q1, q2, h=1e-5):
@@ -103,10 +81,19 @@ def fast_phase(coefficients, mu0, m0, t_final=None, points=201, tol=1e-8, rtol=1
 
     Returns
     -------
-    FastPhase
-    """
-    from scipy.integrate import solve_ivp
+    hierarchy.core.trajectory.Trajectory
+        The fast phase: ``t`` the fast time ``t = nα``; ``y`` (also ``m``), shape (T, K),
+        the means of every index (labels ``m1``, ``m2``, ...; the teacher's are constant).
+        ``info``: ``m_star`` (K,), the limit ``m*(q(0))`` found by Newton from the end of
+        the run; ``converged``, whether ``m(t_final)`` is within ``tol`` of ``m*``;
+        ``relaxation_time``, ``1/(D λ_min)`` at ``m*`` (``λ_min`` the smallest eigenvalue of
+        ``∂²Φ/∂m_𝒦²``).
 
+    Raises
+    ------
+    HierarchyError
+        The integration failed (naming ``solve``), or the coefficients are not untied.
+    """
     _check_untied(coefficients)
     q1, q2 = coefficients.overlaps(mu0)
     D = _bias_scales(coefficients, mu0)
@@ -119,77 +106,59 @@ def fast_phase(coefficients, mu0, m0, t_final=None, points=201, tol=1e-8, rtol=1
     if t_final is None:
         t_final = 25.0 * relaxation
 
-    def rhs(t, y):
+    def means(y):
+        """All the means, from the trainable ones ``y`` (the teacher's fixed)."""
         m = m_start.copy()
         m[trainable] = y
-        return -D * coefficients.fast_gradient(m, q1, q2)[trainable]
+        return m
+
+    def rhs(t, y):
+        return -D * coefficients.fast_gradient(means(y), q1, q2)[trainable]
 
     t_eval = np.linspace(0.0, float(t_final), int(points))
-    sol = solve_ivp(rhs, (0.0, float(t_final)), m_start[trainable], t_eval=t_eval,
-                    method="LSODA", rtol=rtol, atol=atol)
-    if not sol.success:
-        raise HierarchyError(f"the fast phase failed: {sol.message}", field="solve")
-    m = np.tile(m_start, (sol.t.size, 1))
-    m[:, trainable] = sol.y.T
+    labels = [f"m{k}" for k in range(1, m_start.size + 1)]
+    fast = integrate(rhs, m_start[trainable], (0.0, float(t_final)), t_eval=t_eval,
+                     method="LSODA", rtol=rtol, atol=atol, blowup=None, observe=means,
+                     labels=labels, subject="the fast phase")
+    if not fast.success:
+        raise HierarchyError(f"the fast phase failed: {fast.message}", field="solve")
     # the limit: Newton from where the flow ended (selects the basin the flow entered)
-    m_star = coefficients.mean_star(q1, q2, start=m[-1])
-    gap = float(np.max(np.abs(m[-1] - m_star)))
-    converged = gap <= tol * (1.0 + float(np.max(np.abs(m_star))))
-    return FastPhase(sol.t, m, m_star, converged, relaxation)
+    m_star = coefficients.mean_star(q1, q2, start=fast.y[-1])
+    gap = float(np.max(np.abs(fast.y[-1] - m_star)))
+    fast.columns["m"] = fast.y
+    fast.info.update(m_star=m_star, relaxation_time=relaxation,
+                     converged=gap <= tol * (1.0 + float(np.max(np.abs(m_star)))))
+    return fast
 
 
-@dataclasses.dataclass
-class TwoTimescaleTrajectory:
-    """Both phases of the untied dynamics and their maps to SGD steps.
+def two_timescale_trajectory(fast, slow, m, d, learning_rate):
+    """The slow-phase trajectory carrying the fast phase and the maps to SGD steps.
 
-    Attributes
+    Parameters
     ----------
-    fast : FastPhase
-        Means on the fast clock ``t = nα``.
-    tau : ndarray (S,)
-        Slow time ``τ = nα/d``.
-    mu : ndarray (S, n)
-        Moments on the slow clock, columns aligned with ``labels``.
-    m : ndarray (S, K)
-        Slaved means ``m*(q(τ))``.
-    labels : list of str
-    d, learning_rate : float
+    fast : hierarchy.core.trajectory.Trajectory
+        The fast phase (:func:`fast_phase`), on the fast clock ``t = nα``.
+    slow : hierarchy.core.trajectory.Trajectory
+        The moments on the slow clock ``τ = nα/d`` (its ``t``).
+    m : numpy.ndarray, shape (S, K)
+        Slaved means ``m*(q(τ))`` at the slow output times.
+    d, learning_rate : number
         For the step maps.
-    status, message : int, str
-        Of the slow solve (0: reached the end).
+
+    Returns
+    -------
+    hierarchy.core.trajectory.Trajectory
+        ``slow`` with columns ``m``, ``tau`` (the slow time, as ``t``) and ``slow_steps``
+        (``n = τ d/α``), and info ``fast``, ``d``, ``learning_rate``, ``fast_steps`` (SGD
+        steps of the fast output times, ``n = t/α``) and ``scale_ratio`` (the fast relaxation
+        time over the slow unit, in steps: ``t_relax/α`` vs ``d/α``).
     """
-
-    fast: FastPhase
-    tau: np.ndarray
-    mu: np.ndarray
-    m: np.ndarray
-    labels: list
-    d: int
-    learning_rate: float
-    status: int
-    message: str
-
-    @property
-    def fast_steps(self):
-        """SGD steps of the fast output times: ``n = t/α``."""
-        return self.fast.t / self.learning_rate
-
-    @property
-    def slow_steps(self):
-        """SGD steps of the slow output times: ``n = τ d/α``."""
-        return self.tau * self.d / self.learning_rate
-
-    @property
-    def scale_ratio(self):
-        """Fast relaxation time over the slow unit, in steps: ``t_relax/α`` vs ``d/α``."""
-        return self.fast.relaxation_time / self.d
-
-    def __getitem__(self, label):
-        try:
-            return self.mu[:, self.labels.index(label)]
-        except ValueError:
-            raise HierarchyError(f"{label!r} is not a word of this trajectory",
-                                 field="label") from None
+    d, learning_rate = int(d), float(learning_rate)
+    slow.columns.update(m=np.asarray(m), tau=slow.t, slow_steps=slow.t * d / learning_rate)
+    slow.info.update(fast=fast, d=d, learning_rate=learning_rate,
+                     fast_steps=fast.t / learning_rate,
+                     scale_ratio=fast.info["relaxation_time"] / d)
+    return slow
 
 
 def slaved_means(coefficients, mu, start):
@@ -210,7 +179,8 @@ def solve_two_timescale(solver, coefficients, mu0, m0, tau_final, *, d, learning
 
     Parameters
     ----------
-    solver : hierarchy.ode.solver.Solver or hierarchy.models.attention.operators.Field
+    solver : hierarchy.models.attention.compiled.Solver or
+             hierarchy.models.attention.operators.Field
         The compiled untied field (or the numpy field, see
         :func:`hierarchy.models.attention.recovery.integrate`).
     coefficients : hierarchy.models.attention.coefficients.UntiedCoefficients
@@ -226,21 +196,20 @@ def solve_two_timescale(solver, coefficients, mu0, m0, tau_final, *, d, learning
 
     Returns
     -------
-    TwoTimescaleTrajectory
+    hierarchy.core.trajectory.Trajectory
+        The slow phase (see :func:`two_timescale_trajectory`).
     """
-    from hierarchy.models.attention.recovery import integrate
-
     _check_untied(coefficients)
-    if solver.parameterization != "untied":
+    if solver.parameterization != UNTIED:
         raise HierarchyError("solve_two_timescale needs an untied solver",
                              field="model.parameterization")
     fast = fast_phase(coefficients, mu0, m0, t_final=fast_t_final, points=fast_points)
     coefficients.m_star = fast.m_star.copy()  # the branch the fast phase selected
     tau = np.linspace(0.0, float(tau_final), int(points))
-    result = integrate(solver, mu0, tau, coefficients, method=method, rtol=rtol, atol=atol)
+    result = integrate_hierarchy(solver, mu0, tau, coefficients, method=method, rtol=rtol,
+                                 atol=atol)
     m = slaved_means(coefficients, result.mu, fast.m_star)
-    return TwoTimescaleTrajectory(fast, result.t, result.mu, m, list(solver.labels), int(d),
-                                  float(learning_rate), result.status, result.message)
+    return two_timescale_trajectory(fast, result, m, d, learning_rate)
 
 
 def compare_with_sgd(trajectory, problem, mats, field, *, seeds=(0,), engine="cython",
@@ -252,8 +221,9 @@ def compare_with_sgd(trajectory, problem, mats, field, *, seeds=(0,), engine="cy
 
     Parameters
     ----------
-    trajectory : TwoTimescaleTrajectory
-    problem : hierarchy.sgd.run.Problem
+    trajectory : hierarchy.core.trajectory.Trajectory
+        From :func:`solve_two_timescale`.
+    problem : hierarchy.models.attention.sgd_problem.Problem
         Untied, with ``problem.d`` and ``problem.learning_rate`` equal to the trajectory's.
     mats : list of (U_k, V_k)
         The initial matrices the hierarchy's ``μ(0)`` and ``m(0)`` came from.
@@ -270,9 +240,7 @@ def compare_with_sgd(trajectory, problem, mats, field, *, seeds=(0,), engine="cy
         of the seed-mean difference, per index); ``slow``: ``tau``, ``labels``, ``mu_ode``,
         ``mu_sgd`` (seeds, S, len(labels)), ``error`` per label.
     """
-    from hierarchy.sgd.run import simulate
-
-    if problem.parameterization != "untied":
+    if problem.parameterization != UNTIED:
         raise HierarchyError("compare_with_sgd needs an untied SGD problem",
                              field="model.parameterization")
     if problem.d != trajectory.d or problem.learning_rate != trajectory.learning_rate:

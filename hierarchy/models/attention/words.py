@@ -32,10 +32,7 @@ from math import gcd
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-
-PARAMETERIZATIONS = ("tied", "untied", "direct")
-_KINDS = {"tied": ("",), "untied": ("M", "Mt", "A", "B"), "direct": ("S", "St")}
-_TRANSPOSED_KIND = {"tied": (0,), "untied": (1, 0, 2, 3), "direct": (1, 0)}
+from hierarchy.models.attention.variants import PARAMETERIZATIONS, VARIANTS
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,12 @@ class Alphabet:
 
     def letter(self, kind, k):
         """Letter of the given kind (0-based) and 1-based index ``k``."""
-        return len(_KINDS[self.parameterization]) * (k - 1) + kind
+        return self.kinds_per_index * (k - 1) + kind
+
+    @property
+    def kinds_per_index(self):
+        """Number of letter kinds per index (tied 1, untied 4, direct 2)."""
+        return len(VARIANTS[self.parameterization].letter_kinds)
 
 
 @lru_cache(maxsize=None)
@@ -79,11 +81,12 @@ def alphabet(parameterization, K):
     check_parameterization(parameterization)
     if not isinstance(K, (int, np.integer)) or isinstance(K, bool) or K < 1:
         raise HierarchyError(f"K must be an integer >= 1, got {K!r}", field="model.K")
-    kinds = _KINDS[parameterization]
+    variant = VARIANTS[parameterization]
+    kinds = variant.letter_kinds
     n = len(kinds)
     letters = np.arange(n * K)
     index_of, kind_of = letters // n, letters % n
-    transpose = n * index_of + np.array(_TRANSPOSED_KIND[parameterization])[kind_of]
+    transpose = n * index_of + np.array(variant.transposed_kind)[kind_of]
     names = tuple(f"{kinds[c]}{i + 1}" for i, c in zip(index_of, kind_of))
     for arr in (transpose, index_of, kind_of):
         arr.setflags(write=False)
@@ -91,6 +94,13 @@ def alphabet(parameterization, K):
 
 
 def check_parameterization(parameterization):
+    """Refuse a parameterization that is not a row of :data:`VARIANTS`.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``model.parameterization`` and the allowed values.
+    """
     if parameterization not in PARAMETERIZATIONS:
         raise HierarchyError(
             f"parameterization must be one of {', '.join(PARAMETERIZATIONS)}; "

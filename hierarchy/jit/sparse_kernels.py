@@ -40,18 +40,21 @@ Both forms export the same functions: ``rhs(mu, kappa, out)`` and
 from __future__ import annotations
 
 import hashlib
-import importlib.resources
+import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sps
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.jit.render import render_template
 
-_CODE_TYPES = ((np.uint8, "unsigned char"), (np.uint16, "unsigned short"), (np.int32, "int"))
-_COLUMN_TYPES = ((np.uint16, "unsigned short"), (np.int32, "int"))
-_TYPE_CODES = {"unsigned char": "B", "unsigned short": "H", "int": "il"}  # buffer formats
+#: (numpy dtype, C type) of the entry codes, smallest first: the first that holds them all
+CODE_TYPES = ((np.uint8, "unsigned char"), (np.uint16, "unsigned short"), (np.int32, "int"))
+#: (numpy dtype, C type) of the entry columns, smallest first (tests force the wide one)
+COLUMN_TYPES = ((np.uint16, "unsigned short"), (np.int32, "int"))
+#: C type -> the buffer format characters the table kernel accepts for it
+TYPE_CODES = {"unsigned char": "B", "unsigned short": "H", "int": "il"}
 STACK_PAIRS = 2048  # weight tables up to this size live on the stack, larger ones are malloc'd
 KERNELS = ("auto", "unrolled", "table")
 UNROLL_LIMIT = 1000  # total operator entries; above, unrolling costs more compile time than it saves
@@ -67,7 +70,7 @@ class GeneratedKernel:
     source : str
         Cython source of the module.
     name_hint : str
-        Readable module-name prefix (``rhs_tied_K2_t1_M8_table``).
+        Readable module-name prefix (``rhs_<parameterization>_K2_t1_M8_table``).
     form : str
         ``"unrolled"`` or ``"table"``.
     tables : dict of str -> numpy.ndarray
@@ -78,45 +81,6 @@ class GeneratedKernel:
     name_hint: str
     form: str
     tables: dict
-
-
-# ----------------------------------------------------------------------------- templates
-
-def template_text(name):
-    """Text of ``templates/<name>``: the installed package data, else the repository folder."""
-    try:
-        resource = importlib.resources.files("hierarchy.templates") / name
-        if resource.is_file():
-            return resource.read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError):
-        pass
-    path = Path(__file__).resolve().parents[2] / "templates" / name
-    if not path.is_file():
-        raise HierarchyError(f"kernel template {name} is missing from the installation",
-                             field="templates")
-    return path.read_text(encoding="utf-8")
-
-
-def render_template(template_name, **context):
-    """Render ``templates/<template_name>`` with jinja2 (strict: an unknown name is an error).
-
-    Parameters
-    ----------
-    template_name : str
-    **context
-        The template's variables.
-
-    Returns
-    -------
-    str
-        The generated source.
-    """
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.FunctionLoader(template_text),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True)
-    return env.get_template(template_name).render(**context)
 
 
 # ----------------------------------------------------------------------------- structure
@@ -170,8 +134,8 @@ def _tables(row, col, coef, val, jpos, n):
     pairs = np.stack([coef.astype(np.float64), val], axis=1) if row.size else np.zeros((0, 2))
     distinct, codes = np.unique(pairs, axis=0, return_inverse=True)
     codes = codes.ravel()
-    code_dtype, code_ctype = _smallest_type(_CODE_TYPES, distinct.shape[0])
-    col_dtype, col_ctype = _smallest_type(_COLUMN_TYPES, n)
+    code_dtype, code_ctype = _smallest_type(CODE_TYPES, distinct.shape[0])
+    col_dtype, col_ctype = _smallest_type(COLUMN_TYPES, n)
     row_ptr = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(row, minlength=n), out=row_ptr[1:])
     tables = {
@@ -237,6 +201,7 @@ def describe(field):
 
 
 def name_hint(field, form):
+    """Readable module-name prefix of a field's kernel: model, K, trainable, degree, form."""
     trainable = "".join(str(k) for k in field.trainable)
     return f"rhs_{field.parameterization}_K{field.K}_t{trainable}_M{field.degree}_{form}"
 
@@ -284,8 +249,8 @@ def generate(field, kernel="auto"):
         digest = hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes()
                                          for a in kernel_tables.values())).hexdigest()
         source = render_template("rhs_table.pyx.j2", code_ctype=code_ctype,
-                         code_codes=_TYPE_CODES[code_ctype], col_ctype=col_ctype,
-                         col_codes=_TYPE_CODES[col_ctype], n_entries=int(row.size),
+                         code_codes=TYPE_CODES[code_ctype], col_ctype=col_ctype,
+                         col_codes=TYPE_CODES[col_ctype], n_entries=int(row.size),
                          n_pairs=int(kernel_tables["pair_value"].size),
                          stack_pairs=int(kernel_tables["pair_value"].size) <= STACK_PAIRS,
                          tables_sha256=digest, **context)
@@ -295,12 +260,32 @@ def generate(field, kernel="auto"):
 TABLE_NAMES = ("row_ptr", "cols", "codes", "pair_coef", "pair_value", "jpos")
 
 
+TABLES_ATTACHED = "__hierarchy_tables_attached__"  # module attribute set by attach
+_attach_lock = threading.Lock()
+
+
 def attach(module, tables):
     """Hand the load-time tables to a compiled kernel module, once.
 
     No-op for unrolled kernels and for a table kernel whose tables are installed already
     (replacing them could free arrays another thread is reading).
+
+    Parameters
+    ----------
+    module : module
+        A compiled kernel (``FORM`` is ``"unrolled"`` or ``"table"``).
+    tables : dict of str -> numpy.ndarray
+        :attr:`GeneratedKernel.tables` (or the same arrays read back from the cache).
+
+    Returns
+    -------
+    module
+        ``module``, ready to evaluate.
     """
-    if module.FORM == "table" and module._keep is None:
-        module.set_tables(*(np.ascontiguousarray(tables[name]) for name in TABLE_NAMES))
+    if module.FORM != "table":
+        return module
+    with _attach_lock:
+        if not getattr(module, TABLES_ATTACHED, False):
+            module.set_tables(*(np.ascontiguousarray(tables[name]) for name in TABLE_NAMES))
+            setattr(module, TABLES_ATTACHED, True)
     return module

@@ -1,0 +1,240 @@
+"""The subcommands of ``hierarchy``: each a function of the parsed arguments and the
+progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
+
+``solve`` runs the job of the config's model family (``family.run_solve``); ``sgd`` and
+``study`` run the shared jobs. The jobs are called through their modules
+(``sgd_job.run_sgd(...)``), so that replacing a module's function (as the tests do) takes.
+``show`` and ``generate`` take the attention family's model flags.
+"""
+
+from hierarchy.cli import listing
+from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
+from hierarchy.cli.parser import parse_index_list, parse_int
+from hierarchy.config import loader
+from hierarchy.core import registry
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention import compiled, display, operators
+from hierarchy.sgd import job as sgd_job
+from hierarchy.study import run as study_run
+
+# CLI flags of show/generate and the config fields they set.
+FLAG_FIELDS = {
+    "model.parameterization": "--parameterization",
+    "model.K": "--K",
+    "model.trainable": "--trainable",
+    "hierarchy.degree": "--degree",
+    "hierarchy.observables": "--observables",
+}
+
+# Values the study reads from one key while another section has its own key for them:
+# (the study's key, the key it takes its default from, the keys that set the study's value).
+STUDY_KEY_SOURCES = (
+    ("study.max_degree", "hierarchy.degree", ("study.max_degree", "study.degrees")),
+    ("study.seeds", "sgd.seeds", ("study.seeds",)),
+    ("sgd.d", "init.d", ("sgd.d",)),
+)
+
+
+def is_quiet(args):
+    """Whether ``--quiet`` was given (before or after the subcommand)."""
+    return bool(getattr(args, "quiet", False))
+
+
+# ---------------------------------------------------------------------------------------
+# show, generate
+
+
+def field_arguments(args):
+    """The validated ``build_field`` arguments of the model flags of show/generate.
+
+    Returns
+    -------
+    dict
+        ``parameterization``, ``K``, ``trainable``, ``degree``, ``observables`` (canonical).
+
+    Raises
+    ------
+    HierarchyError
+        A bad flag value, named by its flag (``--K``), not by its config field.
+    """
+    overrides = {
+        "model": {
+            "parameterization": args.parameterization,
+            "K": parse_int(args.K, "--K"),
+            "trainable": parse_index_list(args.trainable, "--trainable"),
+        },
+        "hierarchy": {
+            "degree": parse_int(args.degree, "--degree"),
+            "observables": args.observables.replace(",", " ").split(),
+        },
+    }
+    try:
+        cfg = loader.validate_config(loader.deep_merge(loader.DEFAULTS, overrides),
+                                     sections=("model", "hierarchy"))
+    except HierarchyError as error:
+        raise with_flag_names(error) from None
+    model, hierarchy = cfg["model"], cfg["hierarchy"]
+    return {"parameterization": model["parameterization"], "K": model["K"],
+            "trainable": model["trainable"], "degree": hierarchy["degree"],
+            "observables": hierarchy["observables"]}
+
+
+def with_flag_names(error):
+    """``error`` with its config field names replaced by the flags that set them."""
+    message = str(error)
+    for field, flag in FLAG_FIELDS.items():
+        message = message.replace(field, flag)
+    return HierarchyError(message, field=FLAG_FIELDS.get(error.field, error.field))
+
+
+def show(args, progress):
+    """``hierarchy show``: print the truncated equations."""
+    field = operators.build_field(**field_arguments(args), all_words=args.all_words)
+    if args.why is not None:
+        check_why(field, args.why)
+    print(display.render(field, args.format, why=args.why))
+
+
+def check_why(field, label):
+    """Refuse a ``--why`` label that is not a word of the system, in one line."""
+    try:
+        field.index(label)
+    except (HierarchyError, KeyError, ValueError, IndexError) as error:
+        message = " ".join(str(error).split())
+        raise HierarchyError(f"--why: {message or label + ' is not a word of this system'}",
+                             field="--why") from None
+
+
+def generate(args, progress):
+    """``hierarchy generate``: build (or find) a compiled solver; print its module and path."""
+    solver = compiled.build(**field_arguments(args), all_words=args.all_words)
+    name, path = module_name_and_path(solver)
+    print(f"{name} {path}")
+
+
+def module_name_and_path(solver):
+    """The importable module name and file of a built solver."""
+    module = getattr(solver, "module", None)
+    name = getattr(solver, "module_name", None) or getattr(module, "__name__", None)
+    path = getattr(solver, "path", None) or getattr(module, "__file__", None)
+    return name, path
+
+
+# ---------------------------------------------------------------------------------------
+# solve, sgd, study
+
+
+def solve(args, progress):
+    """``hierarchy solve``: the config's family solves and writes; exit 0, 1 or 3."""
+    config = loader.load_config(args.config)
+    family = registry.family_of(config)
+    summary = family.run_solve(config, args.out, progress) or {}
+    if not is_quiet(args) and summary.get("final"):
+        print(family.format_summary(summary))
+    if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
+        # A blow-up is a result, not bad input: the trajectory so far is on disk. With
+        # extrapolation the degree-M blow-up is not a failure: the validity decides.
+        report(f"{summary.get('message', 'the solve stopped early')}; the trajectory so far is "
+               f"kept in {args.out} (marked incomplete)")
+        return EXIT_INCOMPLETE
+    report_written(args)
+    if summary.get("beyond_horizon"):
+        report(family.horizon_line(summary))
+        return EXIT_BEYOND_HORIZON
+    return EXIT_OK
+
+
+def sgd(args, progress):
+    """``hierarchy sgd``: online SGD of every seed; exit 0, 1 (diverged) or 130."""
+    config = loader.load_config(args.config)
+    summary = sgd_job.run_sgd(config, args.out, resume=args.resume, progress=progress)
+    diverged = summary.get("diverged") if isinstance(summary, dict) else None
+    if diverged:
+        # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
+        report(f"{diverged['message']}; the rows before it are kept in {args.out} "
+               "(marked incomplete)")
+        return EXIT_INCOMPLETE
+    return finish_resumable(summary, args)
+
+
+def study(args, progress):
+    """``hierarchy study``: the truncation study of a config (or the embedded one)."""
+    config = study_config(args.config) if args.config is not None else None
+    extra = {"overwrite": True} if args.overwrite else {}  # a plain run's call stays as it was
+    summary = study_run.run_study(config, args.out, scheduler=args.scheduler,
+                                  resume=args.resume, quiet=is_quiet(args), progress=progress,
+                                  **extra)
+    return finish_resumable(summary, args)
+
+
+def study_config(path):
+    """The validated config of ``study CONFIG``, where no key is silently ignored.
+
+    The study's largest degree, seeds and dimension are ``study.max_degree`` (or the largest
+    of ``study.degrees``), ``study.seeds`` and ``sgd.d``. A file that sets only
+    ``hierarchy.degree``, ``sgd.seeds`` or ``init.d`` gets those values instead; one that
+    sets both keys of a pair to different values is refused.
+
+    Raises
+    ------
+    HierarchyError
+        Any bad value, or a pair that disagrees (one line naming both keys).
+    """
+    config = loader.load_config(path)
+    document = loader.read_toml(path)
+
+    def written(dotted):
+        section, key = dotted.split(".")
+        return isinstance(document.get(section), dict) and key in document[section]
+
+    overrides = {}
+    for study_key, source_key, study_keys in STUDY_KEY_SOURCES:
+        if not written(source_key):
+            continue
+        ours, theirs = _study_value(config, study_key), _study_value(config, source_key)
+        if not any(written(key) for key in study_keys):
+            section, key = study_key.split(".")
+            overrides.setdefault(section, {})[key] = theirs
+        elif ours != theirs:
+            shown = next(key for key in study_keys if written(key))
+            raise HierarchyError(
+                f"{shown} and {source_key} disagree ({ours} vs {theirs}): the study uses "
+                f"{study_key}; set one of them, or make them equal", field=shown)
+    return loader.load_config(path, overrides) if overrides else config
+
+
+def _study_value(config, dotted):
+    section, key = dotted.split(".")
+    if dotted == "study.max_degree":
+        return max(config["study"]["degrees"])
+    value = config[section][key]
+    return sorted(value) if isinstance(value, list) else value
+
+
+def finish_resumable(summary, args):
+    """Exit status of a run that may have stopped early and saved what it had."""
+    if isinstance(summary, dict) and summary.get("complete") is False:
+        raise KeyboardInterrupt  # reported by main() with the folder and exit status 130
+    report_written(args)
+    return EXIT_OK
+
+
+def report_written(args):
+    """``results written to DIR`` on stdout, unless ``--quiet``."""
+    if not is_quiet(args):
+        print(f"results written to {args.out}")
+
+
+# ---------------------------------------------------------------------------------------
+# list
+
+
+def list_solvers(args, progress):
+    """``hierarchy list``: the cached and generated solvers (:mod:`hierarchy.cli.listing`)."""
+    print(listing.solver_table())
+
+
+#: subcommand -> its handler
+HANDLERS = {"show": show, "generate": generate, "solve": solve, "sgd": sgd, "study": study,
+            "list": list_solvers}
+

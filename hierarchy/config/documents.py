@@ -1,0 +1,85 @@
+"""Config documents: reading a TOML file safely, merging nested tables, checking key names.
+
+Every failure is a one-line :class:`~hierarchy.core.errors.HierarchyError` naming the file or
+the field, never a traceback.
+"""
+
+import copy
+import pathlib
+import tomllib
+
+from hierarchy.config.fields import check_is_table, nearest, one_line
+from hierarchy.core.errors import HierarchyError
+
+
+def read_toml(path):
+    """Parse a TOML file; any failure is a one-line :class:`HierarchyError`."""
+    try:
+        raw = pathlib.Path(path).read_bytes()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise HierarchyError(f"config file {path}: cannot read it ({reason})",
+                             field="config") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise HierarchyError(
+            f"config file {path}: not UTF-8 text (byte {error.start}); a config is a TOML text "
+            "file", field="config") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # tomllib's message already carries "(at line L, column C)".
+        raise HierarchyError(f"config file {path}: malformed TOML: {one_line(str(error))}",
+                             field="config") from None
+
+
+def deep_merge(base, update):
+    """Return ``base`` with ``update`` merged in, recursively for nested dicts (copies)."""
+    merged = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def resolve_paths(document, folder, path_fields):
+    """Make the non-empty string fields ``path_fields`` (``(section, key)`` pairs) of a
+    document absolute, taking relative ones from ``folder`` (in place)."""
+    for section, key in path_fields:
+        table = document.get(section)
+        if isinstance(table, dict) and isinstance(table.get(key), str) and table[key]:
+            table[key] = str((pathlib.Path(folder) / table[key]).resolve())
+
+
+def check_known_keys(document, defaults):
+    """Refuse a section or key that ``defaults`` does not have, naming the nearest one.
+
+    Returns
+    -------
+    dict
+        ``document``, unchanged.
+    """
+    check_is_table(document, "config")
+    for section, table in document.items():
+        if section not in defaults:
+            raise HierarchyError(
+                f"unknown config section [{section}]{nearest(section, defaults)}; allowed: "
+                f"{', '.join(defaults)}", field=str(section))
+        check_is_table(table, f"[{section}]")
+        for key in table:
+            if key not in defaults[section]:
+                raise HierarchyError(
+                    f"unknown config key {section}.{key}{_key_hint(section, key, defaults)}; "
+                    f"allowed in [{section}]: {', '.join(defaults[section])}",
+                    field=f"{section}.{key}")
+    return document
+
+
+def _key_hint(section, key, defaults):
+    for other, table in defaults.items():
+        if other != section and key in table:
+            return f" (did you mean {other}.{key}?)"
+    return nearest(key, defaults[section])

@@ -1,0 +1,163 @@
+"""Typed readers of config fields, shared by the config loader and every family's validation.
+
+Each reader takes a config table (``section``), the table's name and a key, and returns the
+value converted to its type (``int``, ``float``, ``str``, a list) or raises a one-line
+:class:`~hierarchy.core.errors.HierarchyError` naming the field ``name.key`` and what is
+allowed.
+"""
+
+import difflib
+import math
+
+from hierarchy.core.errors import HierarchyError
+
+
+def is_real(value):
+    """True for a finite ``int`` or ``float`` (not a bool, not an integer beyond floats)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond the float range
+        return False
+
+
+def one_line(text):
+    """``text`` with every run of whitespace (newlines included) replaced by one space."""
+    return " ".join(str(text).split())
+
+
+def show(value):
+    """A short one-line ``repr`` of a value, for error messages."""
+    text = repr(value)
+    return one_line(text if len(text) <= 60 else text[:57] + "...")
+
+
+def nearest(name, candidates):
+    """``" (did you mean X?)"`` for the closest of ``candidates``, or ``""``."""
+    close = difflib.get_close_matches(str(name), list(candidates), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def check_is_table(value, field):
+    """Refuse a value that is not a TOML table (a dict)."""
+    if not isinstance(value, dict):
+        raise HierarchyError(f"{field} must be a table (got {show(value)})", field=field)
+
+
+def integer(section, name, key, minimum, maximum=None):
+    """``section[key]`` as an ``int`` in ``minimum..maximum`` (a float like ``3.0`` is 3)."""
+    value = section[key]
+    field = f"{name}.{key}"
+    allowed = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise HierarchyError(f"{field} must be an integer {allowed} (got {show(value)})",
+                             field=field)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise HierarchyError(f"{field} must be an integer {allowed} (got {show(value)})",
+                             field=field)
+    return value
+
+
+def real(section, name, key, minimum, strict):
+    """``section[key]`` as a finite ``float`` above (``strict``) or at least ``minimum``."""
+    value = section[key]
+    field = f"{name}.{key}"
+    relation = ">" if strict else ">="
+    if not is_real(value):
+        raise HierarchyError(
+            f"{field} must be a finite number {relation} {minimum:g} (got {show(value)})",
+            field=field)
+    if value < minimum or (strict and value == minimum):
+        what = "positive" if strict and minimum == 0 else f"{relation} {minimum:g}"
+        raise HierarchyError(f"{field} must be {what} (got {value:g})", field=field)
+    return float(value)
+
+
+def boolean(section, name, key):
+    """``section[key]``, which must be ``true`` or ``false``."""
+    value = section[key]
+    if not isinstance(value, bool):
+        raise HierarchyError(f"{name}.{key} must be true or false (got {show(value)})",
+                             field=f"{name}.{key}")
+    return value
+
+
+def string(section, name, key):
+    """``section[key]``, which must be a string."""
+    value = section[key]
+    if not isinstance(value, str):
+        raise HierarchyError(f"{name}.{key} must be a string (got {show(value)})",
+                             field=f"{name}.{key}")
+    return value
+
+
+def choice(section, name, key, allowed):
+    """``section[key]``, which must be one of the strings ``allowed``."""
+    value = string(section, name, key)
+    if value not in allowed:
+        raise HierarchyError(
+            f"{name}.{key} = {value!r} is not allowed{nearest(value, allowed)}; allowed: "
+            f"{' | '.join(allowed)}",
+            field=f"{name}.{key}",
+        )
+    return value
+
+
+def _list(section, name, key, kind):
+    value = section[key]
+    if not isinstance(value, (list, tuple)):
+        raise HierarchyError(f"{name}.{key} must be a list of {kind} (got {show(value)})",
+                             field=f"{name}.{key}")
+    return list(value)
+
+
+def int_list(section, name, key):
+    """``section[key]`` as a list of ``int``."""
+    out = []
+    for value in _list(section, name, key, "integers"):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise HierarchyError(
+                f"{name}.{key} must be a list of integers (got entry {show(value)})",
+                field=f"{name}.{key}")
+        out.append(value)
+    return out
+
+
+def float_list(section, name, key):
+    """``section[key]`` as a list of finite ``float``."""
+    values = _list(section, name, key, "numbers")
+    for value in values:
+        if not is_real(value):
+            raise HierarchyError(
+                f"{name}.{key} must be a list of finite numbers (got entry {show(value)})",
+                field=f"{name}.{key}")
+    return [float(v) for v in values]
+
+
+def str_list(section, name, key):
+    """``section[key]``, which must be a list of strings."""
+    values = _list(section, name, key, "strings")
+    for value in values:
+        if not isinstance(value, str):
+            raise HierarchyError(
+                f"{name}.{key} must be a list of strings (got entry {show(value)})",
+                field=f"{name}.{key}")
+    return values
+
+
+def seeds(section, name):
+    """``section["seeds"]``: a non-empty list of distinct integers >= 0."""
+    values = int_list(section, name, "seeds")
+    field = f"{name}.seeds"
+    if not values:
+        raise HierarchyError(f"{field} must list at least one seed (integers >= 0)", field=field)
+    if any(seed < 0 for seed in values):
+        raise HierarchyError(f"{field} must be integers >= 0", field=field)
+    if len(set(values)) != len(values):
+        raise HierarchyError(f"{field} must not repeat a seed", field=field)
+    return values

@@ -1,0 +1,149 @@
+"""Compile sympy expressions into a node loop: weighted sums of their values over many points.
+
+For expressions ``F_0 .. F_{m-1}`` in variables ``z_1 .. z_r``, the compiled module's
+``accumulate(z, W, out)`` adds to ``out`` (``(c, m)``) the sums ``Σ_n W[n, j] F_i(z[n])`` over
+nodes ``z`` (``(N, r)``) and weight columns ``W`` (``(N, c)``), skipping nodes where any
+``F_i`` is not finite. The C source comes from ``templates/potential_quadrature.pyx.j2``:
+common subexpressions are shared (``sympy.cse``), printed by sympy's C99 printer, and
+exponentials of integer combinations of the variables are rewritten as products of one
+``exp`` per variable (:func:`factor_exponentials`).
+
+:func:`weighted_sums_kernel` returns ``None`` when the kernel cannot be had (a function the
+C printer cannot print, no compiler, a compile error); the caller then computes the same
+sums in numpy, and a :class:`RuntimeWarning` names the reason, once per reason.
+"""
+
+import warnings
+
+import sympy
+from sympy.printing.c import C99CodePrinter
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.jit import cache
+from hierarchy.jit.render import render_template
+
+TEMPLATE = "potential_quadrature.pyx.j2"
+
+_kernels = {}  # source -> compiled module, or None when it could not be compiled
+_warned = set()  # fallback reasons already warned about
+
+
+def kernel_source(expressions, variables):
+    """Cython source of the node loop of ``expressions`` in ``variables``.
+
+    Parameters
+    ----------
+    expressions : sequence of sympy.Expr
+    variables : sequence of sympy.Symbol
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    Exception
+        Whatever sympy raises on an expression its C printer cannot print.
+    """
+    rewritten, exponentials = factor_exponentials(list(expressions), list(variables))
+    replacements, reduced = sympy.cse(rewritten, symbols=sympy.numbered_symbols("c"))
+    printer = C99CodePrinter()
+    temporaries = [(str(power), f"exp({variable})") for power, variable in exponentials]
+    temporaries += [(str(symbol), printer.doprint(expr)) for symbol, expr in replacements]
+    outputs = [printer.doprint(expr) for expr in reduced]
+    return render_template(TEMPLATE, variables=[str(v) for v in variables],
+                           temporaries=temporaries, outputs=outputs)
+
+
+def factor_exponentials(exprs, variables):
+    """Rewrite ``exp(Σ n_a z_a)`` (integer ``n_a``) as ``Π e_a**n_a`` with ``e_a = exp(z_a)``.
+
+    Derivatives of softmax-like losses hold ``exp(±z)``, ``exp(±2z)``, …; computing one
+    exponential per variable instead of one per distinct argument makes the node loop several
+    times cheaper, and overflows exactly where the original form did.
+
+    Parameters
+    ----------
+    exprs : list of sympy.Expr
+    variables : list of sympy.Symbol
+
+    Returns
+    -------
+    rewritten : list of sympy.Expr
+        The expressions in the variables and the new symbols ``e_a``.
+    exponentials : list of (sympy.Symbol, sympy.Symbol)
+        ``(e_a, z_a)`` for every ``e_a`` used: ``e_a = exp(z_a)``.
+    """
+    powers = [sympy.Symbol(f"e{a}", positive=True) for a in range(len(variables))]
+    used = set()
+
+    def as_powers(arg):
+        poly = sympy.Poly(arg, *variables) if arg.free_symbols <= set(variables) else None
+        if poly is None or poly.total_degree() != 1 or poly.coeff_monomial(1) != 0:
+            return None
+        coefficients = [poly.coeff_monomial(v) for v in variables]
+        if not all(c.is_Integer for c in coefficients):
+            return None
+        used.update(a for a, c in enumerate(coefficients) if c != 0)
+        return sympy.Mul(*[p ** c for p, c in zip(powers, coefficients)])
+
+    def rewrite(expr):
+        return expr.replace(lambda e: isinstance(e, sympy.exp) and as_powers(e.args[0]) is not None,
+                            lambda e: as_powers(e.args[0]))
+
+    rewritten = [rewrite(e) for e in exprs]
+    return rewritten, [(powers[a], variables[a]) for a in sorted(used)]
+
+
+def weighted_sums_kernel(expressions, variables, name_hint, what="the node loop"):
+    """The compiled node loop of ``expressions``, or None (with a warning) when it cannot be had.
+
+    Compiled once per source and process (through the default :mod:`hierarchy.jit.cache`).
+
+    Parameters
+    ----------
+    expressions : sequence of sympy.Expr
+    variables : sequence of sympy.Symbol
+    name_hint : str
+        Readable prefix of the module name.
+    what : str
+        What runs on numpy instead, for the warning (``"potential quadrature"``).
+
+    Returns
+    -------
+    module or None
+        A module with ``accumulate(z, W, out)`` (module docstring); None when the C printer
+        or the compiler fails, after a :class:`RuntimeWarning` naming the reason (once per
+        reason and process).
+    """
+    try:
+        source = kernel_source(expressions, variables)
+    except Exception as error:
+        warn_fallback(what, f"its C code cannot be printed ({type(error).__name__}: {error})")
+        return None
+    if source not in _kernels:
+        try:
+            _kernels[source] = cache.compile_pyx(source, name_hint)
+        except (ImportError, HierarchyError) as error:
+            first_line = str(error).splitlines()[0] if str(error) else repr(error)
+            warn_fallback(what, f"compiling it failed ({first_line})")
+            _kernels[source] = None
+    return _kernels[source]
+
+
+def warn_fallback(what, reason):
+    """Say once per reason that ``what`` runs on numpy (same numbers, several times slower)."""
+    if (what, reason) not in _warned:
+        _warned.add((what, reason))
+        warnings.warn(f"{what} runs on numpy instead of compiled code: {reason}",
+                      RuntimeWarning, stacklevel=4)
+
+
+def forget():
+    """Forget the kernels compiled and the fallbacks warned about in this process.
+
+    The next :func:`weighted_sums_kernel` call compiles (or fails, and warns) afresh; tests
+    use this to observe a fallback.
+    """
+    _kernels.clear()
+    _warned.clear()

@@ -1,0 +1,76 @@
+"""The kernel templates: ``templates/*.j2``, read and rendered with jinja2.
+
+The templates live in the top-level ``templates/`` folder of the checkout and ship as the
+package data ``hierarchy.templates``. :data:`ENVIRONMENT` is the one jinja2 environment:
+strict (an undefined name is an error), with ``trim_blocks``/``lstrip_blocks`` so that block
+tags leave no blank lines in the generated Cython. It reads every template through
+:func:`template_text` at render time and caches nothing, so the text rendered is always the
+text whose hash enters the build keys.
+"""
+
+import importlib.resources
+from pathlib import Path
+
+import jinja2
+
+from hierarchy.core.errors import HierarchyError
+
+#: The checkout's template folder, used when the package data is not installed.
+REPO_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def template_text(name):
+    """Text of ``templates/<name>``: the installed package data, else the checkout's folder.
+
+    Parameters
+    ----------
+    name : str
+        File name, e.g. ``"rhs_table.pyx.j2"``.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    HierarchyError
+        The template is missing from the installation.
+    """
+    try:
+        resource = importlib.resources.files("hierarchy.templates") / name
+        if resource.is_file():
+            return resource.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        pass
+    path = REPO_TEMPLATES / name
+    if not path.is_file():
+        raise HierarchyError(f"kernel template {name} is missing from the installation",
+                             field="templates")
+    return path.read_text(encoding="utf-8")
+
+
+def _current_template_text(name):
+    # Looked up at call time, so that a replaced ``template_text`` (tests) is the one read.
+    return template_text(name)
+
+
+ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.FunctionLoader(_current_template_text), undefined=jinja2.StrictUndefined,
+    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, cache_size=0)
+
+
+def render_template(template_name, **context):
+    """Render ``templates/<template_name>`` with :data:`ENVIRONMENT`.
+
+    Parameters
+    ----------
+    template_name : str
+    **context
+        The template's variables (an unknown one is an error).
+
+    Returns
+    -------
+    str
+        The generated source.
+    """
+    return ENVIRONMENT.get_template(template_name).render(**context)

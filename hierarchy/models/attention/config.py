@@ -1,0 +1,412 @@
+"""The attention family's config: its tables (``[model]``, ``[loss]``, ``[hierarchy]``,
+``[init]``), their validation, and the checks that need the model (memory of the truncated
+field, of the matrices and of the trajectory).
+
+:func:`validate` is what :meth:`AttentionFamily.validate
+<hierarchy.models.attention.family.AttentionFamily.validate>` runs after the shared
+``[solve]``, ``[sgd]`` and ``[study]`` tables have been checked by :mod:`hierarchy.config`.
+Conventions of the validated tables:
+
+- ``model.covariance`` is always the full ``tokens × tokens`` matrix (the identity when the
+  file gives ``[]`` or nothing);
+- ``hierarchy.observables`` holds canonical labels;
+- ``init.moments``, when given, is an absolute path (the loader resolves it against the config
+  file's folder: :data:`PATH_FIELDS`);
+- ``init.width`` and ``init.scale`` stay ``[]`` when not given ("``d`` and 1 for every
+  index": which ``d`` depends on whether the matrices are for ``init`` or ``sgd``).
+"""
+
+import numpy as np
+
+from hierarchy.config import fields
+from hierarchy.core import resources
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention import words
+from hierarchy.models.attention.initial import read_moments_file
+from hierarchy.models.attention.losses import BUILTIN_LOSSES, MAX_TOKENS, make_loss
+from hierarchy.models.attention.variants import PARAMETERIZATIONS
+
+INIT_SOURCES = ("gaussian", "moments", "limit")  # limit: exact d→∞ moments (free probability)
+#: Config fields holding a file path, taken relative to the config file's folder.
+PATH_FIELDS = (("init", "moments"),)
+
+DEFAULTS = {
+    "model": {
+        "parameterization": "tied",
+        "K": 2,
+        "trainable": [1],
+        "tokens": 1,
+        "covariance": [],  # [] means the identity
+        "weight_decay": 0.0,
+    },
+    "loss": {
+        "name": "quadratic",
+        "student": "h1",
+        "teacher": "h1",
+        "expression": "",
+    },
+    "hierarchy": {
+        "degree": 8,
+        "observables": [],
+    },
+    "init": {
+        "source": "gaussian",
+        "moments": "",
+        "d": 400,
+        "width": [],
+        "scale": [],
+        "seed": 0,
+    },
+}
+
+# Rough cost of building and compiling a truncated field: bytes per stored nonzero of the
+# operators (CSR arrays, Python-side word tables, generated code), and how many nonzeros a
+# word's row gets per (position, model index) pair: the substitution rules replace one letter
+# by this many words per coefficient (tied S_k -> S_k S_l, S_l S_k; direct S_k -> S_l, S_lᵀ;
+# untied up to four letters products).
+BYTES_PER_NONZERO = 100
+TERMS_PER_POSITION = {"tied": 2, "untied": 4, "direct": 2}
+EXAMPLE_LABELS = {"tied": "1.2", "untied": "M1.Mt2", "direct": "S1.St2"}
+MAX_DEGREE_SCANNED = 512
+# Beyond this even the smallest (degree-2) field or the L x L x K pre-activations are out of
+# reach; refusing it early keeps the word counting itself cheap.
+MAX_K = 1000
+
+
+def validate(config, sections=None):
+    """Check and normalise the attention tables of a merged config (in place).
+
+    Parameters
+    ----------
+    config : dict
+        A merged config whose shared tables are already validated.
+    sections : iterable of str, optional
+        Check only these sections (``hierarchy show`` needs only ``model`` and
+        ``hierarchy``); ``model`` is always checked. Default: all.
+
+    Returns
+    -------
+    dict
+        ``config``, normalised (see the module docstring).
+
+    Raises
+    ------
+    HierarchyError
+        The first bad value, naming its field and what is allowed.
+    """
+    wanted = set(config) if sections is None else set(sections)
+    model = config["model"]
+    validate_model(model)  # every other section depends on the model
+    checks = {
+        "loss": lambda: validate_loss(config["loss"], model),
+        "hierarchy": lambda: validate_hierarchy(config["hierarchy"], model),
+        "init": lambda: validate_init(config["init"], model),
+        "solve": lambda: check_solve_fits(config["solve"], model, config["hierarchy"]),
+        "sgd": lambda: resources.check_matrices_fit(config["sgd"]["d"], model["K"], "sgd.d"),
+        "study": lambda: check_degree_fits(model["parameterization"], model["K"],
+                                           max(config["study"]["degrees"]),
+                                           field="study.degrees"),
+    }
+    for section, check in checks.items():
+        if section in wanted:
+            check()
+    return config
+
+
+# ---------------------------------------------------------------------------------------
+# [model]
+
+
+def validate_model(model):
+    """Check and normalise the ``[model]`` table (in place)."""
+    model["parameterization"] = fields.choice(model, "model", "parameterization",
+                                              PARAMETERIZATIONS)
+    K = model["K"] = fields.integer(model, "model", "K", minimum=1, maximum=MAX_K)
+    model["trainable"] = _trainable(model, K)
+    tokens = model["tokens"] = fields.integer(model, "model", "tokens", minimum=1,
+                                              maximum=MAX_TOKENS)
+    model["covariance"] = covariance_matrix(model["covariance"], tokens)
+    model["weight_decay"] = fields.real(model, "model", "weight_decay", minimum=0.0,
+                                        strict=False)
+
+
+def _trainable(model, K):
+    field = "model.trainable"
+    trainable = fields.int_list(model, "model", "trainable")
+    if not trainable:
+        raise HierarchyError(f"model.trainable must list at least one index in 1..{K}",
+                             field=field)
+    for index in trainable:
+        if not 1 <= index <= K:
+            raise HierarchyError(
+                f"model.trainable: index {index} is out of range; allowed: 1..{K} (K = {K})",
+                field=field)
+    repeated = sorted({i for i in trainable if trainable.count(i) > 1})
+    if repeated:
+        raise HierarchyError(
+            f"model.trainable: index {repeated[0]} is repeated; list each index in 1..{K} once",
+            field=field)
+    return trainable
+
+
+def covariance_matrix(value, tokens):
+    """The token covariance as a full ``tokens × tokens`` list of rows.
+
+    ``[]`` is the identity; anything else must be a symmetric positive semidefinite matrix of
+    that size.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``model.covariance``.
+    """
+    field = "model.covariance"
+    if isinstance(value, (list, tuple)) and len(value) == 0:
+        return np.eye(tokens).tolist()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(row, (list, tuple))
+                                                       for row in value):
+        raise HierarchyError(
+            f"{field} must be a {tokens}x{tokens} matrix (list of rows) of numbers "
+            f"(got {fields.show(value)})", field=field)
+    shape = (len(value), *{len(row) for row in value})
+    if shape != (tokens, tokens):
+        got = "x".join(str(n) for n in shape) if len(shape) == 2 else "ragged rows"
+        raise HierarchyError(
+            f"{field} must be {tokens}x{tokens} for model.tokens = {tokens} (got {got})",
+            field=field)
+    if not all(fields.is_real(x) for row in value for x in row):
+        raise HierarchyError(f"{field} entries must be finite numbers", field=field)
+    matrix = np.array(value, dtype=float)
+    scale = max(1.0, float(np.abs(matrix).max()))
+    if not np.allclose(matrix, matrix.T, rtol=0.0, atol=1e-12 * scale):
+        i, j = np.unravel_index(np.argmax(np.abs(matrix - matrix.T)), matrix.shape)
+        raise HierarchyError(
+            f"{field} must be symmetric: C[{i + 1},{j + 1}] = {matrix[i, j]:g} but "
+            f"C[{j + 1},{i + 1}] = {matrix[j, i]:g}", field=field)
+    smallest = float(np.linalg.eigvalsh(matrix).min())
+    if smallest < -1e-10 * scale:
+        raise HierarchyError(
+            f"{field} must be positive semidefinite (smallest eigenvalue {smallest:.3g})",
+            field=field)
+    return matrix.tolist()
+
+
+# ---------------------------------------------------------------------------------------
+# [loss], [hierarchy], [init]
+
+
+def validate_loss(section, model):
+    """Check the ``[loss]`` table and build the loss once, so a bad one fails now."""
+    section["name"] = fields.choice(section, "loss", "name", BUILTIN_LOSSES)
+    for key in ("student", "teacher", "expression"):
+        section[key] = fields.string(section, "loss", key)
+    if section["name"] == "expression" and not section["expression"].strip():
+        raise HierarchyError(
+            'loss.expression is empty; with loss.name = "expression" write the loss in G[i,j,k]',
+            field="loss.expression")
+    make_loss(dict(section), model["tokens"], model["K"])
+
+
+def validate_hierarchy(section, model):
+    """Check the ``[hierarchy]`` table: a degree that fits in memory, canonical observables."""
+    degree = section["degree"] = fields.integer(section, "hierarchy", "degree", minimum=2)
+    check_degree_fits(model["parameterization"], model["K"], degree, field="hierarchy.degree")
+    observables = fields.str_list(section, "hierarchy", "observables")
+    section["observables"] = [observable_label(label, model, degree) for label in observables]
+
+
+def observable_label(label, model, degree):
+    """The canonical label of an observable of ``hierarchy.observables``.
+
+    Raises
+    ------
+    HierarchyError
+        A label that is not a word of the model, or longer than ``degree``.
+    """
+    field = "hierarchy.observables"
+    alph = words.alphabet(model["parameterization"], model["K"])
+    try:
+        word = words.parse_label(label, alph)
+    except HierarchyError as error:
+        raise HierarchyError(f"{field}: {fields.one_line(str(error))}", field=field) from None
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise HierarchyError(
+            f"{field}: {label!r} is not a word label of a {model['parameterization']} model "
+            f"with K = {model['K']} (e.g. {EXAMPLE_LABELS[model['parameterization']]})",
+            field=field) from None
+    if len(word) > degree:
+        raise HierarchyError(
+            f"{field}: {label!r} has degree {len(word)}, more than hierarchy.degree = {degree}",
+            field=field)
+    return words.word_label(word, alph)
+
+
+def validate_init(section, model):
+    """Check the ``[init]`` table; a moments file is read now, so a bad one fails early."""
+    section["source"] = fields.choice(section, "init", "source", INIT_SOURCES)
+    section["moments"] = fields.string(section, "init", "moments")
+    if section["source"] == "moments" and not section["moments"]:
+        raise HierarchyError(
+            'init.moments is empty; with init.source = "moments" give a JSON file {label: value}',
+            field="init.moments")
+    if section["source"] == "moments":
+        read_moments_file(section["moments"],
+                          words.alphabet(model["parameterization"], model["K"]))
+    section["d"] = fields.integer(section, "init", "d", minimum=1)
+    resources.check_matrices_fit(section["d"], model["K"], "init.d")
+    section["width"] = _per_index_list(section, "width", model["K"], fields.int_list, minimum=1)
+    section["scale"] = _per_index_list(section, "scale", model["K"], fields.float_list,
+                                       minimum=0.0)
+    section["seed"] = fields.integer(section, "init", "seed", minimum=0)
+
+
+def _per_index_list(section, key, K, parse, minimum):
+    values = parse(section, "init", key)
+    if values and len(values) != K:
+        raise HierarchyError(
+            f"init.{key} must give one value per index (K = {K}) or be [] (got {len(values)})",
+            field=f"init.{key}")
+    for value in values:
+        if value < minimum:
+            raise HierarchyError(f"init.{key} entries must be >= {minimum} (got {value})",
+                                 field=f"init.{key}")
+    return values
+
+
+# ---------------------------------------------------------------------------------------
+# [solve] against the model
+
+
+def check_solve_fits(section, model, hierarchy):
+    """The ``[solve]`` checks that need the model: the trajectory's memory, the
+    extrapolation's lowest degree (``2..hierarchy.degree``) and the continuation's matrices."""
+    degree = fields.integer(hierarchy, "hierarchy", "degree", minimum=2)
+    check_trajectory_fits(section["points"], model, degree)
+    section["min_degree"] = fields.integer(section, "solve", "min_degree", minimum=2,
+                                           maximum=degree)
+    resources.check_matrices_fit(max(section["continuation_dims"]), model["K"],
+                                 "solve.continuation_dims")
+
+
+# ---------------------------------------------------------------------------------------
+# Memory of a truncated field
+
+
+def total_words(parameterization, K, degree):
+    """Number of canonical words of length 1..``degree`` (``words.count_words``)."""
+    counts = words.count_words(words.alphabet(parameterization, K), degree)
+    if isinstance(counts, (int, np.integer)):
+        return int(counts)
+    return int(sum(int(c) for c in counts))
+
+
+def estimate_field_bytes(parameterization, K, degree):
+    """Rough memory needed to build and compile the field with every word up to ``degree``.
+
+    Number of canonical words (exact, :func:`total_words`) times the nonzeros of a word's row
+    in the operators times :data:`BYTES_PER_NONZERO`. An upper bound for the default
+    (reachable-words) field, which keeps a subset of these words.
+    """
+    nonzeros_per_word = TERMS_PER_POSITION[parameterization] * degree * K + 1
+    return total_words(parameterization, K, degree) * nonzeros_per_word * BYTES_PER_NONZERO
+
+
+def largest_degree_fitting(parameterization, K, budget_bytes):
+    """Largest degree whose field fits in ``budget_bytes`` (1 if not even degree 2 fits)."""
+    degree = 1
+    while (degree < MAX_DEGREE_SCANNED
+           and estimate_field_bytes(parameterization, K, degree + 1) <= budget_bytes):
+        degree += 1
+    return degree
+
+
+def check_degree_fits(parameterization, K, degree, field="hierarchy.degree"):
+    """Refuse a degree whose field would not fit in memory, naming the largest that does.
+
+    Raises
+    ------
+    HierarchyError
+        When the estimate exceeds :data:`hierarchy.core.resources.MEMORY_FRACTION` of the
+        available memory.
+    """
+    budget = resources.memory_budget_bytes()
+    if degree > MAX_DEGREE_SCANNED:
+        need = "far more memory than"
+    else:
+        estimate = estimate_field_bytes(parameterization, K, degree)
+        if estimate <= budget:
+            return
+        need = f"about {resources.format_gib(estimate)}, more than"
+    largest = largest_degree_fitting(parameterization, K, budget)
+    raise HierarchyError(
+        f"{field} = {degree} is too large: the {parameterization} K={K} field needs {need} the "
+        f"{resources.format_gib(budget)} of memory available; the largest degree that fits is "
+        f"{largest}", field=field)
+
+
+def check_trajectory_fits(points, model, degree, field="solve.points"):
+    """Refuse more output times than the trajectory of every word up to ``degree`` can hold.
+
+    The word count is that of every canonical word, an upper bound for the default field.
+    """
+    if degree > MAX_DEGREE_SCANNED:
+        return  # an impossible degree is refused, with its own message, by the hierarchy check
+    n_words = total_words(model["parameterization"], model["K"], degree)
+    resources.check_trajectory_fits(points, n_words, field=field)
+
+
+# ---------------------------------------------------------------------------------------
+# The reference of these tables (docs/config.md, hierarchy.config.reference)
+
+
+def _choices(values):
+    return " \\| ".join(f"`{value}`" for value in values)
+
+
+#: One line per table, printed above its table in ``docs/config.md``.
+SECTION_HELP = {
+    "model": "The model: which attention parameterization, how many indices, which of them train.",
+    "loss": "The loss `L(G)` of one sample. Built-in two-index losses need `K = 2` "
+            "(index 1 the student, index 2 the teacher).",
+    "hierarchy": "The truncated hierarchy: its degree and the words it must contain.",
+    "init": "The initial state: moments of finite-d Gaussian matrices, or a file of moments.",
+}
+
+#: Dotted key -> (what it does, what is allowed).
+KEY_HELP = {
+    "model.parameterization": (
+        "Tied `S_k = W_kW_kᵀ`, untied `S_k = U_kV_kᵀ`, or `S_k` trained directly.",
+        _choices(PARAMETERIZATIONS)),
+    "model.K": ("Number of indices `K` (heads, layers, student and teacher).",
+                f"integer in 1..{MAX_K}"),
+    "model.trainable": ("The trainable indices `𝒦`, 1-based; the others stay fixed.",
+                        "non-empty list of distinct integers in 1..K"),
+    "model.tokens": ("Number of tokens `L` per sample.", f"integer in 1..{MAX_TOKENS}"),
+    "model.covariance": ("Token covariance `C` (`E[x_ia x_jb] = C_ij δ_ab`); `[]` is the identity.",
+                         "`[]` or a symmetric positive semidefinite L × L list of lists"),
+    "model.weight_decay": ("Weight decay `γ`.", "number >= 0"),
+    "loss.name": ("Which loss: `(G_1 − G_2)²`, teacher–student MSE, row-softmax MSE, or your own.",
+                  _choices(BUILTIN_LOSSES)),
+    "loss.student": ("Student activation `σ` of `mse`.",
+                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`"),
+    "loss.teacher": ("Teacher activation `σ*` of `mse`.", "as `loss.student`"),
+    "loss.expression": ("The loss for `name = \"expression\"`, written in the entries `G[i,j,k]` (1-based).",
+                        "smooth expression; non-smooth functions and unknown symbols are refused"),
+    "hierarchy.degree": ("Truncation degree `M`: words longer than `M` are set to 0.",
+                         "integer >= 2 (refused when the field would not fit in memory)"),
+    "hierarchy.observables": ("Extra word labels to keep (any representative of a word).",
+                              "list of labels of degree <= `degree`, e.g. `1.2`, `M1.Mt2`"),
+    "init.source": ("Where the initial moments come from: `gaussian` the moments of finite-d Gaussian "
+                    "matrices, `moments` a JSON file, `limit` the exact d -> infinity moments of the "
+                    "Gaussian initialization (free probability).", _choices(INIT_SOURCES)),
+    "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
+                     "system; relative to the config file.", "path of an existing file"),
+    "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
+               "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
+    "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",
+                   "`[]` or K integers >= 1"),
+    "init.scale": ("Entries are drawn `N(0, scale_k²/d)`; `[]`: 1 for every index.",
+                   "`[]` or K numbers >= 0"),
+    "init.seed": ("Seed of the initial matrices (shared by the hierarchy, the flow and SGD).",
+                  "integer >= 0"),
+}

@@ -1,0 +1,16 @@
+"""Shared fixtures: the parameterizations of the attention family as test parameters.
+
+``variant`` runs a test once per row of
+:data:`hierarchy.models.attention.variants.VARIANTS`, so a new row is covered by every
+invariant written against it. The shared systems and oracles themselves live in
+``tests/scenarios.py`` (import them: ``from scenarios import ...``).
+"""
+import pytest
+
+from hierarchy.models.attention.variants import VARIANTS
+
+
+@pytest.fixture(params=list(VARIANTS), ids=list(VARIANTS))
+def variant(request):
+    """One :class:`~hierarchy.models.attention.variants.Variant` per parameterization."""
+    return VARIANTS[request.param]
