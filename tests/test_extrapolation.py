@@ -1,4 +1,4 @@
-"""Extrapolation across truncation degrees (``hierarchy.models.attention.extrapolation``).
+"""Extrapolation across truncation degrees (``hierarchy.core.extrapolation``).
 
 The exactly solvable case (tied, quadratic loss, ``S_2 = cI``) is the reference: its exact
 limit is a one-dimensional integral (``hierarchy.models.attention.exact_limit``) and every degree ``≤ 14`` is
@@ -12,7 +12,8 @@ from scenarios import TIED_QUADRATIC_GAMMA
 
 import hierarchy
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention import extrapolation, flows
+from hierarchy.core import extrapolation
+from hierarchy.models.attention import flows
 from hierarchy.models.attention.coefficients import make_coefficients
 from hierarchy.models.attention.exact_limit import (
     SpectralLaw,
@@ -20,7 +21,7 @@ from hierarchy.models.attention.exact_limit import (
     limit_moments,
     marchenko_pastur_moment,
 )
-from hierarchy.models.attention.extrapolation import (
+from hierarchy.core.extrapolation import (
     METHODS,
     estimate_radius,
     extrapolate_across_degrees,

@@ -23,6 +23,7 @@ from hierarchy.models.attention import plotting as attention_plotting
 from hierarchy.models.attention.solve_job import plot_observables
 from hierarchy.core.trajectory import Trajectory
 from hierarchy.study.analysis import analyse
+from hierarchy.models.attention.family import ATTENTION
 from hierarchy.study.report import plot_errors, plot_trajectories
 
 TOOLS = pathlib.Path(__file__).resolve().parent.parent / "tools"
@@ -320,7 +321,9 @@ def test_study_plots_of_many_untied_observables_wrap_into_rows(tmp_path):
     flow = np.column_stack([(k + 1) * T for k in range(len(labels))])
     hier = np.stack([flow + 0.3 ** M * T[:, None] for M in DEGREES])
     analysis = analyse(DEGREES, labels, hier, flow)
-    fig = plot_trajectories(tmp_path / "t.png", T, DEGREES, labels, hier, flow)
+    untied = {"model": {"parameterization": "untied"}}
+    fig = plot_trajectories(tmp_path / "t.png", T, DEGREES, labels, hier, flow,
+                            time_label=ATTENTION.time_label(untied))
     axes = check_reader_figure(fig)
     assert len(axes) == len(labels) and axes[0].get_xlabel() == "τ = nα/d"
     assert {round(ax.get_position().y0, 3) for ax in axes} == {round(axes[0].get_position().y0, 3),

@@ -6,7 +6,7 @@ import pytest
 
 from hierarchy.config.loader import load_config
 from hierarchy.core.io import read_result
-from hierarchy.models.attention.extrapolation import estimate_radius
+from hierarchy.core.extrapolation import estimate_radius
 from hierarchy.models.attention.study_jobs import BLOWUP, study_observables
 from hierarchy.study.analysis import certified, extrapolate_degrees
 from hierarchy.study.compute import compute_job, job_inputs
@@ -67,7 +67,7 @@ def test_extrapolation_beats_every_single_degree_past_the_radius(long_study):
 
 
 # (at 1e-5 and 1e-6 a few points past t = 0.1 are off by 20-40x the tolerance: the
-# transformations agree on a slightly wrong limit there; hierarchy.models.attention.extrapolation's business)
+# transformations agree on a slightly wrong limit there; hierarchy.core.extrapolation's business)
 @pytest.mark.parametrize("tolerance", [1e-2, 1e-3, 1e-4])
 def test_certified_points_are_within_ten_times_the_tolerance(long_study, tolerance):
     _, _, result = long_study

@@ -17,9 +17,14 @@ import copy
 import pathlib
 
 from hierarchy.config import shared
-from hierarchy.config.documents import check_known_keys, deep_merge, read_toml, resolve_paths
+from hierarchy.config.documents import (
+    check_known_keys,
+    deep_merge,
+    read_toml,
+    resolve_paths,
+)
 from hierarchy.config.fields import check_is_table, nearest, show
-from hierarchy.config.shared import check_scheduler  # noqa: F401  (public here, as before)
+from hierarchy.config.shared import check_scheduler
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 

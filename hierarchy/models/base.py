@@ -33,9 +33,13 @@ The contract, in the order the pipeline uses it:
 10. ``format_summary(summary)`` and ``horizon_line(summary)``: the text ``hierarchy solve``
     prints after a solve (default: the final value of each label; a summary whose
     ``beyond_horizon`` is true must also say where the validity horizon is).
+11. ``study_model()``: what ``hierarchy study`` computes for this family: an object with
+    ``DEFAULT_STUDY``, ``BLOWUP``, ``check_sgd_horizon(config)``,
+    ``study_observables(config)`` and the jobs ``degree_job``, ``flow_job``, ``sgd_job`` (see
+    :mod:`hierarchy.models.attention.study_jobs`).
 
-Methods a family cannot support raise :class:`NotImplementedError` by default; the CLI
-turns that into a one-line error naming ``model.family``.
+A contract item a family does not provide raises, by default, a one-line
+:class:`~hierarchy.core.errors.HierarchyError` naming ``model.family`` (exit status 2 in the CLI).
 """
 
 import numpy as np
@@ -66,27 +70,27 @@ class ModelFamily:
     # 3
     def build_arguments(self, config):
         """The arguments of :meth:`system` taken from a config (a JSON-able dict)."""
-        raise NotImplementedError(self._unsupported("build_arguments"))
+        raise self.unsupported("build_arguments")
 
     # 4
     def system(self, config):
         """The right-hand side of the family's ODE for ``config``."""
-        raise NotImplementedError(self._unsupported("system"))
+        raise self.unsupported("system")
 
     # 5
     def initial_state(self, config, system):
         """The starting state, ordered like ``system.labels``."""
-        raise NotImplementedError(self._unsupported("initial_state"))
+        raise self.unsupported("initial_state")
 
     # 6
     def time_per_step(self, config):
         """ODE time advanced by one SGD step."""
-        raise NotImplementedError(self._unsupported("time_per_step"))
+        raise self.unsupported("time_per_step")
 
     # 7
     def sgd_problem(self, config):
         """The SGD problem (see :mod:`hierarchy.sgd`)."""
-        raise NotImplementedError(self._unsupported("sgd_problem"))
+        raise self.unsupported("sgd_problem")
 
     # 8
     def run_solve(self, config, out_dir, progress):
@@ -116,6 +120,11 @@ class ModelFamily:
         return (f"beyond the validity horizon from t = {summary.get('beyond_from', 0.0):.6g}: "
                 "the numbers past it are written but not certified")
 
+    # 11
+    def study_model(self):
+        """The family's study computations (see the module docstring)."""
+        raise self.unsupported("a study (hierarchy study)")
+
     # ------------------------------------------------------------------ helpers
 
     def output_times(self, config):
@@ -123,8 +132,10 @@ class ModelFamily:
         solve = config["solve"]
         return np.linspace(0.0, float(solve["t_final"]), int(solve["points"]))
 
-    def _unsupported(self, what):
-        return f"the {self.name!r} family does not provide {what}"
+    def unsupported(self, what):
+        """The one-line error (naming ``model.family``) of a contract item not provided."""
+        return HierarchyError(f"model.family = {self.name!r} does not provide {what}",
+                              field="model.family")
 
     def check(self, condition, message, field):
         """Raise a one-line :class:`HierarchyError` naming ``field`` unless ``condition``."""

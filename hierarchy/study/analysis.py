@@ -22,7 +22,7 @@ directly so that this module stays light: :mod:`hierarchy.core.plotting` imports
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention.extrapolation import MIN_TERMS, extrapolate_across_degrees
+from hierarchy.core.extrapolation import MIN_TERMS, extrapolate_across_degrees
 from hierarchy.study.jobs import flow_tolerances
 
 FLOOR_FACTOR = 3.0  # errors within this factor of a floor are not used to fit a rate
@@ -152,7 +152,7 @@ def extrapolate_degrees(degrees, hierarchy_mu, solve_rtol):
     Returns
     -------
     (estimate, error) : ndarrays (T, n), or None
-        From :func:`hierarchy.models.attention.extrapolation.extrapolate_across_degrees` over the degrees
+        From :func:`hierarchy.core.extrapolation.extrapolate_across_degrees` over the degrees
         sorted; None unless the degrees are consecutive and at least four.
     """
     order = np.argsort(degrees)

@@ -1,7 +1,7 @@
 """Computing one study job, and the hash of the config values that decide it.
 
 :func:`compute_job` hands a :class:`~hierarchy.study.jobs.Job` to the model's study
-computations (:mod:`hierarchy.models.attention.study_jobs`, looked up when the job runs);
+computations (the family's ``study_model()``, looked up when the job runs);
 :func:`job_hash` is what each job file is stored with, so that ``--resume`` reuses a job only
 for a config that would compute the same result.
 """
@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from hierarchy.core.io import to_jsonable
-from hierarchy.models.attention import study_jobs as model
+from hierarchy.core.registry import family_of
 from hierarchy.study.jobs import DEGREE, FLOW, SGD, flow_tolerances, study_times
 
 
@@ -31,6 +31,7 @@ def compute_job(config, labels, job):
         The job's arrays, ``mu`` ``(T, n)`` first (see the model's ``*_job`` functions).
     """
     times = study_times(config)
+    model = family_of(config).study_model()
     if job.kind == DEGREE:
         return model.degree_job(config, job.degree, labels, times)
     if job.kind == FLOW:
@@ -69,7 +70,7 @@ def job_inputs(config, job, labels):
     }
     if job.kind == DEGREE:
         inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
-        inputs["blowup"] = model.BLOWUP
+        inputs["blowup"] = family_of(config).study_model().BLOWUP
     elif job.kind == FLOW:
         inputs["tolerances"] = list(flow_tolerances(config))
     elif job.kind == SGD:

@@ -13,11 +13,8 @@ import pathlib
 import numpy as np
 
 from hierarchy.core.io import atomic_write, hold_signals, to_jsonable
-from hierarchy.models.attention.plotting import (
-    make_errors_figure,
-    make_trajectories_figure,
-    save_figure,
-)
+from hierarchy.core.plotting import make_errors_figure, make_trajectories_figure, save_figure
+from hierarchy.core import registry
 from hierarchy.study.analysis import (
     FLOOR_FACTOR,
     analyse,
@@ -80,26 +77,31 @@ def format_table(analysis, degrees, labels):
     return "\n".join(lines)
 
 
-def plot_errors(path, analysis, degrees, labels, extrapolated=None):
+def plot_errors(path, analysis, degrees, labels, extrapolated=None, *, family=None):
     """PNG: error against degree (log scale), one panel per observable; returns the figure.
 
-    Drawn by :func:`hierarchy.core.plotting.make_errors_figure`; ``extrapolated``
-    (:func:`analyse_extrapolation`) adds the extrapolated curve's errors as lines.
+    Drawn by :func:`hierarchy.core.plotting.make_errors_figure` with the ``family``'s math
+    labels; ``extrapolated`` (:func:`analyse_extrapolation`) adds the extrapolated curve's
+    errors as lines.
     """
-    fig = make_errors_figure(analysis, degrees, labels, extrapolated=extrapolated)
+    family = registry.family() if family is None else family
+    fig = make_errors_figure(analysis, degrees, labels, math_label=family.math_label,
+                             extrapolated=extrapolated)
     save_figure(fig, path)
     return fig
 
 
 def plot_trajectories(path, t, degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None,
-                      extrapolation=None):
+                      extrapolation=None, *, family=None, time_label="t"):
     """PNG: each observable, SGD (seed band) and flow against every degree's trajectory.
 
     Drawn by :func:`hierarchy.core.plotting.make_trajectories_figure`; ``extrapolation``
     (``(estimate, error)`` of :func:`extrapolate_degrees`) adds the extrapolated curve, with
     its error band where :func:`certified`. Returns the figure.
     """
+    family = registry.family() if family is None else family
     fig = make_trajectories_figure(t, degrees, labels, hierarchy_mu, flow_mu, sgd_mu_seeds,
+                                   math_label=family.math_label, time_label=time_label,
                                    extrapolation=extrapolation)
     save_figure(fig, path)
     return fig
@@ -188,9 +190,12 @@ def write_study(checkpoint, config, labels, degrees, times, results, *, complete
     _write_files(checkpoint, times, labels, summary, arrays, complete)
     if complete:
         out = checkpoint.out_dir
-        plot_errors(out / "study_errors.png", analysis, degrees, labels, extrapolated)
+        family = registry.family_of(config)
+        plot_errors(out / "study_errors.png", analysis, degrees, labels, extrapolated,
+                    family=family)
         plot_trajectories(out / "study_trajectories.png", times, degrees, labels, hierarchy_mu,
-                          flow_mu, sgd_mu, extrapolation)
+                          flow_mu, sgd_mu, extrapolation, family=family,
+                          time_label=family.time_label(config))
     return summary
 
 

@@ -14,7 +14,7 @@ The study is put together from one-idea modules:
 - :mod:`hierarchy.study.jobs`: the jobs as data (:class:`~hierarchy.study.jobs.Job`,
   :data:`~hierarchy.study.jobs.REFERENCES`);
 - :mod:`hierarchy.study.compute`: computing a job (through the model's study computations,
-  :mod:`hierarchy.models.attention.study_jobs`) and hashing what decides it;
+  the family's ``study_model()``) and hashing what decides it;
 - :mod:`hierarchy.study.runner`: serial or Dask execution;
 - :mod:`hierarchy.study.store`: job files, ``--resume``, occupied folders;
 - :mod:`hierarchy.study.analysis`: errors against degree, rates, floors, the ``M → ∞``
@@ -56,11 +56,7 @@ from hierarchy.config.loader import check_scheduler, load_config
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import Checkpoint, interruptible
 from hierarchy.core.progress import Progress
-from hierarchy.models.attention.study_jobs import (
-    DEFAULT_STUDY,
-    check_sgd_horizon,
-    study_observables,
-)
+from hierarchy.core.registry import family, family_of
 from hierarchy.study import runner
 from hierarchy.study.compute import compute_job, job_hash
 from hierarchy.study.jobs import DEGREE, REFERENCES, SGD, plan_jobs, study_times
@@ -70,7 +66,7 @@ from hierarchy.study.store import jobs_folder, prepare_folder, save_job
 
 def default_config():
     """The validated config of the embedded default study (:data:`DEFAULT_STUDY`)."""
-    return load_config(None, DEFAULT_STUDY)
+    return load_config(None, family().study_model().DEFAULT_STUDY)
 
 
 def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, overwrite=False,
@@ -118,10 +114,11 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     study = config["study"]
     field = "study.scheduler" if scheduler is None else "--scheduler"
     scheduler = check_scheduler(study.get("scheduler", "") if scheduler is None else scheduler, field)
+    model = family_of(config).study_model()
     if "sgd" in study.get("references", REFERENCES):
-        check_sgd_horizon(config)
+        model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
-    labels = study_observables(config)
+    labels = model.study_observables(config)
     checkpoint = Checkpoint(out, config)
     expected = {job: job_hash(config, job, labels) for job in plan_jobs(config)}
     # An existing cluster is reached first: an unreachable one leaves the folder untouched.

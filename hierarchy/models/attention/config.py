@@ -19,13 +19,20 @@ Conventions of the validated tables:
 import numpy as np
 
 from hierarchy.config import fields
+from hierarchy.config.shared import check_scheduler
 from hierarchy.core import resources
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention import words
 from hierarchy.models.attention.initial import read_moments_file
 from hierarchy.models.attention.losses import BUILTIN_LOSSES, MAX_TOKENS, make_loss
 from hierarchy.models.attention.variants import PARAMETERIZATIONS
+from hierarchy.study.jobs import REFERENCES
 
+# Below this relative tolerance the across-degree error estimates were measured to under-state
+# the true error by more than 10x (up to ~40x at 1e-6, tests/test_study_extrapolation.py), so
+# a validity horizon at a tighter tolerance would over-claim.
+MIN_TOLERANCE = 1e-4
+CONTINUATIONS = ("", "matrix-flow")  # solve.continuation
 INIT_SOURCES = ("gaussian", "moments", "limit")  # limit: exact d→∞ moments (free probability)
 #: Config fields holding a file path, taken relative to the config file's folder.
 PATH_FIELDS = (("init", "moments"),)
@@ -56,6 +63,34 @@ DEFAULTS = {
         "width": [],
         "scale": [],
         "seed": 0,
+    },
+    "solve": {
+        # certified by the default extrapolation (degrees 2..8): valid until 0.04 of 0.04;
+        # at t_final = 0.05 it is valid only until 0.045 (radius about 0.089)
+        "t_final": 0.04,
+        "check_truncation": True,
+        "extrapolate": True,
+        "min_degree": 2,
+        "tolerance": 1e-4,
+        "continuation": "",
+        "continuation_dims": [200, 400, 800],
+        "continuation_draws": [],
+    },
+    "sgd": {
+        "d": 400,
+        "learning_rate": 0.01,
+        "batch": 512,
+        "seeds": [0],
+    },
+    "study": {
+        "degrees": [],
+        "min_degree": 2,
+        "max_degree": 6,
+        "seeds": [0, 1, 2],
+        "references": list(REFERENCES),
+        "scheduler": "",
+        "workers": 0,
+        "connect_timeout": 10.0,  # seconds to reach study.scheduler
     },
 }
 
@@ -95,6 +130,10 @@ def validate(config, sections=None):
         The first bad value, naming its field and what is allowed.
     """
     wanted = set(config) if sections is None else set(sections)
+    tables = {"solve": validate_long_horizon, "sgd": validate_sgd, "study": validate_study}
+    for section, check in tables.items():
+        if section in wanted:
+            check(config[section])
     model = config["model"]
     validate_model(model)  # every other section depends on the model
     checks = {
@@ -111,6 +150,80 @@ def validate(config, sections=None):
         if section in wanted:
             check()
     return config
+
+
+# ---------------------------------------------------------------------------------------
+# [solve] (the long-horizon keys), [sgd], [study]
+
+
+def validate_long_horizon(section):
+    """Check and normalise the attention keys of ``[solve]`` (in place)."""
+    for key in ("check_truncation", "extrapolate"):
+        fields.boolean(section, "solve", key)
+    section["tolerance"] = fields.real(section, "solve", "tolerance", minimum=0.0, strict=True)
+    if section["tolerance"] < MIN_TOLERANCE:
+        raise HierarchyError(
+            f"solve.tolerance = {section['tolerance']:g} is below {MIN_TOLERANCE:g}: the error "
+            "estimates are verified (true error < 10x the tolerance where they claim less) only "
+            f"from {MIN_TOLERANCE:g} up; allowed: {MIN_TOLERANCE:g} <= tolerance",
+            field="solve.tolerance")
+    if section["continuation"] not in CONTINUATIONS:
+        raise HierarchyError('solve.continuation must be "" (none) or "matrix-flow" (got '
+                             f"{fields.show(section['continuation'])})",
+                             field="solve.continuation")
+    dims = section["continuation_dims"] = fields.int_list(section, "solve", "continuation_dims")
+    if len(set(dims)) != len(dims) or len(dims) < 2 or min(dims) < 2:
+        raise HierarchyError("solve.continuation_dims must list at least two distinct integers "
+                             f">= 2 (got {fields.show(dims)})", field="solve.continuation_dims")
+    draws = section["continuation_draws"] = fields.int_list(section, "solve",
+                                                            "continuation_draws")
+    if draws and (len(draws) != len(dims) or min(draws) < 2):
+        raise HierarchyError(
+            f"solve.continuation_draws must be [] (automatic) or {len(dims)} integers >= 2, "
+            f"one per continuation_dims entry (got {fields.show(draws)})",
+            field="solve.continuation_draws")
+
+
+
+
+def validate_sgd(section):
+    """Check and normalise the ``[sgd]`` table (in place)."""
+    section["d"] = fields.integer(section, "sgd", "d", minimum=1)
+    section["learning_rate"] = fields.real(section, "sgd", "learning_rate", minimum=0.0,
+                                           strict=True)
+    section["batch"] = fields.integer(section, "sgd", "batch", minimum=1)
+    section["seeds"] = fields.seeds(section, "sgd")
+
+
+def validate_study(section):
+    """Check and normalise the ``[study]`` table (in place); ``degrees`` becomes explicit."""
+    low = section["min_degree"] = fields.integer(section, "study", "min_degree", minimum=2)
+    high = section["max_degree"] = fields.integer(section, "study", "max_degree", minimum=2)
+    degrees = fields.int_list(section, "study", "degrees")
+    if not degrees:
+        if high < low:
+            raise HierarchyError(f"study.max_degree = {high} is below study.min_degree = {low}",
+                                 field="study.max_degree")
+        degrees = list(range(low, high + 1))
+    for degree in degrees:
+        if degree < 2:
+            raise HierarchyError(f"study.degrees entries must be >= 2 (got {degree})",
+                                 field="study.degrees")
+    section["degrees"] = sorted(set(degrees))
+    section["seeds"] = fields.seeds(section, "study")
+    references = fields.str_list(section, "study", "references")
+    for reference in references:
+        if reference not in REFERENCES:
+            raise HierarchyError(
+                f"study.references: unknown reference {reference!r}"
+                f"{fields.nearest(reference, REFERENCES)}; allowed: {', '.join(REFERENCES)}",
+                field="study.references")
+    section["references"] = references
+    section["scheduler"] = fields.string(section, "study", "scheduler")
+    check_scheduler(section["scheduler"], field="study.scheduler")
+    section["workers"] = fields.integer(section, "study", "workers", minimum=0)
+    section["connect_timeout"] = fields.real(section, "study", "connect_timeout", minimum=0.0,
+                                             strict=True)
 
 
 # ---------------------------------------------------------------------------------------

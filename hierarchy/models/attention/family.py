@@ -8,7 +8,7 @@ shared layers and only delegates to the family's own modules. Nothing inside
 
 from hierarchy.models.attention import config as attention_config
 from hierarchy.models.attention import plotting as attention_plotting
-from hierarchy.models.attention import solve_job
+from hierarchy.models.attention import solve_job, study_jobs
 from hierarchy.models.attention.sgd_problem import sgd_setup
 from hierarchy.models.attention.build import build_arguments
 from hierarchy.models.attention.variants import VARIANTS
@@ -58,6 +58,10 @@ class AttentionFamily(ModelFamily):
 
     def run_solve(self, config, out_dir, progress):
         return solve_job.run_solve(config, out_dir, progress=progress)
+
+    def study_model(self):
+        """The truncation-error study's computations (:mod:`.study_jobs`)."""
+        return study_jobs
 
     def format_summary(self, summary):
         """The table ``hierarchy solve`` prints: final values, truncation check, validity."""

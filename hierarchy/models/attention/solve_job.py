@@ -21,14 +21,14 @@ logged as a warning, because it means the horizon is near or beyond the radius.
 Long horizons (``[solve] extrapolate``, the default): the run also solves every degree from
 ``solve.min_degree`` to ``M`` (:func:`solve_ladder`, blow-up guard :data:`LADDER_BLOWUP`)
 and extrapolates every word of the degree-``M`` state across the degrees
-(:func:`hierarchy.models.attention.extrapolation.extrapolate_across_degrees`, see :func:`hierarchy_answer`):
+(:func:`hierarchy.core.extrapolation.extrapolate_across_degrees`, see :func:`hierarchy_answer`):
 ``result.npz`` gains ``mu_extrapolated`` and ``error_estimate`` (shape of ``mu``, which stays
 the degree-``M`` zero-closure trajectory). With extrapolation on, a blow-up of the degree-``M``
 zero closure is not a failure: the extrapolated answer and its validity decide the exit
 status. ``summary.valid_until`` gives, per observable (degree ≤ 2 and
 ``hierarchy.observables``), the last output time up to which the error estimate stays below
 ``solve.tolerance`` relative to the observable's largest magnitude over the run so far
-(:func:`hierarchy.models.attention.extrapolation.validity`); ``summary.beyond_horizon`` says whether some
+(:func:`hierarchy.core.extrapolation.validity`); ``summary.beyond_horizon`` says whether some
 output time is past it (the CLI then exits with status 3), and
 ``summary.convergence_radius_estimate`` is the zero closure's radius in time estimated from the
 growth of successive degrees' differences. ``solve.continuation = "matrix-flow"`` continues
@@ -55,7 +55,7 @@ from hierarchy.models.attention import continuation
 from hierarchy.models.attention.build import build_arguments
 from hierarchy.models.attention.coefficients import coefficients_from_config
 from hierarchy.models.attention.compiled import build
-from hierarchy.models.attention.extrapolation import (
+from hierarchy.core.extrapolation import (
     LADDER_BLOWUP,
     estimate_radius,
     extrapolate_across_degrees,

@@ -23,7 +23,7 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention.build import build_arguments
 from hierarchy.models.attention.coefficients import coefficients_from_config
 from hierarchy.models.attention.compiled import build
-from hierarchy.models.attention.extrapolation import LADDER_BLOWUP
+from hierarchy.core.extrapolation import LADDER_BLOWUP
 from hierarchy.models.attention.flows import matrix_flow
 from hierarchy.models.attention.moments import moments_of
 from hierarchy.models.attention.operators import build_field

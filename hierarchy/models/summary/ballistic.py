@@ -1,17 +1,16 @@
 """The ballistic ODE ``du/dt = -f(u) + g(u)`` (A.6), compiled and integrated.
 
-The integrate call lives in :func:`integrate_field` alone, so that routing it through the
-package's shared integrate loop is a one-line change there.
+:func:`integrate_field` integrates it with the package's one integrate loop
+(:func:`hierarchy.ode.integrate.integrate`).
 """
 
 import functools
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import solve_ivp
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.trajectory import Status, Trajectory
+from hierarchy.ode.integrate import integrate
 from hierarchy.models.summary.engine import derive
 from hierarchy.models.summary.model import SpikedPCA
 from hierarchy.models.summary.numeric import compile_exprs, compile_matrix
@@ -49,17 +48,11 @@ def field(model):
 
 
 def integrate_field(rhs, jacobian, u0, times, rtol=1e-10, atol=1e-12):
-    """Integrate ``du/dt = rhs(u)`` over ``times`` (the one swappable integrate call)."""
-    solution = solve_ivp(lambda t, u: rhs(u), (times[0], times[-1]), u0, t_eval=times,
-                         method="LSODA", jac=lambda t, u: jacobian(u), rtol=rtol, atol=atol,
-                         vectorized=True)
-    status = Status.COMPLETE if solution.success else Status.FAILED
-    y = solution.y.T
-    if len(y) < len(times):
-        y = np.vstack([y, np.full((len(times) - len(y), len(u0)), np.nan)])
-    return Trajectory(t=np.asarray(times, float), y=y, labels=list(LABELS), status=status,
-                      message=solution.message, info={"method": "LSODA",
-                                                      "nfev": int(solution.nfev)})
+    """Integrate ``du/dt = rhs(u)`` over ``times`` with the package's one integrate loop."""
+    return integrate(lambda t, u: np.asarray(rhs(u), dtype=float).reshape(-1), u0,
+                     (float(times[0]), float(times[-1])), t_eval=times, method="LSODA",
+                     jac=lambda t, u: jacobian(u), rtol=rtol, atol=atol, blowup=None,
+                     labels=list(LABELS), subject="the ballistic ODE", entries="statistics")
 
 
 def solve(model, u0, times, rtol=1e-10, atol=1e-12):
