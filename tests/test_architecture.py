@@ -158,7 +158,7 @@ def test_hierarchy_solve_of_the_toy_family_matches_the_closed_form(toy_family, t
     np.testing.assert_allclose(t, np.linspace(0.0, 2.0, 21))
     assert list(data["labels"]) == ["y1", "y2"]
     exact = 2.0 * np.exp(-np.outer(t, [1.5, 3.0]))
-    np.testing.assert_allclose(data["mu"], exact, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(data["y"], exact, rtol=1e-7, atol=1e-10)  # base state_name
     result = json.loads((out / "result.json").read_text())
     assert result["config"]["model"]["family"] == "toy-decay"
     assert result["summary"]["status"] == 0

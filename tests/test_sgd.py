@@ -218,7 +218,6 @@ def test_interrupted_sgd_says_so_once(tmp_path, capsys, monkeypatch):
         def value(self, G):
             return self.loss.value(G)
 
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
     monkeypatch.setattr(sgd_problem, "problem_from_config",
                         lambda config, loss=None: dataclasses.replace(real(config), loss=Stop(real(config).loss)))
     path = tmp_path / "sgd.toml"

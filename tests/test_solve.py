@@ -210,10 +210,9 @@ def test_run_solve_from_a_moments_file(tmp_path):
 
 # ----------------------------------------------------------------------------- CLI summary
 
-def solve_cli(capsys, monkeypatch, tmp_path, *flags, t_final=0.04, degree=8, extra=""):
+def solve_cli(capsys, tmp_path, *flags, t_final=0.04, degree=8, extra=""):
     from hierarchy.cli.main import main
 
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
     path = tmp_path / "solve.toml"
     path.write_text(f'[loss]\nname = "quadratic"\n[hierarchy]\ndegree = {degree}\n'
                     f"[init]\nd = 30\nseed = 3\nscale = [0.6, 1.0]\n"
@@ -225,11 +224,11 @@ def solve_cli(capsys, monkeypatch, tmp_path, *flags, t_final=0.04, degree=8, ext
 
 
 @pytest.mark.parametrize("t_final", [0.04, 1.0], ids=["inside", "beyond-radius"])
-def test_solve_prints_final_values_and_truncation_check_table(capsys, monkeypatch, tmp_path, t_final):
+def test_solve_prints_final_values_and_truncation_check_table(capsys, tmp_path, t_final):
     # The fault: `solve` printed only "results written"; then: exit 0 beyond the radius.
     import json
 
-    code, out_text, err, out = solve_cli(capsys, monkeypatch, tmp_path, t_final=t_final)
+    code, out_text, err, out = solve_cli(capsys, tmp_path, t_final=t_final)
     summary = json.loads((out / "result.json").read_text())["summary"]
     assert code == (0 if t_final < 0.1 else 3), err
     check = summary["truncation_check"]
@@ -265,8 +264,8 @@ def test_solve_prints_final_values_and_truncation_check_table(capsys, monkeypatc
         assert lines[-1] == f"results written to {out}"
 
 
-def test_quiet_solve_prints_no_table(capsys, monkeypatch, tmp_path):
-    code, out_text, err, out = solve_cli(capsys, monkeypatch, tmp_path, "--quiet")
+def test_quiet_solve_prints_no_table(capsys, tmp_path):
+    code, out_text, err, out = solve_cli(capsys, tmp_path, "--quiet")
     assert code == 0 and out_text == "" and (out / "result.json").exists()
 
 

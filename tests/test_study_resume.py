@@ -232,7 +232,6 @@ scheduler = "serial"
 def _cli_child(*argv):
     code = "import sys; from hierarchy.cli.main import main; sys.exit(main(sys.argv[1:]))"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop("HIERARCHY_QUIET", None)  # main(["--quiet", ...]) in an earlier test sets it here
     return [sys.executable, "-c", code, *map(str, argv)], env
 
 
@@ -370,8 +369,7 @@ def test_study_through_an_existing_scheduler(tmp_path):
 # --- item 5: per-job progress --------------------------------------------------------------
 
 
-def test_each_finished_job_prints_one_progress_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
+def test_each_finished_job_prints_one_progress_line(tmp_path, capsys):
     _run(TINY, tmp_path, quiet=False)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
     assert len(lines) == 4
@@ -382,8 +380,7 @@ def test_each_finished_job_prints_one_progress_line(tmp_path, capsys, monkeypatc
     assert lines[-1].startswith("[4/4] matrix flow: ")
 
 
-def test_resume_counts_reused_jobs_in_the_progress(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
+def test_resume_counts_reused_jobs_in_the_progress(tmp_path, capsys):
     _run(TINY, tmp_path)
     (tmp_path / "jobs" / "flow.npz").unlink()
     capsys.readouterr()
@@ -392,8 +389,7 @@ def test_resume_counts_reused_jobs_in_the_progress(tmp_path, capsys, monkeypatch
     assert len(lines) == 1 and lines[0].startswith("[4/4] matrix flow: ")
 
 
-def test_quiet_suppresses_the_progress_lines(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
+def test_quiet_suppresses_the_progress_lines(tmp_path, capsys):
     config = tmp_path / "c.toml"
     config.write_text('[init]\nscale = [0.6, 1.0]\n[solve]\nt_final = 0.05\npoints = 5\n'
                       '[sgd]\nd = 30\nlearning_rate = 0.002\nbatch = 16\n'
@@ -401,7 +397,6 @@ def test_quiet_suppresses_the_progress_lines(tmp_path, capsys, monkeypatch):
     assert main(["--quiet", "study", str(config), "--out", str(tmp_path / "o")]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
     assert main(["study", str(config), "--out", str(tmp_path / "p")]) == 0
     assert sum(line.startswith("[") for line in capsys.readouterr().err.splitlines()) == 4
 

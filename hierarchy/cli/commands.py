@@ -7,14 +7,17 @@ progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
 ``show`` and ``generate`` take the attention family's model flags.
 """
 
+import json
+import pathlib
+
 from hierarchy.cli import listing
-from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.cli.parser import parse_index_list, parse_int
+from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import atomic_write
 from hierarchy.models.attention import compiled, display, operators
-from hierarchy.sgd import job as sgd_job
 from hierarchy.study import run as study_run
 
 # CLI flags of show/generate and the config fields they set.
@@ -88,7 +91,11 @@ def with_flag_names(error):
 
 
 def show(args, progress):
-    """``hierarchy show``: print the truncated equations."""
+    """``hierarchy show``: print the truncated equations (or a config's, with ``--config``)."""
+    if args.config is not None:
+        config = loader.load_config(args.config)
+        print(registry.family_of(config).show(config))
+        return
     field = operators.build_field(**field_arguments(args), all_words=args.all_words)
     if args.why is not None:
         check_why(field, args.why)
@@ -147,7 +154,8 @@ def solve(args, progress):
 def sgd(args, progress):
     """``hierarchy sgd``: online SGD of every seed; exit 0, 1 (diverged) or 130."""
     config = loader.load_config(args.config)
-    summary = sgd_job.run_sgd(config, args.out, resume=args.resume, progress=progress)
+    summary = registry.family_of(config).run_sgd(config, args.out, resume=args.resume,
+                                                 progress=progress)
     diverged = summary.get("diverged") if isinstance(summary, dict) else None
     if diverged:
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
@@ -225,6 +233,30 @@ def report_written(args):
         print(f"results written to {args.out}")
 
 
+def fixed_points(args, progress):
+    """``hierarchy fixed-points``: write ``fixed_points.json`` and print the points."""
+    config = loader.load_config(args.config)
+    points = registry.family_of(config).fixed_points(config)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = [{"u": point["u"], "stable": point["stable"],
+               "eigenvalues": [jsonable_eigenvalue(e) for e in point["eigenvalues"]]}
+              for point in points]
+    atomic_write(out / "fixed_points.json", json.dumps(record, indent=2) + "\n")
+    if not is_quiet(args):
+        for point in record:
+            values = ", ".join(f"{label} = {value:.6g}" for label, value in point["u"].items())
+            print(f"{'stable  ' if point['stable'] else 'unstable'}  {values}")
+    report_written(args)
+    return EXIT_OK
+
+
+def jsonable_eigenvalue(value):
+    """A real eigenvalue as a float, a complex one as ``[real, imaginary]``."""
+    value = complex(value)
+    return value.real if value.imag == 0 else [value.real, value.imag]
+
+
 # ---------------------------------------------------------------------------------------
 # list
 
@@ -236,5 +268,5 @@ def list_solvers(args, progress):
 
 #: subcommand -> its handler
 HANDLERS = {"show": show, "generate": generate, "solve": solve, "sgd": sgd, "study": study,
-            "list": list_solvers}
+            "fixed-points": fixed_points, "list": list_solvers}
 

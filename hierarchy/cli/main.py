@@ -29,8 +29,7 @@ from hierarchy.cli import commands
 from hierarchy.cli import parser as cli_parser
 from hierarchy.cli.commands import study_config  # noqa: F401  (public here, as before)
 from hierarchy.cli.parser import parse_index_list, parse_int  # noqa: F401  (public here)
-from hierarchy.cli.status import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK,
-                                  report)
+from hierarchy.cli.status import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, report
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import check_out_dir, interruptible
 from hierarchy.core.progress import Progress

@@ -57,6 +57,9 @@ def build_parser(handlers=None):
     show.add_argument("--format", choices=("text", "latex", "json"), default="text")
     show.add_argument("--why", metavar="LABEL", help="explain why a word is in the system: the "
                       "substitutions that reach it from an observable")
+    show.add_argument("--config", metavar="CONFIG.toml", default=None,
+                      help="print the equations of the model of a config (any family) instead "
+                      "of the model flags'")
 
     generate = commands.add_parser("generate",
                                    help="generate and compile a solver; print its module and path")
@@ -81,10 +84,15 @@ def build_parser(handlers=None):
     study.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="address of a running Dask scheduler (default: local worker processes)")
 
+    fixed = commands.add_parser("fixed-points",
+                                help="fixed points of a config's ODE and their stability")
+    fixed.add_argument("config", metavar="CONFIG.toml")
+    _add_out(fixed)
+
     listing = commands.add_parser("list", help="list cached and generated solvers")
 
     subs = {"show": show, "generate": generate, "solve": solve, "sgd": sgd, "study": study,
-            "list": listing}
+            "fixed-points": fixed, "list": listing}
     for name, sub in subs.items():
         sub.set_defaults(handler=handlers.get(name))
         # SUPPRESS keeps a --quiet given before the command from being reset by the default.

@@ -10,7 +10,7 @@ ones the code uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--c
 """
 import math
 
-from hierarchy.config.loader import DEFAULTS
+from hierarchy.config.loader import DEFAULTS, defaults_for
 from hierarchy.config.shared import MAX_POINTS
 from hierarchy.core import registry
 from hierarchy.ode.integrate import METHODS
@@ -182,20 +182,49 @@ def render_config_reference(defaults=None, key_help=None):
         "naming the field (exit status 2). Example files: [`tools/configs/`](../tools/configs/).",
         "The mathematics behind the keys: [math.md](math.md).",
     ]
+    lines += _tables(defaults, key_help, SECTION_HELP, level="##")
+    for name in registry.family_names():
+        if name != registry.DEFAULT_FAMILY:
+            lines += _family_section(registry.family(name))
+    return "\n".join(lines) + "\n"
+
+
+def _tables(defaults, key_help, section_help, level):
+    """Markdown tables of every section of ``defaults``: key, default, help, allowed."""
+    lines = []
     flat = flatten_defaults(defaults)
     for section in defaults:
-        lines += ["", f"## `[{section}]`", ""]
-        if section in SECTION_HELP:
-            lines += [SECTION_HELP[section], ""]
+        lines += ["", f"{level} `[{section}]`", ""]
+        if section in section_help:
+            lines += [section_help[section], ""]
         lines += ["| key | default | what it does | allowed |", "|---|---|---|---|"]
         for name, value in flat.items():
             if name.split(".", 1)[0] != section:
                 continue
             description, allowed = key_help[name]
             key = name.split(".", 1)[1]
-            lines.append(f"| `{key}` | `{_cell(toml_value(value))}` | {description} | {allowed} |")
-    return "\n".join(lines) + "\n"
+            lines.append(f"| `{key}` | `{_cell(toml_value(value))}` | {_cell(description)} | "
+                         f"{_cell(allowed)} |")
+    return lines
+
+
+def _family_section(family):
+    """The tables of a family other than the default one (its keys, then the shared ones)."""
+    defaults = defaults_for(family)
+    key_help = {**KEY_HELP, **family.key_help,
+                "model.family": (f"The model family: `{family.name}` for these tables.",
+                                 markdown_choices(registry.family_names()))}
+    undocumented = [k for k in flatten_defaults(defaults) if k not in key_help]
+    if undocumented:
+        raise ValueError(f"family {family.name!r}: no help for {undocumented} "
+                         "(add them to the family's key_help)")
+    section_help = {**SECTION_HELP, "solve": "Output times and integrator of `hierarchy solve`.",
+                    **family.section_help}
+    return (["", f"## Family `{family.name}`", "",
+             f"A config with `[model] family = \"{family.name}\"` has these tables "
+             "(and no others)."] + _tables(defaults, key_help, section_help, level="###"))
 
 
 def _cell(text):
-    return text.replace("|", "\\|")
+    """``text`` safe inside a markdown table cell (``|`` escaped once)."""
+    return text.replace("\\|", "|").replace("|", "\\|")

@@ -41,7 +41,8 @@ RESERVED_ARRAYS = ("t", "mu", "labels")
 
 
 def write_result(
-    out_dir, *, t, mu, labels, config, summary=None, extra_arrays=None, complete=True, name="result"
+    out_dir, *, t, mu, labels, config, summary=None, extra_arrays=None, complete=True, name="result",
+    state_name="mu",
 ):
     """Write ``{name}.npz`` and ``{name}.json`` into ``out_dir`` atomically.
 
@@ -66,6 +67,9 @@ def write_result(
         False for partial results of an interrupted or failed run.
     name : str
         Base name of the two files.
+    state_name : str
+        Name of the states' array in the npz: ``mu`` (the attention family's trace moments),
+        ``u`` (summary statistics), ... (the family's ``state_name``).
 
     Returns
     -------
@@ -78,12 +82,14 @@ def write_result(
         Inconsistent shapes, or an output folder that cannot be written.
     """
     return _write_result(out_dir, t=t, mu=mu, labels=labels, config=config, summary=summary,
-                         extra_arrays=extra_arrays, complete=complete, name=name, record_extra=None)
+                         extra_arrays=extra_arrays, complete=complete, name=name, record_extra=None,
+                         state_name=state_name)
 
 
-def _write_result(out_dir, *, t, mu, labels, config, summary, extra_arrays, complete, name, record_extra):
+def _write_result(out_dir, *, t, mu, labels, config, summary, extra_arrays, complete, name, record_extra,
+                  state_name="mu"):
     out = pathlib.Path(out_dir)
-    arrays = _result_arrays(t, mu, labels, extra_arrays)
+    arrays = _result_arrays(t, mu, labels, extra_arrays, state_name)
     try:
         out.mkdir(parents=True, exist_ok=True)
         with hold_signals():
@@ -110,7 +116,7 @@ def _write_result(out_dir, *, t, mu, labels, config, summary, extra_arrays, comp
     return json_path
 
 
-def _result_arrays(t, mu, labels, extra_arrays):
+def _result_arrays(t, mu, labels, extra_arrays, state_name="mu"):
     t = np.asarray(t, dtype=float)
     mu = np.asarray(mu, dtype=float)
     labels = np.asarray([str(label) for label in labels], dtype=str)
@@ -120,9 +126,9 @@ def _result_arrays(t, mu, labels, extra_arrays):
             f"got {mu.shape}",
             field="mu",
         )
-    arrays = {"t": t, "mu": mu, "labels": labels}
+    arrays = {"t": t, state_name: mu, "labels": labels}
     for key, value in (extra_arrays or {}).items():
-        if key in RESERVED_ARRAYS:
+        if key in RESERVED_ARRAYS or key == state_name:
             raise HierarchyError(f"extra_arrays: {key!r} is reserved ({', '.join(RESERVED_ARRAYS)})", field=key)
         arrays[key] = np.asarray(value)
         if arrays[key].dtype == object:

@@ -20,6 +20,7 @@ DEFAULT_FAMILY = "attention"
 #: ``[model] family`` value -> ``"module:attribute"`` of its :class:`ModelFamily` instance
 FAMILIES = {
     "attention": "hierarchy.models.attention.family:ATTENTION",
+    "spiked-pca": "hierarchy.models.summary.family:SPIKED_PCA",
 }
 
 _LOADED = {}

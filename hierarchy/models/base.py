@@ -23,7 +23,10 @@ The contract, in the order the pipeline uses it:
    :mod:`hierarchy.ode.system`.
 5. ``initial_state(config, system)``: the starting state, ordered like ``system.labels``.
 6. ``time_per_step(config)``: the ODE time one SGD step advances (the time map).
-7. ``sgd_problem(config)``: the SGD problem of :mod:`hierarchy.sgd` (stepper, observables).
+7. ``sgd_problem(config)``: the SGD setup of :mod:`hierarchy.sgd.job` (problem, recorded
+   words and labels, initial matrices; see :mod:`hierarchy.sgd.simulate` for what the loop
+   asks of a problem), used by the default ``run_sgd(config, out_dir, resume=, progress=)``;
+   a family whose SGD is an ensemble of its own (many runs at once) overrides ``run_sgd``.
 8. ``run_solve(config, out_dir, progress)``: the ``hierarchy solve`` job. The default
    integrates ``system`` from ``initial_state`` over the ``[solve]`` output times with the
    shared integrate loop and writes ``result.npz``/``result.json``; a family with more to
@@ -37,6 +40,10 @@ The contract, in the order the pipeline uses it:
     ``DEFAULT_STUDY``, ``BLOWUP``, ``check_sgd_horizon(config)``,
     ``study_observables(config)`` and the jobs ``degree_job``, ``flow_job``, ``sgd_job`` (see
     :mod:`hierarchy.models.attention.study_jobs`).
+12. ``fixed_points(config)``: the fixed points of the family's ODE, a list of
+    ``{"u": {label: value}, "stable": bool, "eigenvalues": [...]}`` (``hierarchy
+    fixed-points``).
+13. ``show(config)``: the family's derived equations as text (``hierarchy show --config``).
 
 A contract item a family does not provide raises, by default, a one-line
 :class:`~hierarchy.core.errors.HierarchyError` naming ``model.family`` (exit status 2 in the CLI).
@@ -46,6 +53,7 @@ import numpy as np
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.ode.default_job import solve_and_write
+from hierarchy.sgd import job as sgd_job
 
 
 class ModelFamily:
@@ -55,6 +63,8 @@ class ModelFamily:
     name = ""
     #: 1. config tables this family adds or changes, e.g. ``{"model": {...}}``
     defaults = {}
+    #: 8. name of the states' array in ``result.npz`` (attention ``mu``, summary ``u``)
+    state_name = "y"
     #: 2. ``(table, key)`` pairs holding file paths, resolved against the config's folder
     path_fields = ()
     #: 2. ``docs/config.md``: ``"table.key" -> (what it does, what is allowed)``
@@ -92,6 +102,10 @@ class ModelFamily:
         """The SGD problem (see :mod:`hierarchy.sgd`)."""
         raise self.unsupported("sgd_problem")
 
+    def run_sgd(self, config, out_dir, *, resume=False, progress=None):
+        """``hierarchy sgd``: the shared SGD job on :meth:`sgd_problem`; return a summary."""
+        return sgd_job.run_sgd(config, out_dir, resume=resume, progress=progress)
+
     # 8
     def run_solve(self, config, out_dir, progress):
         """``hierarchy solve``: integrate and write the result files; return a summary."""
@@ -124,6 +138,16 @@ class ModelFamily:
     def study_model(self):
         """The family's study computations (see the module docstring)."""
         raise self.unsupported("a study (hierarchy study)")
+
+    # 12
+    def fixed_points(self, config):
+        """The classified fixed points of the family's ODE (see the module docstring)."""
+        raise self.unsupported("fixed points (hierarchy fixed-points)")
+
+    # 13
+    def show(self, config):
+        """The family's derived equations as text."""
+        raise self.unsupported("equations for a config (hierarchy show --config)")
 
     # ------------------------------------------------------------------ helpers
 

@@ -3,7 +3,7 @@
 :func:`solve_and_write` is what :meth:`hierarchy.models.base.ModelFamily.run_solve` does
 unless a family overrides it: take the family's system and initial state, integrate them over
 the family's output times with the shared loop, and write ``result.npz`` (``t``, the states
-as ``mu``, ``labels``) and ``result.json`` with :func:`hierarchy.core.io.write_result`.
+under the family's ``state_name``, ``labels``) and ``result.json`` with :func:`hierarchy.core.io.write_result`.
 """
 
 from pathlib import Path
@@ -62,10 +62,10 @@ def solve_and_write(family, config, out_dir, progress=None):
                                       atol=float(settings["atol"]), progress=progress)
         except SolveInterrupted as stop:
             summary = trajectory_summary(stop.result, interrupted=stop.result.message)
-            _write(out, config, stop.result, summary)
+            _write(family, out, config, stop.result, summary)
             raise
     summary = trajectory_summary(result)
-    _write(out, config, result, summary)
+    _write(family, out, config, result, summary)
     return summary
 
 
@@ -86,7 +86,8 @@ def trajectory_summary(result, interrupted=None):
     }
 
 
-def _write(out, config, result, summary):
+def _write(family, out, config, result, summary):
     out.mkdir(parents=True, exist_ok=True)
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, complete=result.status == Status.COMPLETE)
+                 summary=summary, complete=result.status == Status.COMPLETE,
+                 state_name=family.state_name)

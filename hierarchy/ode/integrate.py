@@ -216,10 +216,9 @@ def integrate(rhs, y0, t_span, *, t_eval=None, method="LSODA", rtol=1e-8, atol=1
         Output times; default: the integrator's own steps.
     method : str
         One of :data:`METHODS`.
-    rtol, atol : float
+    rtol, atol, max_step : float
     jac : callable, optional
         ``jac(t, y)`` (dense or scipy.sparse), given to the :data:`IMPLICIT_METHODS` only.
-    max_step : float
     blowup : float or None
         The run stops when a state entry exceeds this magnitude or stops being finite
         (None or ``inf``: only when it stops being finite).
@@ -229,10 +228,9 @@ def integrate(rhs, y0, t_span, *, t_eval=None, method="LSODA", rtol=1e-8, atol=1
         State -> recorded row (e.g. the trace moments of packed matrices); default: the
         state. ``labels``, ``y_stop`` and ``diverged_labels`` then refer to the observed
         rows; ``info["last_state"]`` keeps the state of the last recorded row.
-    labels : list of str, optional
-        Column labels of the recorded rows (default ``"0"``, ``"1"``, ...).
-    index : callable, optional
-        Canonical label -> column look-up, kept on the trajectory (``result["2.1.1"]``).
+    labels, index : list of str, callable, optional
+        Column labels of the recorded rows (default ``"0"``, ``"1"``, ...); the canonical
+        label -> column look-up kept on the trajectory (``result["2.1.1"]``).
     subject, entries : str
         What is integrated and what its labels name, for the stop messages (the compiled
         hierarchy: ``"the truncated hierarchy"``, ``"words"``).
@@ -255,23 +253,50 @@ def integrate(rhs, y0, t_span, *, t_eval=None, method="LSODA", rtol=1e-8, atol=1
         On ``KeyboardInterrupt``, with the trajectory so far (``Status.INTERRUPTED``).
     """
     check_method(method)
+    t0, t1 = increasing_span(t_span)
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    guard = np.inf if blowup is None else float(blowup)
+    integrator = make_integrator(rhs, y0, t0, t1, method, rtol=rtol, atol=atol, jac=jac,
+                                 max_step=max_step)
+    stopped = {"recorder": Recorder(t0, y0, t_eval, guard, observe), "integrator": integrator,
+               "blowup": guard, "method": method, "labels": labels, "index": index,
+               "subject": subject, "entries": entries, "info": info}
+    return _run_loop(stopped, progress, t1)
+
+
+def increasing_span(t_span):
+    """``(t0, t1)`` as floats.
+
+    Raises
+    ------
+    HierarchyError
+        The span is not increasing.
+    """
     t0, t1 = float(t_span[0]), float(t_span[1])
     if not t1 > t0:
         raise HierarchyError(f"t_span must be increasing, got {t_span}", field="t_span")
-    y0 = np.ascontiguousarray(y0, dtype=np.float64)
-    guard = np.inf if blowup is None else float(blowup)
+    return t0, t1
+
+
+def make_integrator(rhs, y0, t0, t1, method, *, rtol, atol, jac, max_step):
+    """scipy's integrator ``method`` from ``(t0, y0)`` to ``t1``; ``jac`` only if implicit."""
     options = {"rtol": rtol, "atol": atol, "max_step": max_step}
     if method in IMPLICIT_METHODS and jac is not None:
         options["jac"] = jac
-    integrator = getattr(scipy.integrate, method)(rhs, t0, y0, t1, **options)
-    recorder = Recorder(t0, y0, t_eval, guard, observe)
+    return getattr(scipy.integrate, method)(rhs, t0, y0, t1, **options)
+
+
+def _run_loop(stopped, progress, t_final):
+    """Step to the end (:func:`step_until_done`) and return the Trajectory.
+
+    ``stopped`` holds the keyword arguments of :func:`_trajectory` besides ``status`` and
+    ``wall``. An interrupt raises :class:`SolveInterrupted` with the rows so far.
+    """
     start = time.perf_counter()
-    stopped = {"recorder": recorder, "integrator": integrator, "blowup": guard,
-               "method": method, "labels": labels, "index": index, "subject": subject,
-               "entries": entries, "info": info}
     try:
         with np.errstate(over="ignore", invalid="ignore"):
-            status = step_until_done(integrator, recorder, progress, t1)
+            status = step_until_done(stopped["integrator"], stopped["recorder"], progress,
+                                     t_final)
     except KeyboardInterrupt as interrupt:
         if progress is not None:
             progress.close()  # end the status line

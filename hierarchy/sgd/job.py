@@ -58,85 +58,147 @@ def run_sgd(config, out_dir, *, resume=False, engine=DEFAULT_ENGINE, progress=No
     dict
         The summary written to ``result.json``.
     """
-    progress = progress or Progress.quiet()
-    setup = family_of(config).sgd_problem(config)
-    problem = setup.problem
-    check_horizon(problem, config)
-    labels, words, mats = setup.labels, setup.words, setup.matrices
-    seeds = list(config["sgd"]["seeds"])
-    steps = record_steps(record_times(config), problem)
-    times = steps * problem.step_time
-    S, T, n = len(seeds), len(steps), len(labels)
-    ckpt = Checkpoint(out_dir, config, min_interval=checkpoint_every)
-    store = {"mu_seeds": np.full((S, T, n), np.nan), "loss_seeds": np.full((S, T), np.nan),
-             "done": np.zeros(S, dtype=bool), "seconds": np.zeros(S)}
-    in_flight = None
-    if resume:
-        previous = ckpt.resume()
+    job = SgdJob(config, out_dir, engine=engine, checkpoint_every=checkpoint_every)
+    finished = job.resume() if resume else None
+    if finished is not None:
+        return finished
+    with interruptible():
+        stopped = job.run_seeds(progress or Progress.quiet())
+    return stopped if stopped is not None else job.finish()
+
+
+class SgdJob:
+    """One ``hierarchy sgd`` run (see :func:`run_sgd`): its seeds' store and checkpoint.
+
+    The store holds, per seed, the recorded observables (``mu_seeds``, NaN until done), the
+    losses (``loss_seeds``), whether it is ``done`` and its wall time (``seconds``);
+    ``in_flight`` is the state of a resumed seed's stepping loop, ``threads`` the BLAS thread
+    choices of the last seed run.
+    """
+
+    def __init__(self, config, out_dir, *, engine, checkpoint_every):
+        self.out_dir, self.engine, self.checkpoint_every = out_dir, engine, checkpoint_every
+        self.setup = family_of(config).sgd_problem(config)
+        self.problem = self.setup.problem
+        check_horizon(self.problem, config)
+        self.labels = self.setup.labels
+        self.seeds = list(config["sgd"]["seeds"])
+        self.steps = record_steps(record_times(config), self.problem)
+        self.times = self.steps * self.problem.step_time
+        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every)
+        self.store = empty_store(len(self.seeds), len(self.steps), len(self.labels))
+        self.in_flight = None
+        self.threads = {}
+
+    def resume(self):
+        """Load the run found in the output folder: its summary when it is complete, else None.
+
+        An incomplete run's seeds done (and the state of the seed in flight) are kept.
+        """
+        previous = self.checkpoint.resume()
         if previous is not None and previous.get("complete"):
             return previous["summary"]
         state = (previous or {}).get("state")
         if state is not None:
-            for key in store:
-                store[key] = np.array(state[key])
-            in_flight = {key[4:]: state[key] for key in state if key.startswith("cur_")} or None
-    threads = {}
+            for key in self.store:
+                self.store[key] = np.array(state[key])
+            self.in_flight = {key[4:]: state[key] for key in state
+                              if key.startswith("cur_")} or None
+        return None
 
-    def summary_of(complete, **extra):
-        summary = sgd_summary(problem, seeds, store, steps, engine, complete=complete, **extra)
-        summary["blas_threads"] = threads
+    def summary(self, complete, **extra):
+        """The summary of the seeds so far (:func:`sgd_summary`, plus ``blas_threads``)."""
+        summary = sgd_summary(self.problem, self.seeds, self.store, self.steps, self.engine,
+                              complete=complete, **extra)
+        summary["blas_threads"] = self.threads
         return summary
 
-    def save(traj=None, index=None, force=False, keep_state=True, summary=None):
-        arrays = dict(store)
-        if traj is not None and traj.recorded:
-            arrays["mu_seeds"] = arrays["mu_seeds"].copy()
-            arrays["mu_seeds"][index, :traj.recorded] = traj.mu[:traj.recorded]
-            arrays["loss_seeds"] = arrays["loss_seeds"].copy()
-            arrays["loss_seeds"][index, :traj.recorded] = traj.loss[:traj.recorded]
-        state = dict(store)
+    def save(self, traj=None, index=None, force=False, keep_state=True, summary=None):
+        """Checkpoint the store, with the rows so far of seed ``index`` (trajectory ``traj``).
+
+        ``keep_state=False`` writes no resume state; ``summary`` defaults to an incomplete one.
+        """
+        arrays = with_partial_seed(self.store, traj, index)
+        state = dict(self.store)
         if traj is not None:
             state.update({f"cur_{key}": np.asarray(value) for key, value in traj.state.items()})
-        ckpt.save(t=times, mu=seed_mean(arrays["mu_seeds"]), labels=labels,
-                  summary=summary or summary_of(False),
-                  extra_arrays=result_arrays(arrays, steps, problem),
-                  state=state if keep_state else None, force=force)
+        self.checkpoint.save(t=self.times, mu=seed_mean(arrays["mu_seeds"]), labels=self.labels,
+                             summary=summary or self.summary(False),
+                             extra_arrays=result_arrays(arrays, self.steps, self.problem),
+                             state=state if keep_state else None, force=force)
 
-    with interruptible():
+    def run_seeds(self, progress):
+        """Run every seed not done yet; the summary of a run stopped early, else None."""
         try:
-            for index, seed in enumerate(seeds):
-                if store["done"][index]:
+            for index, seed in enumerate(self.seeds):
+                if self.store["done"][index]:
                     continue
-                traj = simulate(problem, mats, seed=seed, times=times, words=words,
-                                labels=labels, engine=engine, progress=progress,
-                                title=f"sgd seed {seed} ({index + 1}/{S})", resume=in_flight,
-                                on_checkpoint=lambda tr, i=index: save(tr, i),
-                                checkpoint_every=checkpoint_every)
-                in_flight = None
-                threads = traj.threads
-                if traj.diverged is not None:
-                    summary = summary_of(False, diverged=divergence_report(traj, seed))
-                    save(traj, index, force=True, keep_state=False, summary=summary)
-                    return summary  # resuming would only diverge again: no resume state
-                if not traj.complete:
-                    save(traj, index, force=True)
-                    return summary_of(False)
-                store["mu_seeds"][index], store["loss_seeds"][index] = traj.mu, traj.loss
-                store["done"][index], store["seconds"][index] = True, traj.seconds
-                save(force=True)
+                stopped = self.run_seed(index, seed, progress)
+                if stopped is not None:
+                    return stopped
         except KeyboardInterrupt:
             # Stopped outside a seed's stepping loop (compiling, measuring threads): the
             # files on disk (a resumed run's checkpoint, or the seeds done) stay as they are.
-            if in_flight is None:
-                save(force=True)
-            return summary_of(False)
-    summary = summary_of(True, final=final_values(store, labels, setup.summary_columns))
-    ckpt.finish(t=times, mu=seed_mean(store["mu_seeds"]), labels=labels, summary=summary,
-                extra_arrays=result_arrays(store, steps, problem))
-    plot_sgd(pathlib.Path(out_dir) / "sgd.png", times, store["mu_seeds"], store["loss_seeds"],
-             [labels[i] for i in setup.summary_columns], setup.summary_columns,
-             setup.plot_options)
-    return summary
+            if self.in_flight is None:
+                self.save(force=True)
+            return self.summary(False)
+        return None
+
+    def run_seed(self, index, seed, progress):
+        """Simulate one seed and store it; the summary when it diverged or was interrupted."""
+        traj = simulate(self.problem, self.setup.matrices, seed=seed, times=self.times,
+                        words=self.setup.words, labels=self.labels, engine=self.engine,
+                        progress=progress,
+                        title=f"sgd seed {seed} ({index + 1}/{len(self.seeds)})",
+                        resume=self.in_flight, on_checkpoint=lambda tr: self.save(tr, index),
+                        checkpoint_every=self.checkpoint_every)
+        self.in_flight = None
+        self.threads = traj.threads
+        if traj.diverged is not None:
+            summary = self.summary(False, diverged=divergence_report(traj, seed))
+            self.save(traj, index, force=True, keep_state=False, summary=summary)
+            return summary  # resuming would only diverge again: no resume state
+        if not traj.complete:
+            self.save(traj, index, force=True)
+            return self.summary(False)
+        store = self.store
+        store["mu_seeds"][index], store["loss_seeds"][index] = traj.mu, traj.loss
+        store["done"][index], store["seconds"][index] = True, traj.seconds
+        self.save(force=True)
+        return None
+
+    def finish(self):
+        """Write the complete result and ``sgd.png``; return the summary."""
+        store, setup, columns = self.store, self.setup, self.setup.summary_columns
+        summary = self.summary(True, final=final_values(store, self.labels, columns))
+        self.checkpoint.finish(t=self.times, mu=seed_mean(store["mu_seeds"]), labels=self.labels,
+                               summary=summary,
+                               extra_arrays=result_arrays(store, self.steps, self.problem))
+        plot_sgd(pathlib.Path(self.out_dir) / "sgd.png", self.times, store["mu_seeds"],
+                 store["loss_seeds"], [self.labels[i] for i in columns], columns,
+                 setup.plot_options)
+        return summary
+
+
+def empty_store(seeds, times, words):
+    """The store of a run with nothing done: NaN rows, no seed done, no time spent."""
+    return {"mu_seeds": np.full((seeds, times, words), np.nan),
+            "loss_seeds": np.full((seeds, times), np.nan),
+            "done": np.zeros(seeds, dtype=bool), "seconds": np.zeros(seeds)}
+
+
+def with_partial_seed(store, traj, index):
+    """The store's arrays with the rows ``traj`` recorded so far written into seed ``index``.
+
+    The store itself is not modified.
+    """
+    arrays = dict(store)
+    if traj is not None and traj.recorded:
+        arrays["mu_seeds"] = arrays["mu_seeds"].copy()
+        arrays["mu_seeds"][index, :traj.recorded] = traj.mu[:traj.recorded]
+        arrays["loss_seeds"] = arrays["loss_seeds"].copy()
+        arrays["loss_seeds"][index, :traj.recorded] = traj.loss[:traj.recorded]
+    return arrays
 
 
 def divergence_report(traj, seed):

@@ -78,6 +78,13 @@ def check_horizon(problem, config):
 def thread_choices(problem, mats, words, engine, threads):
     """BLAS thread choosers (or fixed counts) of the steps and of the moment records.
 
+    With ``threads="auto"`` the first steps of the run itself are timed, in blocks of
+    :data:`THREAD_TRIAL_STEPS` (sample draw included, as the draw competes with spinning
+    BLAS threads), alternating one thread and all of them, after a warm-up block, and again
+    every :data:`THREAD_RECHECK_S` seconds; the moment records are timed separately. The
+    decision is kept for runs of the same shape in the process (the next seeds). An int
+    forces that count; None leaves the library default.
+
     Returns
     -------
     step, moments : AdaptiveThreads, int or None
@@ -111,9 +118,8 @@ def progress_text(title, done, total, elapsed):
 
 
 def simulate(problem, mats, *, seed, times, words=None, field=None, labels=None,
-             engine=DEFAULT_ENGINE,
-             progress=None, title="sgd", resume=None, on_checkpoint=None, checkpoint_every=30.0,
-             threads="auto", observers=()):
+             engine=DEFAULT_ENGINE, progress=None, title="sgd", resume=None,
+             on_checkpoint=None, checkpoint_every=30.0, threads="auto", observers=()):
     """Run online SGD and record the observables of the given words at the requested times.
 
     Parameters
@@ -145,17 +151,9 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, labels=None,
         Called with the partial trajectory (``state`` filled) every ``checkpoint_every``
         seconds and when interrupted.
     threads : "auto", int or None
-        BLAS threads: ``"auto"`` times steps and moment records with one thread and with
-        all of them and keeps the faster of each (:mod:`hierarchy.core.blas_threads`); an int
-        forces that count; None leaves the library default. The choice is in the
-        trajectory's ``threads``.
-
-        With ``"auto"`` the first steps of the run itself are timed, in blocks of
-        :data:`THREAD_TRIAL_STEPS` (sample draw included, as the draw competes with
-        spinning BLAS threads), alternating one thread and all of them, after a warm-up
-        block, and again every :data:`THREAD_RECHECK_S` seconds; the moment records are
-        timed separately. The decision is kept for runs of the same shape in the process
-        (the next seeds).
+        BLAS threads (:func:`thread_choices`): ``"auto"`` times steps and moment records with
+        one thread and with all of them and keeps the faster of each; an int forces that
+        count; None leaves the library default. The choice is in the trajectory's ``threads``.
     observers : sequence of callable
         Each called as ``observer(row=, step=, t=, matrices=)`` at every recorded time,
         once the observables of that row are measured and before the step is taken (for
@@ -164,15 +162,25 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, labels=None,
     Returns
     -------
     hierarchy.core.trajectory.Trajectory
-        ``y`` (also ``mu``) the observables, one row per recorded step; columns ``steps``,
-        ``loss`` (minibatch mean at the recorded states) and ``samples`` (``steps · B``);
-        info ``recorded`` (rows filled), ``seconds`` (wall time of the stepping loop),
-        ``diverged`` (None, or where: ``step``, ``t``, ``row`` (the first row not
-        recorded), ``quantity``, ``value``), ``threads`` and ``state`` (what
-        :func:`simulate` needs to continue). Status ``COMPLETE``; ``INTERRUPTED`` when a
+        ``y`` (also ``mu``) the observables, one row per recorded step, with the columns and
+        info of :meth:`SgdRun.snapshot`. Status ``COMPLETE``; ``INTERRUPTED`` when a
         ``KeyboardInterrupt`` (or SIGTERM under :func:`hierarchy.core.io.interruptible`)
         stopped it; ``BLOWUP`` when it diverged (:func:`~hierarchy.sgd.divergence.divergence`).
         The rows recorded before a stop are kept, the others are NaN.
+    """
+    words, labels = recorded_words(problem, words, field, labels)
+    run = SgdRun(problem, mats, seed=seed, times=times, words=words, labels=labels,
+                 engine=engine, resume=resume, threads=threads, observers=observers)
+    return run.loop(progress or Progress.quiet(), title, on_checkpoint, checkpoint_every)
+
+
+def recorded_words(problem, words, field, labels):
+    """The words :func:`simulate` records and their labels (see its ``words``, ``labels``).
+
+    Raises
+    ------
+    HierarchyError
+        Neither ``words`` nor ``field`` given.
     """
     if words is None:
         if field is None:
@@ -183,9 +191,7 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, labels=None,
         labels = list(field.labels)
     elif labels is None:
         labels = problem.word_labels(words)
-    run = SgdRun(problem, mats, seed=seed, times=times, words=words, labels=labels,
-                 engine=engine, resume=resume, threads=threads, observers=observers)
-    return run.loop(progress or Progress.quiet(), title, on_checkpoint, checkpoint_every)
+    return words, labels
 
 
 class SgdRun:
@@ -311,7 +317,14 @@ class SgdRun:
         return Status.BLOWUP if self.diverged is not None else Status.INTERRUPTED
 
     def snapshot(self):
-        """The trajectory so far (with the state :func:`simulate` resumes from)."""
+        """The trajectory so far (with the state :func:`simulate` resumes from).
+
+        Columns ``steps``, ``loss`` (minibatch mean at the recorded states) and ``samples``
+        (``steps · B``); info ``recorded`` (rows filled), ``seconds`` (wall time of the
+        stepping loop), ``diverged`` (None, or where: ``step``, ``t``, ``row`` (the first row
+        not recorded), ``quantity``, ``value``), ``threads`` and ``state`` (what
+        :func:`simulate` needs to continue).
+        """
         problem, status = self.problem, self.status()
         message = {Status.COMPLETE: "", Status.INTERRUPTED: "interrupted"}.get(
             status, f"diverged: {(self.diverged or {}).get('quantity', '')}")

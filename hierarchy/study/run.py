@@ -111,10 +111,10 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     config = default_config() if config is None else config
     if progress is None:
         progress = Progress.quiet() if quiet else Progress()
+    model = family_of(config).study_model()  # a family without a study stops here
     study = config["study"]
     field = "study.scheduler" if scheduler is None else "--scheduler"
     scheduler = check_scheduler(study.get("scheduler", "") if scheduler is None else scheduler, field)
-    model = family_of(config).study_model()
     if "sgd" in study.get("references", REFERENCES):
         model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)

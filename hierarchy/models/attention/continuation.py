@@ -33,6 +33,10 @@ A draw whose flow fails or blows up is never dropped: it is listed in ``failures
 output time past the point it reached is marked invalid (``valid`` False, NaN estimate and
 error). An interrupt raises :class:`ContinuationInterrupted`, whose ``result`` holds every
 finished draw.
+
+The flows' default accuracy, RK45 at ``rtol = 1e-5``, needs about 38 right-hand sides to
+``t = 3`` for Figure 1's model, with moments accurate to ~2e-6: a thousand times below the
+finite-``d'`` and sampling errors.
 """
 from __future__ import annotations
 
@@ -171,7 +175,10 @@ def check_continuation_arguments(field, labels, times, dims, draws):
     dims : list of int
         Ascending.
     draws : list of int
-        One count per ``d'``, in the order of the returned ``dims``.
+        One count per ``d'``, in the order of the returned ``dims``. The default (``draws``
+        None) is ``max(3, 3·d'_max/d')`` (12, 6, 3 for 200, 400, 800), so the cheap small
+        ``d'`` get more draws (a flow costs ``∝ d'³``, its spread falls like ``1/d'``) and the
+        control-variate regression has enough of them.
 
     Raises
     ------
@@ -426,9 +433,7 @@ def continue_by_matrix_flows(config, field, labels, times, dims=DEFAULT_DIMS, dr
         The ``d'`` (at least two distinct).
     draws : int, sequence of int or None
         Draws per ``d'`` (each ≥ 2), one count for all or one per ``d'`` (in the order of
-        ``dims``); None: ``max(3, 3·d'_max/d')`` (12, 6, 3 for 200, 400, 800), so the cheap
-        small ``d'`` get more draws (a flow costs ``∝ d'³``, its spread falls like ``1/d'``)
-        and the control-variate regression has enough of them.
+        ``dims``); None: ``max(3, 3·d'_max/d')`` (see :func:`check_continuation_arguments`).
     seed : int
         Base seed; draw ``i`` at ``d'`` uses :func:`draw_seed` ``(seed, d', i)``.
     progress : hierarchy.core.progress.Progress, callable, bool or None
@@ -438,9 +443,8 @@ def continue_by_matrix_flows(config, field, labels, times, dims=DEFAULT_DIMS, dr
     coefficients : dict or callable, optional
         Replaces the config's coefficient function (constants, or ``κ(μ)`` of the field).
     method, rtol, atol, threads
-        Passed to :func:`hierarchy.models.attention.flows.matrix_flow`. The default RK45 at ``rtol = 1e-5``
-        needs about 38 right-hand sides to ``t = 3`` for Figure 1's model, with moments
-        accurate to ~2e-6: a thousand times below the finite-``d'`` and sampling errors.
+        Passed to :func:`hierarchy.models.attention.flows.matrix_flow` (the defaults: module
+        docstring).
 
     Returns
     -------
@@ -455,30 +459,41 @@ def continue_by_matrix_flows(config, field, labels, times, dims=DEFAULT_DIMS, dr
     """
     words, times, dims, counts = check_continuation_arguments(field, labels, times, dims, draws)
     controls = _control_setup(field, counts)
-    flow_options = {"method": method, "rtol": rtol, "atol": atol, "threads": threads}
-    shared = coefficients
-    if shared is None:
-        # built here so a bad [loss] / [model] fails before any flow; untied models rebuild
-        # it per draw, with the teacher means of that draw's matrices
-        shared = coefficients_from_config(field, config)
-        if field.parameterization == "untied":
-            shared = None
+    shared = _shared_coefficients(field, config, coefficients)
     if progress is True:
         progress = Progress()
     run = _Run(field, labels, times, dims, counts, controls, progress or None)
+    flow_options = {"method": method, "rtol": rtol, "atol": atol, "threads": threads}
     try:
-        for g, d in enumerate(dims):
-            cfg = scaled_config(config, d)
-            for i in range(counts[g]):
-                seed_i = draw_seed(seed, d, i)
-                start = time.perf_counter()
-                values, failure, reached, mats = _run_draw(field, cfg, words, times, shared,
-                                                           seed_i, flow_options)
-                run.add(g, i, seed_i, values, failure, reached, mats, cfg,
-                        time.perf_counter() - start)
+        _run_draws(run, field, config, words, shared, seed, flow_options)
     except KeyboardInterrupt:
         raise ContinuationInterrupted(run.result(complete=False)) from None
     return run.result(complete=True)
+
+
+def _shared_coefficients(field, config, coefficients):
+    """The coefficient function every draw shares; None: each draw builds its own.
+
+    Built here so a bad ``[loss]`` / ``[model]`` fails before any flow; untied models rebuild
+    it per draw, with the teacher means of that draw's matrices.
+    """
+    if coefficients is not None:
+        return coefficients
+    shared = coefficients_from_config(field, config)
+    return None if field.parameterization == "untied" else shared
+
+
+def _run_draws(run, field, config, words, coefficients, seed, flow_options):
+    """Run every draw at every ``d'`` (ascending) and add it to ``run``."""
+    for g, d in enumerate(run.dims):
+        cfg = scaled_config(config, d)
+        for i in range(run.counts[g]):
+            seed_i = draw_seed(seed, d, i)
+            start = time.perf_counter()
+            values, failure, reached, mats = _run_draw(field, cfg, words, run.times,
+                                                       coefficients, seed_i, flow_options)
+            run.add(g, i, seed_i, values, failure, reached, mats, cfg,
+                    time.perf_counter() - start)
 
 
 class _Run:

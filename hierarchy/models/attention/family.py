@@ -20,6 +20,7 @@ class AttentionFamily(ModelFamily):
     """Attention-indexed models: the trace-moment hierarchy of ``docs/math.md``."""
 
     name = "attention"
+    state_name = "mu"
     defaults = attention_config.DEFAULTS  # [model], [loss], [hierarchy], [init]
     #: config fields holding a file path, relative to the config file's folder
     path_fields = attention_config.PATH_FIELDS

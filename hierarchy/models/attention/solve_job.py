@@ -468,78 +468,130 @@ def run_solve(config, out_dir, progress=None):
         (``complete: false``, the summary's ``interrupted`` says where), unless the interrupt
         came before the solve started.
     """
-    progress = Progress.quiet() if progress is None else progress
-    solver = build(**build_arguments(config))
-    field = solver.field
-    check_run_fits(config, len(solver.labels))
-    if len(solver.labels) > MANY_WORDS:
-        progress.line(f"initial moments of {len(solver.labels)} words "
-                      f"({config['init']['source']})...")
-    mu0 = initial_moments(field, config)
-    coefficients = _coefficients_for(field, config)
-    settings = config["solve"]
-    t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
-    horizon = horizon_labels(solver, config)
-    continuation_settings = _continuation_arguments(config, field, horizon, t_eval)
-    out = Path(out_dir)
+    run = SolveRun(config, out_dir, Progress.quiet() if progress is None else progress)
     with interruptible():
+        run.solve()
+        run.finish()
+    return run.summary
+
+
+class SolveRun:
+    """One :func:`run_solve`: its compiled solver, inputs, and what is done so far.
+
+    Building it builds (or fetches) the solver and checks what can be checked before any
+    solve: the memory the trajectories need and the continuation settings. :meth:`solve`
+    integrates degree ``M``; :meth:`finish` adds the long-horizon stages and writes the files.
+    ``stage`` names the stage running (for the summary's ``interrupted``).
+    """
+
+    def __init__(self, config, out_dir, progress):
+        self.config, self.out, self.progress = config, Path(out_dir), progress
+        self.settings = settings = config["solve"]
+        self.solver = build(**build_arguments(config))
+        self.field = self.solver.field
+        check_run_fits(config, len(self.solver.labels))
+        if len(self.solver.labels) > MANY_WORDS:
+            progress.line(f"initial moments of {len(self.solver.labels)} words "
+                          f"({config['init']['source']})...")
+        self.mu0 = initial_moments(self.field, config)
+        self.coefficients = _coefficients_for(self.field, config)
+        self.t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
+        self.horizon = horizon_labels(self.solver, config)
+        self.continuation_settings = _continuation_arguments(config, self.field, self.horizon,
+                                                             self.t_eval)
+        self.result, self.summary, self.arrays, self.runs = None, None, {}, []
+        self.stage = None
+
+    def solve(self):
+        """Integrate degree ``M``; when interrupted, write what it reached and re-raise."""
+        settings = self.settings
         try:
-            result = solver.solve(mu0, (0.0, float(settings["t_final"])), coefficients,
-                                  t_eval=t_eval, method=settings.get("method", "LSODA"),
-                                  rtol=float(settings["rtol"]), atol=float(settings["atol"]),
-                                  progress=progress)
+            self.result = self.solver.solve(
+                self.mu0, (0.0, float(settings["t_final"])), self.coefficients,
+                t_eval=self.t_eval, method=settings.get("method", "LSODA"),
+                rtol=float(settings["rtol"]), atol=float(settings["atol"]),
+                progress=self.progress)
         except SolveInterrupted as stop:
-            summary = solve_summary(solver, stop.result, interrupted=stop.result.message)
-            _write(out, config, solver, stop.result, summary, complete=False)
+            summary = solve_summary(self.solver, stop.result, interrupted=stop.result.message)
+            _write(self.out, self.config, self.solver, stop.result, summary, complete=False)
             raise
-        summary = solve_summary(solver, result)
-        summary["extrapolate"] = bool(settings["extrapolate"])
-        arrays, runs = {}, []
-        stage = "during the extrapolation ladder"
+        self.summary = solve_summary(self.solver, self.result)
+        self.summary["extrapolate"] = bool(settings["extrapolate"])
+
+    def finish(self):
+        """The ladder, truncation check, answer, continuation and plot; write the files.
+
+        When interrupted, write what is done (``complete: false``) and re-raise.
+        """
         try:
-            if settings["extrapolate"] or settings.get("check_truncation", True):
-                solve_ladder(config, solver, mu0, t_eval, top=result, progress=progress, runs=runs)
-            stage = "during the truncation check"
-            if settings.get("check_truncation", True):
-                lower = [run for s, run in runs if s.degree == solver.degree - 1]
-                summary["truncation_check"] = truncation_check(
-                    config, solver, mu0, result, t_eval, lower=lower[0] if lower else None)
-                _warn_truncation(solver, summary["truncation_check"], settings["extrapolate"])
-            found = hierarchy_answer(config, solver, result, runs, t_eval)
-            arrays = dict(found["arrays"])
-            answer, error = found["answer"], found["error"]
-            summary.update(degrees=found["degrees"],
-                           convergence_radius_estimate=found["radius"])
-            methods, cont = None, None
-            stage = "during the matrix-flow continuation"
-            if continuation_settings is not None:
-                cont = _continue(config, field, horizon, t_eval, continuation_settings, progress,
-                                 summary)
-                answer, error, methods = stitch(t_eval, solver.labels, answer, error, cont,
-                                                float(settings["tolerance"]))
-                arrays.update(mu_best=answer, error_estimate_best=error, method_best=methods,
-                              **continuation_arrays(cont, solver.labels))
-            _horizon_summary(summary, t_eval, solver, horizon, answer, error, methods,
-                             float(settings["tolerance"]))
-            arrays["valid"] = np.zeros(answer.shape, dtype=bool) if error is None else \
-                validity(answer, error, float(settings["tolerance"]))[1]
-            stage = "while plotting"
-            out.mkdir(parents=True, exist_ok=True)
-            plot_solve(out / PLOT_FILE, solver, result, t_eval, summary, found, cont)
+            self.check_degrees()
+            found = self.answer_across_degrees()
+            cont = self.continue_and_assess(found)
+            self.stage = "while plotting"
+            self.out.mkdir(parents=True, exist_ok=True)
+            plot_solve(self.out / PLOT_FILE, self.solver, self.result, self.t_eval,
+                       self.summary, found, cont)
         except KeyboardInterrupt as interrupt:
-            summary["interrupted"] = stage
-            summary["ladder_degrees_done"] = [s.degree for s, _ in runs]
-            partial = getattr(interrupt, "result", None)
-            if stage == "during the matrix-flow continuation" and partial is not None:
-                summary["continuation"] = partial.summary()
-                arrays.update(continuation_arrays(partial, solver.labels))
-            _write(out, config, solver, result, summary, complete=False, arrays=arrays,
-                   t_eval=t_eval)
+            self.write_interrupted(interrupt)
             raise
-        complete = result.success or bool(settings["extrapolate"])
-        _write(out, config, solver, result, summary, complete=complete, arrays=arrays,
-               t_eval=t_eval)
-    return summary
+        self.write(complete=self.result.success or bool(self.settings["extrapolate"]))
+
+    def check_degrees(self):
+        """Solve the extrapolation ladder and compare degree ``M`` with ``M − 1``."""
+        settings, solver = self.settings, self.solver
+        self.stage = "during the extrapolation ladder"
+        if settings["extrapolate"] or settings.get("check_truncation", True):
+            solve_ladder(self.config, solver, self.mu0, self.t_eval, top=self.result,
+                         progress=self.progress, runs=self.runs)
+        self.stage = "during the truncation check"
+        if settings.get("check_truncation", True):
+            lower = [run for s, run in self.runs if s.degree == solver.degree - 1]
+            self.summary["truncation_check"] = truncation_check(
+                self.config, solver, self.mu0, self.result, self.t_eval,
+                lower=lower[0] if lower else None)
+            _warn_truncation(solver, self.summary["truncation_check"], settings["extrapolate"])
+
+    def answer_across_degrees(self):
+        """The extrapolation across degrees (:func:`hierarchy_answer`), into the summary."""
+        found = hierarchy_answer(self.config, self.solver, self.result, self.runs, self.t_eval)
+        self.arrays = dict(found["arrays"])
+        self.summary.update(degrees=found["degrees"],
+                            convergence_radius_estimate=found["radius"])
+        return found
+
+    def continue_and_assess(self, found):
+        """Stitch in the continuation (if on) and add the validity figures; the continuation."""
+        settings, labels = self.settings, self.solver.labels
+        tolerance = float(settings["tolerance"])
+        answer, error = found["answer"], found["error"]
+        methods, cont = None, None
+        self.stage = "during the matrix-flow continuation"
+        if self.continuation_settings is not None:
+            cont = _continue(self.config, self.field, self.horizon, self.t_eval,
+                             self.continuation_settings, self.progress, self.summary)
+            answer, error, methods = stitch(self.t_eval, labels, answer, error, cont, tolerance)
+            self.arrays.update(mu_best=answer, error_estimate_best=error, method_best=methods,
+                               **continuation_arrays(cont, labels))
+        _horizon_summary(self.summary, self.t_eval, self.solver, self.horizon, answer, error,
+                         methods, tolerance)
+        self.arrays["valid"] = np.zeros(answer.shape, dtype=bool) if error is None else \
+            validity(answer, error, tolerance)[1]
+        return cont
+
+    def write_interrupted(self, interrupt):
+        """Write the result so far, saying at which stage ``interrupt`` stopped the run."""
+        self.summary["interrupted"] = self.stage
+        self.summary["ladder_degrees_done"] = [s.degree for s, _ in self.runs]
+        partial = getattr(interrupt, "result", None)
+        if self.stage == "during the matrix-flow continuation" and partial is not None:
+            self.summary["continuation"] = partial.summary()
+            self.arrays.update(continuation_arrays(partial, self.solver.labels))
+        self.write(complete=False)
+
+    def write(self, complete):
+        """Write ``result.npz`` and ``result.json`` (see :func:`_write`)."""
+        _write(self.out, self.config, self.solver, self.result, self.summary,
+               complete=complete, arrays=self.arrays, t_eval=self.t_eval)
 
 
 def continuation_arrays(cont, labels):

@@ -1,0 +1,212 @@
+"""Spiked PCA as a :class:`~hierarchy.models.base.ModelFamily` (``family = "spiked-pca"``).
+
+The family's face to the shared layers: its config tables, validation, the ballistic ODE as
+a system for the shared integrate loop, its SGD run (the exact-in-law ``O(n)`` noise sampler,
+many runs at once), its fixed points and its equations. Everything else is in the modules of
+this folder (see :mod:`hierarchy.models.summary`).
+
+Config (the interface of the effective-dynamics issue):
+
+- ``[model] order = k`` (``>= 2``), ``snr = λ`` (``> 0``), ``ridge = a`` (``>= 0``);
+- ``[sgd] dimension = n``, ``step = c_δ`` (so ``δ = c_δ/n``), ``runs``, ``seed``;
+- ``[init] source = "gaussian"`` (``x₀ ~ N(0, I/n)``, whose ``n → ∞`` statistics are
+  ``m = 0``, ``r2 = 1``) or ``"statistics"`` with ``[init.statistics]`` giving some of
+  ``m``, ``r2`` (the others start at their Gaussian-start limit).
+
+Decision: the ballistic ODE from the Gaussian start stays at ``m = 0`` (an unstable fixed
+point above threshold: the escape of SGD is a finite-``n`` fluctuation, of duration
+``≈ ln n / (8(λ − 1))`` for ``k = 2``); ``hierarchy solve`` says so in its summary, and a
+start ``m > 0`` is given with ``[init.statistics]``.
+"""
+
+import math
+import numbers
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import interruptible, write_result
+from hierarchy.models.base import ModelFamily
+from hierarchy.models.summary import ballistic, display, sgd
+from hierarchy.models.summary.fixed_points import fixed_points as classified_fixed_points
+from hierarchy.models.summary.model import SpikedPCA
+from hierarchy.models.summary.symbols import LABELS
+
+#: ``n → ∞`` statistics of the Gaussian start ``x₀ ~ N(0, I/n)``
+GAUSSIAN_START = {"m": 0.0, "r2": 1.0}
+INIT_SOURCES = ("gaussian", "statistics")
+#: Largest ``runs × dimension`` of one SGD ensemble (its state, in doubles)
+MAX_ENSEMBLE = 50_000_000
+
+
+class BallisticSystem:
+    """The ballistic ODE ``du/dt = −f(u) + g(u)`` in the System protocol of :mod:`hierarchy.ode`."""
+
+    labels = list(LABELS)
+
+    def __init__(self, model):
+        self.model = model
+        self._rhs, self._jacobian = ballistic.field(model)
+
+    def index(self, label):
+        """Column of a statistic label."""
+        if label not in self.labels:
+            raise HierarchyError(f"{label!r} is not a statistic of spiked PCA "
+                                 f"({', '.join(self.labels)})", field="label")
+        return self.labels.index(label)
+
+    def rhs(self, u, t=0.0):
+        return np.asarray(self._rhs(np.asarray(u, dtype=float)), dtype=float).reshape(-1)
+
+    def jacobian(self, u, t=0.0):
+        return np.asarray(self._jacobian(np.asarray(u, dtype=float)), dtype=float)
+
+
+class SpikedPCAFamily(ModelFamily):
+    """Spiked matrix and tensor PCA: the summary statistics ``(m, r2)`` of online SGD."""
+
+    name = "spiked-pca"
+    state_name = "u"
+    defaults = {
+        "model": {"order": 2, "snr": 2.0, "ridge": 0.0},
+        "init": {"source": "gaussian", "statistics": {}},
+        "solve": {"t_final": 5.0, "points": 101, "rtol": 1e-10, "atol": 1e-12},
+        "sgd": {"dimension": 1000, "step": 1.0, "runs": 100, "seed": 0},
+    }
+    section_help = {
+        "model": "Spiked tensor PCA: Y = lambda v^(x k) + W; the statistics are m = <x, v> and "
+                 "r2 = |x - m v|^2.",
+        "init": "Where the statistics start.",
+        "sgd": "Online SGD in dimension n with step delta = step / n, many runs at once.",
+    }
+    key_help = {
+        "model.order": ("Tensor order k of the spike (2: spiked matrix).", "integer >= 2"),
+        "model.snr": ("Signal-to-noise ratio lambda.", "number > 0"),
+        "model.ridge": ("Ridge a of the penalty (a/2)|x|^2.", "number >= 0"),
+        "init.source": ("`gaussian`: x0 ~ N(0, I/n) (m = 0, r2 = 1 as n -> oo); "
+                        "`statistics`: the values of `[init.statistics]`.",
+                        "gaussian | statistics"),
+        "init.statistics": ("Starting values by label (`m`, `r2`); missing labels start at "
+                            "their Gaussian-start limit.", "table of numbers (r2 >= 0)"),
+        "sgd.dimension": ("Dimension n of the parameter vector.", "integer >= 2"),
+        "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / n.",
+                     "number > 0"),
+        "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
+        "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+    }
+
+    # 2
+    def validate(self, config, sections=None):
+        self.model(config)  # order, snr, ridge, step
+        sgd_table = config["sgd"]
+        for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
+            sgd_table[key] = _integer(sgd_table[key], f"sgd.{key}", low)
+        if sgd_table["dimension"] * sgd_table["runs"] > MAX_ENSEMBLE:
+            raise HierarchyError(
+                f"sgd.runs x sgd.dimension = {sgd_table['runs'] * sgd_table['dimension']} "
+                f"exceeds {MAX_ENSEMBLE} (the ensemble's state must fit in memory)",
+                field="sgd.runs")
+        config["init"]["statistics"] = _start_table(config["init"])
+        return config
+
+    def model(self, config):
+        """The :class:`~hierarchy.models.summary.model.SpikedPCA` a config describes."""
+        model = config["model"]
+        return SpikedPCA(order=model["order"], snr=model["snr"], ridge=model["ridge"],
+                         step=config["sgd"]["step"])
+
+    # 3, 4, 5, 6
+    def build_arguments(self, config):
+        model = self.model(config)
+        return {"order": model.order, "snr": model.snr, "ridge": model.ridge,
+                "step": model.step}
+
+    def system(self, config):
+        return BallisticSystem(self.model(config))
+
+    def initial_state(self, config, system):
+        start = self.start(config)
+        return np.array([start[label] for label in system.labels])
+
+    def start(self, config):
+        """The starting statistics ``{label: value}`` of a config."""
+        return {**GAUSSIAN_START, **config["init"]["statistics"]}
+
+    def time_per_step(self, config):
+        return float(config["sgd"]["step"]) / float(config["sgd"]["dimension"])
+
+    # 7
+    def run_sgd(self, config, out_dir, *, resume=False, progress=None):
+        """``hierarchy sgd``: ``runs`` exact-in-law SGD runs (the ``O(n)`` noise sampler).
+
+        Writes ``result.npz`` (``t``, ``u`` = run mean, ``labels``, ``u_runs``
+        (runs × times × statistics), ``steps``) and ``result.json``. The runs are simulated
+        together in one pass; an interrupted pass keeps nothing (``resume`` starts it again).
+        """
+        table = config["sgd"]
+        times = self.output_times(config)
+        start = None if config["init"]["source"] == "gaussian" else self.start(config)
+        with interruptible():
+            trajectory = sgd.noise_sgd(self.model(config), table["dimension"], table["runs"],
+                                       times, seed=table["seed"], start=start)
+        u_runs = np.transpose(trajectory.u_runs, (1, 0, 2))
+        summary = {"complete": True, "runs": int(table["runs"]),
+                   "dimension": int(table["dimension"]), "sampler": "noise (O(n), exact in law)",
+                   "diverged_runs": int(np.sum(~np.all(np.isfinite(u_runs), axis=(1, 2)))),
+                   "final": {label: float(np.nanmean(u_runs[:, -1, j]))
+                             for j, label in enumerate(trajectory.labels)}}
+        write_result(out_dir, t=trajectory.t, mu=np.nanmean(u_runs, axis=0),
+                     labels=trajectory.labels, config=config, summary=summary,
+                     extra_arrays={"u_runs": u_runs, "steps": trajectory.steps},
+                     state_name=self.state_name)
+        return summary
+
+    # 12, 13
+    def fixed_points(self, config):
+        """The isolated fixed points of the ballistic ODE, classified by stability."""
+        return classified_fixed_points(self.model(config))
+
+    def equations(self, config):
+        """``{name: text}`` of the derived ``f``, ``g``, ``Σ``, ``du/dt`` and ``Φ``."""
+        return display.equations(self.model(config))
+
+    def show(self, config):
+        """The text ``hierarchy show --config`` prints."""
+        return display.show(self.model(config))
+
+
+def _integer(value, field, low):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise HierarchyError(f"{field} must be an integer >= {low}; got {value!r}", field=field)
+    return int(value)
+
+
+def _start_table(init):
+    """``init.statistics`` checked: known labels, finite numbers, ``r2 >= 0``."""
+    source = init["source"]
+    if source not in INIT_SOURCES:
+        raise HierarchyError(f"init.source must be one of {' | '.join(INIT_SOURCES)}; "
+                             f"got {source!r}", field="init.source")
+    table = init["statistics"]
+    if not isinstance(table, dict):
+        raise HierarchyError("init.statistics must be a table of numbers by label "
+                             f"({', '.join(LABELS)})", field="init.statistics")
+    if table and source != "statistics":
+        raise HierarchyError('init.statistics is given but init.source is not "statistics"',
+                             field="init.source")
+    checked = {}
+    for label, value in table.items():
+        field = f"init.statistics.{label}"
+        if label not in LABELS:
+            raise HierarchyError(f"{field}: not a statistic of spiked PCA; allowed: "
+                                 f"{', '.join(LABELS)}", field=field)
+        if (not isinstance(value, numbers.Real) or isinstance(value, bool)
+                or not math.isfinite(value) or (label == "r2" and value < 0)):
+            raise HierarchyError(f"{field} must be a finite number"
+                                 f"{' >= 0' if label == 'r2' else ''}; got {value!r}",
+                                 field=field)
+        checked[label] = float(value)
+    return checked
+
+
+SPIKED_PCA = SpikedPCAFamily()
