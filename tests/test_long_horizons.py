@@ -118,7 +118,6 @@ def test_limit_start_extrapolation_and_continuation_agree(tmp_path, monkeypatch)
 def cli_solve(capsys, monkeypatch, tmp_path, text, *flags):
     from hierarchy.cli.main import main
 
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)
     path = tmp_path / "c.toml"
     path.write_text(text)
     out = tmp_path / "out"

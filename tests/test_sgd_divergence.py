@@ -120,7 +120,6 @@ def test_non_finite_weights_stop_the_run_at_that_step():
 
 
 def test_cli_exits_1_with_the_step_and_quantity(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("HIERARCHY_QUIET", raising=False)  # --quiet sets it: undone after the test
     out = tmp_path / "out"
     code = main(["sgd", str(toml_with(tmp_path, 0.3)), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err

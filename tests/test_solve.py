@@ -330,4 +330,4 @@ def test_the_default_solve_job_integrates_a_toy_family(tmp_path):
     summary = Decay().run_solve(config, tmp_path, None)
     assert summary["status"] == 0 and summary["final"]["y"] == pytest.approx(np.exp(-2), rel=1e-6)
     result = read_result(tmp_path)
-    assert result["labels"] == ["y"] and result["complete"] and result["mu"].shape == (11, 1)
+    assert result["labels"] == ["y"] and result["complete"] and result["y"].shape == (11, 1)

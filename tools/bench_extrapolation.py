@@ -48,7 +48,7 @@ def solve_degrees(degrees, times, blowup):
 def table(degrees, blowup):
     """Print one setting's table; returns the errors ``{method: (T, O)}``."""
     from hierarchy.models.attention.exact_limit import convergence_radius, limit_moments
-    from hierarchy.models.attention.extrapolation import METHODS, extrapolate_across_degrees
+    from hierarchy.core.extrapolation import METHODS, extrapolate_across_degrees
 
     times = np.array((0.0,) + TIMES)
     mu, solve_s = solve_degrees(degrees, times, blowup)

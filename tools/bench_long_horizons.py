@@ -13,7 +13,6 @@
 """
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -36,11 +35,12 @@ def config(**solve):
 
 def timed_solve(cfg):
     from hierarchy.core.io import read_result
+    from hierarchy.core.progress import Progress
     from hierarchy.models.attention.solve_job import run_solve
 
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        summary = run_solve(cfg, out)
+        summary = run_solve(cfg, out, progress=Progress.quiet())
         seconds = time.perf_counter() - start
         return seconds, summary, read_result(out)
 
@@ -90,7 +90,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-continuation", action="store_true")
     args = parser.parse_args()
-    os.environ["HIERARCHY_QUIET"] = "1"
     extrapolation()
     if not args.skip_continuation:
         continuation()

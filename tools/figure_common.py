@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
 from hierarchy.core.errors import HierarchyError  # noqa: E402
 from hierarchy.core.io import write_result  # noqa: E402
 from hierarchy.core.plotting import new_figure, plot_extrapolated, save_figure  # noqa: E402
-from hierarchy.models.attention.extrapolation import LADDER_BLOWUP  # noqa: E402
+from hierarchy.core.extrapolation import LADDER_BLOWUP  # noqa: E402
 from hierarchy.sgd.engines import DEFAULT_ENGINE, ENGINES  # noqa: E402
 from hierarchy.sgd.simulate import simulate  # noqa: E402
 from hierarchy.study.analysis import certified, extrapolate_degrees  # noqa: E402
