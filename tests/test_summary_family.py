@@ -117,3 +117,64 @@ def test_a_family_without_a_study_says_so_in_one_line(tmp_path, capsys):
     assert main(["study", small_config(tmp_path), "--out", str(tmp_path / "st")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "model.family" in err
+
+
+# ---------------------------------------------------------------------------------------
+# the Gaussian-mixture families, through the same commands
+
+MIXTURE = """
+[model]
+family = "{family}"
+snr = "inf"
+ridge = 0.1
+{width}
+
+[solve]
+t_final = 20.0
+points = 11
+
+[sgd]
+dimension = 60
+runs = 8
+"""
+
+
+@pytest.mark.parametrize("family, width, labels", [
+    ("gmm-binary", "", ["v1", "v2", "m1", "m2", "R11", "R12", "R22"]),
+    ("gmm-xor", "width = 2", ["v1", "v2", "m1_mu", "m2_mu", "m1_nu", "m2_nu", "R11", "R12",
+                              "R22"]),
+])
+def test_mixture_families_solve_sgd_and_show(tmp_path, capsys, family, width, labels):
+    path = write(tmp_path, MIXTURE.format(family=family, width=width))
+    assert main(["--quiet", "solve", path, "--out", str(tmp_path / "ode")]) == 0
+    ode = np.load(tmp_path / "ode" / "result.npz")
+    assert list(ode["labels"]) == labels and ode["u"].shape == (11, len(labels))
+    assert np.all(np.isfinite(ode["u"]))
+    assert main(["--quiet", "sgd", path, "--out", str(tmp_path / "sgd")]) == 0
+    sgd = np.load(tmp_path / "sgd" / "result.npz")
+    assert sgd["u_runs"].shape == (8, 11, len(labels))
+    assert main(["show", "--config", path]) == 0
+    assert "du/dt = -f + g" in capsys.readouterr().out
+
+
+def test_binary_mixture_fixed_points_through_the_cli(tmp_path):
+    path = write(tmp_path, MIXTURE.format(family="gmm-binary", width=""))
+    assert main(["--quiet", "fixed-points", path, "--out", str(tmp_path / "fp")]) == 0
+    points = json.loads((tmp_path / "fp" / "fixed_points.json").read_text())
+    stable = sorted(round(p["u"]["v1"], 6) for p in points if p["stable"])
+    assert stable == [-1.17741, 1.17741]   # (±1.177410, ∓1.177410) at α = 0.1
+
+
+@pytest.mark.parametrize("text, field", [
+    ('[model]\nfamily = "gmm-binary"\nsnr = "loud"\n', "model.snr"),
+    ('[model]\nfamily = "gmm-binary"\nwidth = 3\n', "model.width"),
+    ('[model]\nfamily = "gmm-xor"\nridge = -0.1\n', "model.ridge"),
+    ('[model]\nfamily = "gmm-xor"\n[init]\nsource = "statistics"\nstatistics = { m1 = 1.0 }\n',
+     "init.statistics.m1"),
+    ('[model]\nfamily = "gmm-xor"\n[sgd]\ndimension = 1\n', "sgd.dimension"),
+])
+def test_bad_mixture_configs_are_one_line_errors(tmp_path, capsys, text, field):
+    path = write(tmp_path, text)
+    assert main(["solve", path, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err, err

@@ -21,6 +21,8 @@ DEFAULT_FAMILY = "attention"
 FAMILIES = {
     "attention": "hierarchy.models.attention.family:ATTENTION",
     "spiked-pca": "hierarchy.models.summary.family:SPIKED_PCA",
+    "gmm-binary": "hierarchy.models.gmm.family:GMM_BINARY",
+    "gmm-xor": "hierarchy.models.gmm.family:GMM_XOR",
 }
 
 _LOADED = {}

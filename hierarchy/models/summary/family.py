@@ -25,12 +25,13 @@ import numbers
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.summary import ballistic, display, sgd
 from hierarchy.models.summary.fixed_points import fixed_points as classified_fixed_points
 from hierarchy.models.summary.model import SpikedPCA
 from hierarchy.models.summary.symbols import LABELS
+from hierarchy.sgd.ensemble import write_ensemble
 
 #: ``n → ∞`` statistics of the Gaussian start ``x₀ ~ N(0, I/n)``
 GAUSSIAN_START = {"m": 0.0, "r2": 1.0}
@@ -149,17 +150,10 @@ class SpikedPCAFamily(ModelFamily):
         with interruptible():
             trajectory = sgd.noise_sgd(self.model(config), table["dimension"], table["runs"],
                                        times, seed=table["seed"], start=start)
-        u_runs = np.transpose(trajectory.u_runs, (1, 0, 2))
-        summary = {"complete": True, "runs": int(table["runs"]),
-                   "dimension": int(table["dimension"]), "sampler": "noise (O(n), exact in law)",
-                   "diverged_runs": int(np.sum(~np.all(np.isfinite(u_runs), axis=(1, 2)))),
-                   "final": {label: float(np.nanmean(u_runs[:, -1, j]))
-                             for j, label in enumerate(trajectory.labels)}}
-        write_result(out_dir, t=trajectory.t, mu=np.nanmean(u_runs, axis=0),
-                     labels=trajectory.labels, config=config, summary=summary,
-                     extra_arrays={"u_runs": u_runs, "steps": trajectory.steps},
-                     state_name=self.state_name)
-        return summary
+        return write_ensemble(out_dir, config, trajectory,
+                              np.transpose(trajectory.u_runs, (1, 0, 2)), self.state_name,
+                              dimension=int(table["dimension"]),
+                              sampler="noise (O(n), exact in law)")
 
     # 12, 13
     def fixed_points(self, config):

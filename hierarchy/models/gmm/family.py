@@ -1,0 +1,191 @@
+"""The Gaussian-mixture classifiers as model families: ``gmm-binary`` and ``gmm-xor``.
+
+One class, two instances (the mixtures differ only in data: :data:`~.model.KINDS`). The
+family's face to the shared layers: config tables and validation, ``hierarchy solve`` (the
+ballistic ODE: the shared integrate loop at finite ``λ``, the projected Heun–Filippov scheme
+at ``λ = ∞``, see :mod:`.ballistic`), ``hierarchy sgd`` (the networks themselves, many runs
+at once), ``hierarchy fixed-points`` and ``hierarchy show --config``.
+
+Config (the interface of the effective-dynamics issue):
+
+- ``[model] snr = λ`` (a number, or ``"inf"``), ``ridge = α``; ``gmm-xor`` adds
+  ``width = K``;
+- ``[sgd] dimension = N``, ``step = c_δ`` (``δ = c_δ/N``), ``runs``, ``seed``;
+- ``[init] source = "gaussian"`` (the seed's random start; ``hierarchy solve`` integrates from
+  one draw of its ``N → ∞`` statistics, chosen by ``init.seed``) or ``"statistics"`` with
+  ``[init.statistics]`` (labels missing from the table start at 0).
+"""
+
+import numbers
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import interruptible, write_result
+from hierarchy.models.base import ModelFamily
+from hierarchy.models.gmm import ballistic, sgd, symbolic
+from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_points
+from hierarchy.models.gmm.model import Mixture
+from hierarchy.models.gmm.starts import from_table, gaussian_start
+from hierarchy.models.gmm.system import system as mixture_system
+from hierarchy.sgd.ensemble import write_ensemble
+
+INIT_SOURCES = ("gaussian", "statistics")
+#: Largest ``runs × dimension × width`` of one SGD ensemble (its weights, in doubles)
+MAX_ENSEMBLE = 50_000_000
+
+KEY_HELP = {
+    "model.snr": ("Signal-to-noise ratio lambda of the mixture (noise I/lambda); `\"inf\"` "
+                  "is the noiseless limit, with its sliding modes (Filippov).",
+                  'number > 0, or "inf"'),
+    "model.ridge": ("Ridge alpha of the penalty (alpha/2)|W|^2.", "number >= 0"),
+    "model.width": ("Hidden width K of the network.", "integer in 1..64 (2 for gmm-binary)"),
+    "init.source": ("`gaussian`: the random start of the seed (N -> oo statistics of one draw "
+                    "for `solve`); `statistics`: the values of `[init.statistics]`.",
+                    "gaussian | statistics"),
+    "init.statistics": ("Starting values by label; missing labels start at 0.",
+                        "table of numbers"),
+    "init.seed": ("Seed of the Gaussian start's draw (`solve`).", "integer >= 0"),
+    "sgd.dimension": ("Dimension N of the data.", "integer >= 2"),
+    "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.", "number > 0"),
+    "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
+    "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+}
+
+
+class MixtureFamily(ModelFamily):
+    """A two-layer network classifying a Gaussian mixture, seen through its statistics."""
+
+    state_name = "u"
+    path_fields = ()
+    key_help = KEY_HELP
+
+    def __init__(self, name, kind, width, description):
+        self.name = name
+        self.kind = kind
+        self.defaults = {
+            "model": {"snr": 100.0, "ridge": 0.1, "width": width},
+            "init": {"source": "gaussian", "seed": 0, "statistics": {}},
+            "solve": {"t_final": 100.0, "points": 101, "rtol": 1e-4, "atol": 1e-7},
+            "sgd": {"dimension": 250, "step": 1.0, "runs": 200, "seed": 0},
+        }
+        self.section_help = {"model": description, "init": "Where the statistics start.",
+                             "sgd": "Online SGD of the network itself, many runs at once."}
+
+    # 2
+    def validate(self, config, sections=None):
+        model = self.mixture(config)
+        table = config["sgd"]
+        for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
+            table[key] = _integer(table[key], f"sgd.{key}", low)
+        config["init"]["seed"] = _integer(config["init"]["seed"], "init.seed", 0)
+        if table["dimension"] * table["runs"] * model.width > MAX_ENSEMBLE:
+            raise HierarchyError(f"sgd.runs x sgd.dimension x model.width exceeds "
+                                 f"{MAX_ENSEMBLE} (the ensemble must fit in memory)",
+                                 field="sgd.runs")
+        config["init"]["statistics"] = self._start_table(config["init"], model)
+        return config
+
+    def mixture(self, config):
+        """The :class:`~hierarchy.models.gmm.model.Mixture` a config describes."""
+        model = config["model"]
+        return Mixture(kind=self.kind, snr=model["snr"], ridge=model["ridge"],
+                       width=model["width"], step=config["sgd"]["step"])
+
+    def _start_table(self, init, model):
+        if init["source"] not in INIT_SOURCES:
+            raise HierarchyError(f"init.source must be one of {' | '.join(INIT_SOURCES)}; "
+                                 f"got {init['source']!r}", field="init.source")
+        table = init["statistics"]
+        if not isinstance(table, dict):
+            raise HierarchyError("init.statistics must be a table of numbers by label",
+                                 field="init.statistics")
+        if table and init["source"] != "statistics":
+            raise HierarchyError('init.statistics is given but init.source is not '
+                                 '"statistics"', field="init.source")
+        for label in table:
+            if label not in model.labels:
+                raise HierarchyError(f"init.statistics.{label}: not a statistic of "
+                                     f"{self.name}; allowed: {', '.join(model.labels)}",
+                                     field=f"init.statistics.{label}")
+        try:
+            from_table(model, table)
+        except HierarchyError as error:  # name the config field, not the engine's
+            raise HierarchyError(str(error).replace("initial.", "init.statistics."),
+                                 field="init.statistics") from None
+        return {label: float(value) for label, value in table.items()}
+
+    # 3, 4, 5, 6
+    def build_arguments(self, config):
+        model = self.mixture(config)
+        return {"kind": model.kind, "snr": model.snr, "ridge": model.ridge,
+                "width": model.width, "step": model.step}
+
+    def system(self, config):
+        return mixture_system(self.mixture(config))
+
+    def initial_state(self, config, system=None):
+        model = self.mixture(config)
+        init = config["init"]
+        if init["source"] == "statistics":
+            return from_table(model, init["statistics"])
+        return gaussian_start(model, 1, seed=init["seed"])[:, 0]
+
+    def time_per_step(self, config):
+        return float(config["sgd"]["step"]) / float(config["sgd"]["dimension"])
+
+    # 7
+    def run_sgd(self, config, out_dir, *, resume=False, progress=None):
+        """``hierarchy sgd``: ``runs`` networks trained together on fresh samples."""
+        table = config["sgd"]
+        init = config["init"]
+        start = dict(init["statistics"]) if init["source"] == "statistics" else None
+        with interruptible():
+            trajectory = sgd.run_sgd(self.mixture(config), table["dimension"], table["runs"],
+                                     self.output_times(config), seed=table["seed"],
+                                     start=start)
+        return write_ensemble(out_dir, config, trajectory, trajectory.u_runs, self.state_name,
+                              dimension=int(table["dimension"]), sampler="network SGD")
+
+    # 8
+    def run_solve(self, config, out_dir, progress):
+        """``hierarchy solve``: the ballistic ODE from the config's start."""
+        model = self.mixture(config)
+        start = self.initial_state(config)
+        times = self.output_times(config)
+        solve = config["solve"]
+        with interruptible():
+            trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
+                                         atol=solve["atol"])
+        summary = {"status": int(trajectory.status), "message": trajectory.message,
+                   "method": trajectory.info.get("method", ""),
+                   "t_reached": float(times[-1]),
+                   "final": {label: float(trajectory.y[-1, j])
+                             for j, label in enumerate(trajectory.labels)}}
+        write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
+                     config=config, summary=summary, complete=trajectory.success,
+                     state_name=self.state_name)
+        return summary
+
+    # 12, 13
+    def fixed_points(self, config):
+        """The fixed points of the ballistic ODE, classified by stability."""
+        return classified_fixed_points(self.mixture(config))
+
+    def show(self, config):
+        return symbolic.show(self.mixture(config))
+
+
+def _integer(value, field, low):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise HierarchyError(f"{field} must be an integer >= {low}; got {value!r}", field=field)
+    return int(value)
+
+
+GMM_BINARY = MixtureFamily(
+    "gmm-binary", "binary", 2,
+    "Binary Gaussian mixture (class 1 at +mu, class 0 at -mu, noise I/lambda) learned by a "
+    "width-2 ReLU network with sigmoid output; statistics v1 v2 m1 m2 R11 R12 R22.")
+GMM_XOR = MixtureFamily(
+    "gmm-xor", "xor", 4,
+    "XOR Gaussian mixture (class 1 at +-mu, class 0 at +-nu, noise I/lambda) learned by a "
+    "width-K ReLU network with sigmoid output; "
+    "statistics v{i}, m{i}_mu, m{i}_nu, R{i}{j} (i <= j).")

@@ -1,0 +1,137 @@
+"""Online SGD of the actual networks on samples of the mixtures, many runs at once.
+
+Each run holds ``W (K, N)`` and ``v (K,)``; the signal directions are ``mu = e_1`` and (XOR)
+``nu = e_2``. A step draws a cluster ``theta`` and ``X = theta + Z``,
+``Z ~ N(0, I_N / lambda)`` (``lambda = inf``: ``Z = 0``), and updates
+``x <- x - delta grad L(x; X, y)`` with ``delta = c_delta / N``:
+
+- ``grad_v L = e g(WX) + alpha v``, ``grad_{W_i} L = e v_i 1{W_i.X > 0} X + alpha W_i``,
+  ``e = sigma(v.g(WX)) - y``.
+
+The statistics are recorded at the steps nearest ``t = l delta``.
+"""
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.trajectory import Status, Trajectory
+from hierarchy.models.gmm.ballistic import as_state
+from hierarchy.models.gmm.functionals import sqrt_psd
+from hierarchy.models.gmm.layout import pack, unpack
+from hierarchy.models.gmm.starts import init_scale
+
+
+def check_size(dimension, runs, signals=1):
+    """Raise a one-line error unless ``dimension`` and ``runs`` are usable."""
+    if isinstance(dimension, bool) or not isinstance(dimension, (int, np.integer)) \
+            or dimension < signals + 2:
+        raise HierarchyError(f"sgd.dimension must be an integer >= {signals + 2}; got "
+                             f"{dimension!r}", field="sgd.dimension")
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise HierarchyError(f"sgd.runs must be an integer >= 1; got {runs!r}",
+                             field="sgd.runs")
+
+
+def step_counts(model, times, dimension):
+    """Steps ``round(t N / c_delta)`` of the recording times."""
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or np.any(times < 0) or np.any(np.diff(times) < 0):
+        raise HierarchyError("times must be a non-decreasing list of times >= 0",
+                             field="times")
+    return np.rint(times * dimension / model.step).astype(np.int64)
+
+
+def statistics(model, weights, v):
+    """``(d, runs)`` statistics of parameters ``W (R, K, N)``, ``v (R, K)``."""
+    s = model.signals
+    m = np.swapaxes(weights[:, :, :s], 1, 2)
+    perp = weights[:, :, s:]
+    return pack(v, m, np.matmul(perp, np.swapaxes(perp, 1, 2)))
+
+
+def gaussian_parameters(model, dimension, runs, rng):
+    """``W, v`` of the Gaussian start (``W_i ~ N(0, I_N / (c N))``, ``v ~ N(0, I_K)``)."""
+    scale = init_scale(model)
+    spread = 0.0 if math.isinf(scale) else 1.0 / math.sqrt(scale * dimension)
+    weights = rng.standard_normal((runs, model.width, dimension)) * spread
+    return weights, rng.standard_normal((runs, model.width))
+
+
+def table_parameters(model, dimension, runs, rng, state):
+    """``W, v`` realising a state vector exactly (random perpendicular directions)."""
+    k, s = model.width, model.signals
+    v, m, r, _ = unpack(np.asarray(state, float)[:, None], k, s)
+    basis = np.linalg.qr(rng.standard_normal((runs, dimension - s, k)))[0]  # (R, N-S, K)
+    perp = np.einsum("ij,rnj->rin", sqrt_psd(r)[0], basis)
+    weights = np.concatenate([np.broadcast_to(m[0].T, (runs, k, s)), perp], axis=2)
+    return np.ascontiguousarray(weights), np.tile(v, (runs, 1))
+
+
+def sample_batch(model, runs, dimension, rng):
+    """One fresh sample per run: ``(x (runs, N), labels (runs,))`` of the mixture."""
+    probs = np.array([c[0] for c in model.clusters])
+    which = rng.choice(len(probs), size=runs, p=probs)
+    signs = np.array([c[1] for c in model.clusters])[which]      # (R, S)
+    labels = np.array([c[2] for c in model.clusters])[which]     # (R,)
+    if math.isinf(model.snr):
+        x = np.zeros((runs, dimension))
+    else:
+        x = rng.standard_normal((runs, dimension)) / math.sqrt(model.snr)
+    x[:, :model.signals] += signs
+    return x, labels
+
+
+def sgd_step(model, weights, v, x, labels, delta):
+    """One SGD step in place for all runs (``x (R, N)``, ``labels (R,)``)."""
+    h = np.matmul(weights, x[:, :, None])[:, :, 0]               # (R, K)
+    on = h > 0
+    e = expit(np.sum(np.where(on, h, 0.0) * v, axis=1)) - labels
+    coef = (e[:, None] * v) * on                                # (R, K)
+    grad_v = e[:, None] * np.where(on, h, 0.0) + model.ridge * v
+    weights *= 1.0 - delta * model.ridge
+    weights -= delta * coef[:, :, None] * x[:, None, :]
+    v -= delta * grad_v
+
+
+def run_sgd(model, dimension, runs, times, seed=0, start=None):
+    """Online SGD of ``runs`` independent networks in dimension ``N``.
+
+    Parameters
+    ----------
+    start : None, dict or array
+        None: the Gaussian start; a ``{label: value}`` table or state vector: every run
+        starts from parameters realising it exactly.
+
+    Returns
+    -------
+    Trajectory
+        ``y`` the run mean; columns ``u_runs`` ``(runs, T, d)`` (runs x times x
+        statistics, as the interface fixes; note its first axis is the run, not the time)
+        and ``steps``.
+    """
+    check_size(dimension, runs, model.signals)
+    steps = step_counts(model, times, dimension)
+    rng = np.random.default_rng(seed)
+    if start is None:
+        weights, v = gaussian_parameters(model, dimension, runs, rng)
+    else:
+        weights, v = table_parameters(model, dimension, runs, rng, as_state(model, start))
+    delta = model.step / dimension
+    rows, done = [], 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for target in steps:
+            for _ in range(int(target) - done):
+                x, labels = sample_batch(model, runs, dimension, rng)
+                sgd_step(model, weights, v, x, labels, delta)
+            done = int(target)
+            rows.append(statistics(model, weights, v).T)
+    u_runs = np.swapaxes(np.array(rows), 0, 1)                  # (runs, T, d)
+    status = Status.COMPLETE if np.all(np.isfinite(u_runs)) else Status.BLOWUP
+    return Trajectory(t=steps * model.step / dimension, y=u_runs.mean(axis=0),
+                      labels=list(model.labels), status=status,
+                      columns={"u_runs": u_runs, "steps": steps},
+                      info={"engine": "network-sgd", "dimension": dimension, "runs": runs,
+                            "seed": seed, "delta": delta})

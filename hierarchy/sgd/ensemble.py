@@ -1,0 +1,48 @@
+"""The result files of an SGD *ensemble*: many independent runs simulated together.
+
+Families whose SGD runs as one vectorised ensemble (the summary-statistics families: spiked
+PCA, the Gaussian mixtures) write the same files through :func:`write_ensemble`:
+``result.npz`` with ``t``, the run mean under the family's state name (``u``), ``labels``,
+``u_runs`` (runs × times × statistics) and ``steps``; ``result.json`` with the config and a
+summary that counts the runs that diverged (kept as non-finite rows, never dropped).
+"""
+
+import numpy as np
+
+from hierarchy.core.io import write_result
+
+
+def write_ensemble(out_dir, config, trajectory, u_runs, state_name, **summary):
+    """Write an ensemble's result files and return its summary.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+    config : dict
+        The validated config.
+    trajectory : hierarchy.core.trajectory.Trajectory
+        Its ``t``, ``labels`` and ``steps`` column are written.
+    u_runs : numpy.ndarray, shape (runs, T, n)
+        Every run's statistics at the times ``trajectory.t``.
+    state_name : str
+        The family's name of the run mean in ``result.npz``.
+    **summary
+        More summary entries (sampler, dimension, ...).
+
+    Returns
+    -------
+    dict
+        ``complete``, ``runs``, ``diverged_runs``, ``final`` (label -> mean over the runs
+        that stayed finite, at the last time), and ``summary``'s entries.
+    """
+    u_runs = np.asarray(u_runs, dtype=float)
+    finite = np.all(np.isfinite(u_runs), axis=(1, 2))
+    mean = u_runs[finite].mean(axis=0) if finite.any() else np.full(u_runs.shape[1:], np.nan)
+    record = {"complete": True, "runs": int(u_runs.shape[0]),
+              "diverged_runs": int(np.sum(~finite)),
+              "final": {label: float(mean[-1, j]) for j, label in enumerate(trajectory.labels)},
+              **summary}
+    write_result(out_dir, t=trajectory.t, mu=mean, labels=trajectory.labels, config=config,
+                 summary=record, extra_arrays={"u_runs": u_runs, "steps": trajectory.steps},
+                 state_name=state_name)
+    return record
