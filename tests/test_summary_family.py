@@ -87,7 +87,7 @@ def test_show_config_prints_the_derived_drift_corrector_and_diffusion(tmp_path, 
 
 def test_a_spiked_pca_config_has_only_its_own_tables(tmp_path):
     config = load_config(small_config(tmp_path))
-    assert set(config) == {"model", "init", "solve", "sgd"}
+    assert set(config) == {"model", "init", "solve", "sgd", "study"}
     assert set(config["sgd"]) == {"dimension", "step", "runs", "seed"}
     assert config["init"]["statistics"] == {"m": 0.3}
 
@@ -111,12 +111,6 @@ def test_bad_spiked_pca_configs_are_one_line_errors_before_any_work(tmp_path, ca
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and field in err, err
         assert not (tmp_path / command / "result.json").exists()
-
-
-def test_a_family_without_a_study_says_so_in_one_line(tmp_path, capsys):
-    assert main(["study", small_config(tmp_path), "--out", str(tmp_path / "st")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "model.family" in err
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Computing one study job, and the hash of the config values that decide it.
 
 :func:`compute_job` hands a :class:`~hierarchy.study.jobs.Job` to the model's study
-computations (the family's ``study_model()``, looked up when the job runs);
+computations (the family's ``study_model()``, looked up when the job runs; a study model
+with its own hooks, :mod:`hierarchy.study.hooks`, computes and describes its jobs itself);
 :func:`job_hash` is what each job file is stored with, so that ``--resume`` reuses a job only
 for a config that would compute the same result.
 """
@@ -11,6 +12,7 @@ import json
 
 from hierarchy.core.io import to_jsonable
 from hierarchy.core.registry import family_of
+from hierarchy.study.hooks import own_hooks
 from hierarchy.study.jobs import DEGREE, FLOW, SGD, flow_tolerances, study_times
 
 
@@ -30,8 +32,10 @@ def compute_job(config, labels, job):
     dict
         The job's arrays, ``mu`` ``(T, n)`` first (see the model's ``*_job`` functions).
     """
-    times = study_times(config)
     model = family_of(config).study_model()
+    if own_hooks(model):
+        return model.compute_job(config, labels, job)
+    times = study_times(config)
     if job.kind == DEGREE:
         return model.degree_job(config, job.degree, labels, times)
     if job.kind == FLOW:
@@ -49,7 +53,8 @@ def job_inputs(config, job, labels):
     ``solve`` ``method``, ``rtol``, ``atol`` (and the blow-up guard); the flow uses its own
     tolerances; an SGD job adds ``sgd.learning_rate``, ``sgd.batch`` and its seed.
     ``[study]`` (scheduler, workers, the list of seeds and degrees) and ``[hierarchy]``
-    decide no job.
+    decide no job. A study model with its own hooks (:mod:`hierarchy.study.hooks`) says
+    what decides its jobs itself.
 
     Parameters
     ----------
@@ -61,6 +66,9 @@ def job_inputs(config, job, labels):
     -------
     dict
     """
+    model = family_of(config).study_model()
+    if own_hooks(model):
+        return model.job_inputs(config, job, labels)
     init, solve, sgd = config["init"], config["solve"], config["sgd"]
     inputs = {
         "model": config["model"], "loss": config["loss"],
@@ -70,7 +78,7 @@ def job_inputs(config, job, labels):
     }
     if job.kind == DEGREE:
         inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
-        inputs["blowup"] = family_of(config).study_model().BLOWUP
+        inputs["blowup"] = model.BLOWUP
     elif job.kind == FLOW:
         inputs["tolerances"] = list(flow_tolerances(config))
     elif job.kind == SGD:

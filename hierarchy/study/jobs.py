@@ -1,8 +1,10 @@
 """The study's independent jobs, as data.
 
-A study is a set of :class:`Job`: one per truncation degree, one exact ``matrix-flow``
-reference, one per SGD seed of the ``sgd`` reference. :func:`plan_jobs` lists them for a
-config, longest first. This module only describes jobs (it imports no model code, so that
+A study is a set of :class:`Job`. The truncation study (the attention family): one per
+truncation degree, one exact ``matrix-flow`` reference, one per SGD seed of the ``sgd``
+reference; :func:`plan_jobs` lists them for a config, longest first. The dimension study
+(the summary-statistics families, :mod:`hierarchy.study.dimensions`): one ``ode`` job (the
+ballistic solve) and one ``sgd`` job per dimension ``n`` (an ensemble of runs). This module only describes jobs (it imports no model code, so that
 ``hierarchy.config`` can take :data:`REFERENCES` from here); :mod:`hierarchy.study.compute`
 computes them and hashes what decides them.
 """
@@ -17,9 +19,13 @@ from hierarchy.core.errors import HierarchyError
 #: What a study's truncations can be compared with (``[study] references``).
 REFERENCES = ("matrix-flow", "sgd")
 
-#: Job kinds: a truncation degree, the exact flow (reference ``matrix-flow``), an SGD seed.
+#: Job kinds: a truncation degree, the exact flow (reference ``matrix-flow``), an SGD seed;
+#: the ballistic ODE and an SGD ensemble at one dimension (the dimension study).
 DEGREE, FLOW, SGD = "degree", "flow", "sgd"
-KINDS = (DEGREE, FLOW, SGD)
+ODE, DIMENSION = "ode", "dimension"
+KINDS = (DEGREE, FLOW, SGD, ODE, DIMENSION)
+#: Key prefix of a dimension job: ``sgd-n400``
+DIMENSION_PREFIX = "sgd-n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,15 +40,23 @@ class Job:
         The truncation degree of a ``degree`` job.
     seed : int or None
         The SGD seed of an ``sgd`` job.
+    dimension : int or None
+        The dimension ``n`` of a ``dimension`` job.
     """
 
     kind: str
     degree: Optional[int] = None
     seed: Optional[int] = None
+    dimension: Optional[int] = None
 
     @property
     def key(self):
-        """The job's name, also the stem of its file: ``degree-4``, ``flow``, ``sgd-0``."""
+        """The job's name, also the stem of its file: ``degree-4``, ``flow``, ``sgd-0``,
+        ``ode``, ``sgd-n400``."""
+        if self.kind == ODE:
+            return ODE
+        if self.kind == DIMENSION:
+            return f"{DIMENSION_PREFIX}{self.dimension}"
         if self.kind == DEGREE:
             return f"degree-{self.degree}"
         if self.kind == SGD:
@@ -52,7 +66,7 @@ class Job:
     @property
     def reference(self):
         """The reference this job computes (``matrix-flow``, ``sgd``); None for a degree."""
-        return {FLOW: "matrix-flow", SGD: "sgd"}.get(self.kind)
+        return {FLOW: "matrix-flow", SGD: "sgd", DIMENSION: "sgd"}.get(self.kind)
 
     @classmethod
     def from_key(cls, key):
@@ -63,7 +77,12 @@ class Job:
         HierarchyError
             ``key`` names no job.
         """
-        kind, _, number = str(key).partition("-")
+        key = str(key)
+        if key == ODE:
+            return cls(ODE)
+        if key.startswith(DIMENSION_PREFIX) and key[len(DIMENSION_PREFIX):].isdigit():
+            return cls(DIMENSION, dimension=int(key[len(DIMENSION_PREFIX):]))
+        kind, _, number = key.partition("-")
         if kind == FLOW and not number:
             return cls(FLOW)
         if kind in (DEGREE, SGD) and number.isdigit():

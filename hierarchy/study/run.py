@@ -1,4 +1,10 @@
-"""The truncation-error study (``hierarchy study [CONFIG] --out DIR``): the entry point.
+"""The study (``hierarchy study [CONFIG] --out DIR``): the entry point.
+
+A family's study model (``family.study_model()``) either has its own hooks
+(:mod:`hierarchy.study.hooks`: the summary-statistics families' dimension study,
+:mod:`hierarchy.study.dimensions`, ODE against SGD across the dimension ``n``) or is a
+truncation study model (the attention family), described below. Both run through the same
+runner, job store (job files, hashes, ``--resume``) and result files.
 
 For each truncation degree ``M`` of the study, the degree-``M`` hierarchy is solved from the
 moments of finite-d Gaussian matrices (``init`` section, at ``d = sgd.d``) and each
@@ -59,6 +65,7 @@ from hierarchy.core.progress import Progress
 from hierarchy.core.registry import family, family_of
 from hierarchy.study import runner
 from hierarchy.study.compute import compute_job, job_hash
+from hierarchy.study.hooks import own_hooks
 from hierarchy.study.jobs import DEGREE, REFERENCES, SGD, plan_jobs, study_times
 from hierarchy.study.report import write_study
 from hierarchy.study.store import jobs_folder, prepare_folder, save_job
@@ -115,12 +122,15 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     study = config["study"]
     field = "study.scheduler" if scheduler is None else "--scheduler"
     scheduler = check_scheduler(study.get("scheduler", "") if scheduler is None else scheduler, field)
-    if "sgd" in study.get("references", REFERENCES):
+    if own_hooks(model):
+        model.check(config)
+    elif "sgd" in study.get("references", REFERENCES):
         model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
     labels = model.study_observables(config)
     checkpoint = Checkpoint(out, config)
-    expected = {job: job_hash(config, job, labels) for job in plan_jobs(config)}
+    planned = model.plan_jobs(config) if own_hooks(model) else plan_jobs(config)
+    expected = {job: job_hash(config, job, labels) for job in planned}
     # An existing cluster is reached first: an unreachable one leaves the folder untouched.
     client = (runner.connect(scheduler, float(study.get("connect_timeout", 10.0)), field)
               if runner.is_remote(scheduler) else None)
@@ -159,10 +169,11 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
         The summary (:func:`hierarchy.study.report.write_study`).
     """
     out, study = checkpoint.out_dir, config["study"]
-    degrees, times = list(study["degrees"]), study_times(config)
+    model = family_of(config).study_model()
     jobs = list(expected)
     finished = dict(done)
-    lines = JobLines(jobs, done, progress)
+    hooked = own_hooks(model)
+    lines = JobLines(jobs, done, progress, describe=model.describe_job if hooked else None)
 
     def keep(job, result):
         save_job(out, job, result, expected[job])
@@ -170,8 +181,13 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
         lines.report(job, result)
 
     def write(results, complete):
-        return write_study(checkpoint, config, labels, degrees, times, results, complete=complete,
-                           seconds=time.perf_counter() - start, resume_report=report)
+        seconds = time.perf_counter() - start
+        if hooked:
+            return model.write_study(checkpoint, config, labels, results, complete=complete,
+                                     seconds=seconds, resume_report=report)
+        return write_study(checkpoint, config, labels, list(study["degrees"]),
+                           study_times(config), results, complete=complete, seconds=seconds,
+                           resume_report=report)
 
     start = time.perf_counter()
     with interruptible():
@@ -198,13 +214,18 @@ class JobLines:
     done : dict
         The jobs reused (counted as finished from the start).
     progress : hierarchy.core.progress.Progress
+    describe : callable, optional
+        ``describe(job, result)``: the line of a study model with its own hooks (default:
+        the truncation study's lines).
     """
 
-    def __init__(self, jobs, done, progress):
+    def __init__(self, jobs, done, progress, describe=None):
         self.total = len(jobs)
         self.count = sum(job in done for job in jobs)
         self.seeds = [job for job in jobs if job.kind == SGD]
         self.progress = progress
+        if describe is not None:
+            self.describe = describe
 
     def report(self, job, result):
         """Count ``job`` as finished and print its line."""

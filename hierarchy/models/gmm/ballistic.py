@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from hierarchy.core.trajectory import Status, Trajectory
-from hierarchy.models.gmm.field import filippov_field, m_slice, sliding
+from hierarchy.models.gmm.field import field_function, filippov_field, m_slice, sliding
 from hierarchy.models.gmm.starts import from_table
 from hierarchy.ode.integrate import integrate
 
@@ -67,13 +67,16 @@ def ensemble(model, u0, times, dt=DT):
     return np.array(rows)
 
 
-def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT):
+def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT, engine="auto"):
     """The ballistic trajectory from ``u0`` (``{label: value}`` or an array).
+
+    ``engine`` chooses the finite-``lambda`` field (:func:`~hierarchy.models.gmm.field.
+    field_function`: ``"auto"`` is the compiled kernel when it compiles).
 
     Returns
     -------
     hierarchy.core.trajectory.Trajectory
-        Labels ``model.labels``; ``info["equation"] = "ballistic"``.
+        Labels ``model.labels``; ``info["equation"] = "ballistic"``, ``info["engine"]``.
     """
     start = as_state(model, u0)
     times = np.asarray(times, dtype=float)
@@ -82,10 +85,12 @@ def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT):
         status = Status.COMPLETE if np.all(np.isfinite(y)) else Status.FAILED
         trajectory = Trajectory(t=times, y=y, labels=list(model.labels), status=status,
                                 info={"method": "heun-filippov", "dt": dt})
+        name = "numpy"
     else:
-        trajectory = integrate_field(lambda u: filippov_field(model, u), start, times,
-                                     model.labels, rtol, atol)
+        rhs, name = field_function(model, engine)
+        trajectory = integrate_field(rhs, start, times, model.labels, rtol, atol)
     trajectory.info["equation"] = "ballistic"
+    trajectory.info["engine"] = name
     return trajectory
 
 

@@ -11,6 +11,9 @@ Config (the interface of the effective-dynamics issue):
 - ``[model] snr = λ`` (a number, or ``"inf"``), ``ridge = α``; ``gmm-xor`` adds
   ``width = K``;
 - ``[sgd] dimension = N``, ``step = c_δ`` (``δ = c_δ/N``), ``runs``, ``seed``;
+- ``[study] dimensions``, ``runs``, ``seed``, ``scheduler``, ``workers``: the study of the
+  ODE against SGD across ``N`` (:mod:`hierarchy.models.gmm.study`; start from
+  ``"statistics"``);
 - ``[init] source = "gaussian"`` (the seed's random start; ``hierarchy solve`` integrates from
   one draw of its ``N → ∞`` statistics, chosen by ``init.seed``) or ``"statistics"`` with
   ``[init.statistics]`` (labels missing from the table start at 0).
@@ -25,8 +28,10 @@ from hierarchy.models.gmm import ballistic, sgd, symbolic
 from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_points
 from hierarchy.models.gmm.model import Mixture
 from hierarchy.models.gmm.starts import from_table, gaussian_start
+from hierarchy.models.gmm.study import STUDY
 from hierarchy.models.gmm.system import system as mixture_system
 from hierarchy.sgd.ensemble import write_ensemble
+from hierarchy.study import dimension_config
 
 INIT_SOURCES = ("gaussian", "statistics")
 #: Largest ``runs × dimension × width`` of one SGD ensemble (its weights, in doubles)
@@ -48,7 +53,10 @@ KEY_HELP = {
     "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.", "number > 0"),
     "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
     "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+    **dimension_config.KEY_HELP,
 }
+#: The study's dimensions: SGD costs ``O(N^2)`` per unit of ODE time, so smaller than spiked PCA's
+STUDY_DEFAULTS = {**dimension_config.DEFAULTS, "dimensions": [50, 100, 200, 400]}
 
 
 class MixtureFamily(ModelFamily):
@@ -66,9 +74,12 @@ class MixtureFamily(ModelFamily):
             "init": {"source": "gaussian", "seed": 0, "statistics": {}},
             "solve": {"t_final": 100.0, "points": 101, "rtol": 1e-4, "atol": 1e-7},
             "sgd": {"dimension": 250, "step": 1.0, "runs": 200, "seed": 0},
+            "study": dict(STUDY_DEFAULTS),
         }
         self.section_help = {"model": description, "init": "Where the statistics start.",
-                             "sgd": "Online SGD of the network itself, many runs at once."}
+                             "sgd": "Online SGD of the network itself, many runs at once.",
+                             "study": "The ballistic ODE against SGD across the dimension N "
+                                      "(`hierarchy study`)."}
 
     # 2
     def validate(self, config, sections=None):
@@ -82,6 +93,8 @@ class MixtureFamily(ModelFamily):
                                  f"{MAX_ENSEMBLE} (the ensemble must fit in memory)",
                                  field="sgd.runs")
         config["init"]["statistics"] = self._start_table(config["init"], model)
+        dimension_config.validate_study(config["study"], size_per_run=model.width,
+                                        limit=MAX_ENSEMBLE)
         return config
 
     def mixture(self, config):
@@ -164,6 +177,11 @@ class MixtureFamily(ModelFamily):
                      config=config, summary=summary, complete=trajectory.success,
                      state_name=self.state_name)
         return summary
+
+    # 11
+    def study_model(self):
+        """The ODE against SGD across ``N`` (:mod:`hierarchy.models.gmm.study`)."""
+        return STUDY
 
     # 12, 13
     def fixed_points(self, config):

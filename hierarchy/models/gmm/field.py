@@ -16,13 +16,19 @@ stays (an unstable equilibrium; starts use ``m = +-eps`` orthant labels, Lemma C
 other components are continuous across ``m_ai = 0`` (``g`` is continuous), so freezing is
 the exact Filippov convex combination. At finite ``lambda`` no rule is needed: the
 indicators are averaged over the Gaussian noise (soft indicators, smooth in ``m``).
+
+:func:`field_function` picks the engine of the field: at finite ``lambda`` the compiled
+kernel of :mod:`~hierarchy.models.gmm.kernel` (same points, same numbers to rounding) when it
+compiles, else this module's numpy field (after a warning naming the reason).
 """
 
 import math
 
 import numpy as np
 
+from hierarchy.core.errors import HierarchyError
 from hierarchy.models.gmm.functionals import functionals
+from hierarchy.models.gmm.kernel import compiled_field
 from hierarchy.models.gmm.layout import pack, unpack
 from hierarchy.models.gmm.quadrature import POINTS
 
@@ -30,6 +36,8 @@ from hierarchy.models.gmm.quadrature import POINTS
 ONE_SIDED = 1e-300
 #: one-sided rates below this magnitude count as 0 (no direction)
 FLAT = 1e-14
+#: engines of :func:`field_function`
+ENGINES = ("auto", "compiled", "numpy")
 
 
 def drift_and_corrector(model, u, count=POINTS):
@@ -94,3 +102,34 @@ def sliding(model, u):
     phi_p, phi_m = raw_field(model, plus)[rows], raw_field(model, minus)[rows]
     mask[rows] = zero & (phi_p < -FLAT) & (phi_m > FLAT)
     return mask
+
+
+def field_function(model, engine="auto", count=POINTS):
+    """The field ``u -> -f + g`` (Filippov rule included) of ``model`` and its engine's name.
+
+    Parameters
+    ----------
+    model : hierarchy.models.gmm.model.Mixture
+    engine : {"auto", "compiled", "numpy"}
+        ``"auto"``: the compiled kernel at finite ``lambda`` when it compiles (a failed compile
+        warns once, naming the reason), else numpy; ``"compiled"``: the kernel or an error;
+        ``"numpy"``: :func:`filippov_field`. At ``lambda = inf`` every choice is numpy.
+    count : int
+        QMC points before antithetic doubling.
+
+    Returns
+    -------
+    (callable, str)
+        The field of states ``(d, ...)`` and ``"compiled"`` or ``"numpy"``.
+    """
+    if engine not in ENGINES:
+        raise HierarchyError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}",
+                             field="engine")
+    if engine != "numpy" and not math.isinf(model.snr):
+        kernel = compiled_field(model, count)
+        if kernel is not None:
+            return kernel, "compiled"
+        if engine == "compiled":
+            raise HierarchyError("engine: the compiled Gaussian-mixture field is not available "
+                                 "(see the warning for the reason)", field="engine")
+    return (lambda u: filippov_field(model, u, count)), "numpy"

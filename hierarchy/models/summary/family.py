@@ -9,6 +9,8 @@ Config (the interface of the effective-dynamics issue):
 
 - ``[model] order = k`` (``>= 2``), ``snr = λ`` (``> 0``), ``ridge = a`` (``>= 0``);
 - ``[sgd] dimension = n``, ``step = c_δ`` (so ``δ = c_δ/n``), ``runs``, ``seed``;
+- ``[study] dimensions``, ``runs``, ``seed``, ``scheduler``, ``workers``: the study of the
+  ODE against SGD across ``n`` (:mod:`hierarchy.models.summary.study`);
 - ``[init] source = "gaussian"`` (``x₀ ~ N(0, I/n)``, whose ``n → ∞`` statistics are
   ``m = 0``, ``r2 = 1``) or ``"statistics"`` with ``[init.statistics]`` giving some of
   ``m``, ``r2`` (the others start at their Gaussian-start limit).
@@ -30,8 +32,10 @@ from hierarchy.models.base import ModelFamily
 from hierarchy.models.summary import ballistic, display, sgd
 from hierarchy.models.summary.fixed_points import fixed_points as classified_fixed_points
 from hierarchy.models.summary.model import SpikedPCA
+from hierarchy.models.summary.study import STUDY
 from hierarchy.models.summary.symbols import LABELS
 from hierarchy.sgd.ensemble import write_ensemble
+from hierarchy.study import dimension_config
 
 #: ``n → ∞`` statistics of the Gaussian start ``x₀ ~ N(0, I/n)``
 GAUSSIAN_START = {"m": 0.0, "r2": 1.0}
@@ -73,12 +77,14 @@ class SpikedPCAFamily(ModelFamily):
         "init": {"source": "gaussian", "statistics": {}},
         "solve": {"t_final": 5.0, "points": 101, "rtol": 1e-10, "atol": 1e-12},
         "sgd": {"dimension": 1000, "step": 1.0, "runs": 100, "seed": 0},
+        "study": dict(dimension_config.DEFAULTS),
     }
     section_help = {
         "model": "Spiked tensor PCA: Y = lambda v^(x k) + W; the statistics are m = <x, v> and "
                  "r2 = |x - m v|^2.",
         "init": "Where the statistics start.",
         "sgd": "Online SGD in dimension n with step delta = step / n, many runs at once.",
+        "study": "The ballistic ODE against SGD across the dimension n (`hierarchy study`).",
     }
     key_help = {
         "model.order": ("Tensor order k of the spike (2: spiked matrix).", "integer >= 2"),
@@ -94,6 +100,7 @@ class SpikedPCAFamily(ModelFamily):
                      "number > 0"),
         "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
         "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+        **dimension_config.KEY_HELP,
     }
 
     # 2
@@ -108,6 +115,7 @@ class SpikedPCAFamily(ModelFamily):
                 f"exceeds {MAX_ENSEMBLE} (the ensemble's state must fit in memory)",
                 field="sgd.runs")
         config["init"]["statistics"] = _start_table(config["init"])
+        dimension_config.validate_study(config["study"], limit=MAX_ENSEMBLE)
         return config
 
     def model(self, config):
@@ -154,6 +162,11 @@ class SpikedPCAFamily(ModelFamily):
                               np.transpose(trajectory.u_runs, (1, 0, 2)), self.state_name,
                               dimension=int(table["dimension"]),
                               sampler="noise (O(n), exact in law)")
+
+    # 11
+    def study_model(self):
+        """The ODE against SGD across ``n`` (:mod:`hierarchy.models.summary.study`)."""
+        return STUDY
 
     # 12, 13
     def fixed_points(self, config):

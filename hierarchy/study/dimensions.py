@@ -1,0 +1,106 @@
+"""The dimension study: the ballistic ODE against SGD ensembles across the dimension ``n``.
+
+A summary-statistics family's ``study_model()`` is a :class:`DimensionStudy` built from its
+three computations (in its own ``study.py``):
+
+- ``observables(config)``: the statistic labels;
+- ``ode(config, labels, times)``: the ballistic ODE at the output times, a ``(T, k)`` array
+  (NaN past where the solve stopped) and its status;
+- ``sgd(config, dimension, runs, seed, labels, times)``: ``runs`` SGD runs in dimension ``n``,
+  an array ``(runs, T, k)`` of the statistics at the output times;
+
+and, optionally, ``check(config)`` (before any job). The study's jobs are one ``ode`` job and
+one ``sgd-nN`` job per ``[study] dimensions`` entry (:mod:`hierarchy.study.jobs`); they go
+through the study's runner and job store like the truncation study's (hooks of
+:mod:`hierarchy.study.hooks`), and :mod:`hierarchy.study.dimension_report` writes the result.
+"""
+
+import time
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.study.dimension_report import write_dimension_study
+from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
+
+
+def dimension_seed(seed, dimension):
+    """The seed of the SGD stream of one dimension, derived from ``study.seed`` and ``n``."""
+    return int(np.random.SeedSequence([int(seed), int(dimension)]).generate_state(1)[0])
+
+
+class DimensionStudy:
+    """The hooks (:mod:`hierarchy.study.hooks`) of an ODE-against-SGD study across ``n``.
+
+    Parameters
+    ----------
+    observables, ode, sgd : callable
+        The family's computations (see the module docstring).
+    check : callable, optional
+        ``check(config)``: refuse, before any job, a config the study cannot compare.
+    """
+
+    def __init__(self, observables, ode, sgd, check=None):
+        self._observables, self._ode, self._sgd = observables, ode, sgd
+        self._check = check
+
+    def study_observables(self, config):
+        """The statistic labels of ``config``."""
+        return list(self._observables(config))
+
+    def check(self, config):
+        """The family's check, before any job."""
+        if self._check is not None:
+            self._check(config)
+
+    def plan_jobs(self, config):
+        """The SGD ensembles, largest ``n`` first, then the ODE."""
+        dimensions = sorted(config["study"]["dimensions"], reverse=True)
+        return [Job(DIMENSION, dimension=int(n)) for n in dimensions] + [Job(ODE)]
+
+    def job_inputs(self, config, job, labels):
+        """What decides ``job`` (its hash): the model, the start, the step, the output times,
+        the statistics; the ODE adds ``solve`` ``method``, ``rtol``, ``atol``, an SGD job its
+        dimension, ``study.runs`` and ``study.seed``. ``[sgd]`` ``dimension``, ``runs``,
+        ``seed`` (those of ``hierarchy sgd``) and the study's scheduler decide no job."""
+        solve, study = config["solve"], config["study"]
+        inputs = {"model": config["model"], "init": config["init"],
+                  "step": float(config["sgd"]["step"]), "t_final": float(solve["t_final"]),
+                  "points": int(solve["points"]), "observables": list(labels), "job": job.key}
+        if job.kind == ODE:
+            inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
+        else:
+            inputs.update(dimension=int(job.dimension), runs=int(study["runs"]),
+                          seed=int(study["seed"]))
+        return inputs
+
+    def compute_job(self, config, labels, job):
+        """Run one job: ``mu`` ``(T, k)`` first (the ODE, or the runs' mean), and ``seconds``;
+        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``."""
+        times, start = study_times(config), time.perf_counter()
+        if job.kind == ODE:
+            mu, status = self._ode(config, labels, times)
+            return {"mu": np.asarray(mu, float), "status": int(status),
+                    "seconds": time.perf_counter() - start}
+        study = config["study"]
+        runs = np.asarray(self._sgd(config, int(job.dimension), int(study["runs"]),
+                                    dimension_seed(study["seed"], job.dimension), labels, times),
+                          float)
+        if not np.all(np.isfinite(runs)):
+            raise HierarchyError(f"study: an SGD run at n = {job.dimension} diverged; lower "
+                                 "sgd.step", field="sgd.step")
+        return {"mu": runs.mean(axis=0), "sd": runs.std(axis=0, ddof=1), "status": 0,
+                "dimension": int(job.dimension), "seconds": time.perf_counter() - start}
+
+    def describe_job(self, job, result):
+        """The progress line of one finished job."""
+        seconds = float(np.asarray(result.get("seconds", np.nan)))
+        if job.kind == ODE:
+            return f"ballistic ODE: {seconds:.2f} s"
+        return f"sgd n = {job.dimension}: {seconds:.1f} s"
+
+    def write_study(self, checkpoint, config, labels, results, *, complete, seconds,
+                    resume_report=None):
+        """The analysis and the result files (:mod:`hierarchy.study.dimension_report`)."""
+        return write_dimension_study(checkpoint, config, labels, results, complete=complete,
+                                     seconds=seconds, resume_report=resume_report)
