@@ -1,5 +1,5 @@
 """Configuration files: :mod:`~hierarchy.config.loader` (load, merge, validate; the entry
-point), :mod:`~hierarchy.config.shared` (the ``[solve]``, ``[sgd]``, ``[study]`` tables every
-family shares), :mod:`~hierarchy.config.documents` (TOML reading, merging, key names),
+point), :mod:`~hierarchy.config.shared` (the ``[solve]`` output times and integrator every
+family shares; the rest is the family's), :mod:`~hierarchy.config.documents` (TOML reading, merging, key names),
 :mod:`~hierarchy.config.fields` (typed field readers) and :mod:`~hierarchy.config.reference`
 (``docs/config.md``)."""
