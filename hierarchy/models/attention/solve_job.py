@@ -44,6 +44,12 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.extrapolation import (
+    LADDER_BLOWUP,
+    estimate_radius,
+    extrapolate_across_degrees,
+    validity,
+)
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.resources import (
@@ -55,13 +61,8 @@ from hierarchy.models.attention import continuation
 from hierarchy.models.attention.build import build_arguments
 from hierarchy.models.attention.coefficients import coefficients_from_config
 from hierarchy.models.attention.compiled import build
-from hierarchy.core.extrapolation import (
-    LADDER_BLOWUP,
-    estimate_radius,
-    extrapolate_across_degrees,
-    validity,
-)
 from hierarchy.models.attention.initial import initial_matrices, initial_moments
+from hierarchy.models.attention.plotting import make_observables_figure, save_figure
 from hierarchy.models.attention.variants import TIME_VARIABLE, VARIANTS
 from hierarchy.ode.integrate import SolveInterrupted
 
@@ -97,9 +98,6 @@ def plot_observables(path, result, labels, time_name="t", title="", curves=None,
     answer, the continuation); the region from ``beyond_from`` on is shaded "beyond validity
     horizon", and ``unchecked`` shades all of it as "unchecked (no error estimate)".
     """
-    # matplotlib is imported only when a figure is drawn (it is slow to import)
-    from hierarchy.models.attention.plotting import make_observables_figure, save_figure
-
     stopped = result.status != 0 and result.t.size
     fig = make_observables_figure(result.t, {label: result[label] for label in labels},
                                   time_name=time_name, title=title,
