@@ -19,8 +19,8 @@ Config (the interface of the effective-dynamics issue):
   ``[init.statistics]`` (labels missing from the table start at 0).
 """
 
-import numbers
 
+from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.models.base import ModelFamily
@@ -86,8 +86,8 @@ class MixtureFamily(ModelFamily):
         model = self.mixture(config)
         table = config["sgd"]
         for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
-            table[key] = _integer(table[key], f"sgd.{key}", low)
-        config["init"]["seed"] = _integer(config["init"]["seed"], "init.seed", 0)
+            table[key] = fields.integer(table, "sgd", key, low)
+        config["init"]["seed"] = fields.integer(config["init"], "init", "seed", 0)
         if table["dimension"] * table["runs"] * model.width > MAX_ENSEMBLE:
             raise HierarchyError(f"sgd.runs x sgd.dimension x model.width exceeds "
                                  f"{MAX_ENSEMBLE} (the ensemble must fit in memory)",
@@ -191,11 +191,6 @@ class MixtureFamily(ModelFamily):
     def show(self, config):
         return symbolic.show(self.mixture(config))
 
-
-def _integer(value, field, low):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise HierarchyError(f"{field} must be an integer >= {low}; got {value!r}", field=field)
-    return int(value)
 
 
 GMM_BINARY = MixtureFamily(

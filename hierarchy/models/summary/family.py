@@ -26,11 +26,14 @@ import numbers
 
 import numpy as np
 
+from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.summary import ballistic, display, sgd
-from hierarchy.models.summary.fixed_points import fixed_points as classified_fixed_points
+from hierarchy.models.summary.fixed_points import (
+    fixed_points as classified_fixed_points,
+)
 from hierarchy.models.summary.model import SpikedPCA
 from hierarchy.models.summary.study import STUDY
 from hierarchy.models.summary.symbols import LABELS
@@ -108,7 +111,7 @@ class SpikedPCAFamily(ModelFamily):
         self.model(config)  # order, snr, ridge, step
         sgd_table = config["sgd"]
         for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
-            sgd_table[key] = _integer(sgd_table[key], f"sgd.{key}", low)
+            sgd_table[key] = fields.integer(sgd_table, "sgd", key, low)
         if sgd_table["dimension"] * sgd_table["runs"] > MAX_ENSEMBLE:
             raise HierarchyError(
                 f"sgd.runs x sgd.dimension = {sgd_table['runs'] * sgd_table['dimension']} "
@@ -181,11 +184,6 @@ class SpikedPCAFamily(ModelFamily):
         """The text ``hierarchy show --config`` prints."""
         return display.show(self.model(config))
 
-
-def _integer(value, field, low):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise HierarchyError(f"{field} must be an integer >= {low}; got {value!r}", field=field)
-    return int(value)
 
 
 def _start_table(init):
