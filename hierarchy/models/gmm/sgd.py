@@ -14,13 +14,13 @@ The statistics are recorded at the steps nearest ``t = l delta``.
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.gmm.ballistic import as_state
 from hierarchy.models.gmm.functionals import sqrt_psd
 from hierarchy.models.gmm.layout import pack, unpack
+from hierarchy.models.gmm.network import gradients
 from hierarchy.models.gmm.starts import init_scale
 
 
@@ -55,7 +55,7 @@ def statistics(model, weights, v):
 def gaussian_parameters(model, dimension, runs, rng):
     """``W, v`` of the Gaussian start (``W_i ~ N(0, I_N / (c N))``, ``v ~ N(0, I_K)``)."""
     scale = init_scale(model)
-    spread = 0.0 if math.isinf(scale) else 1.0 / math.sqrt(scale * dimension)
+    spread = 1.0 / math.sqrt(scale * dimension)
     weights = rng.standard_normal((runs, model.width, dimension)) * spread
     return weights, rng.standard_normal((runs, model.width))
 
@@ -86,14 +86,10 @@ def sample_batch(model, runs, dimension, rng):
 
 def sgd_step(model, weights, v, x, labels, delta):
     """One SGD step in place for all runs (``x (R, N)``, ``labels (R,)``)."""
-    h = np.matmul(weights, x[:, :, None])[:, :, 0]               # (R, K)
-    on = h > 0
-    e = expit(np.sum(np.where(on, h, 0.0) * v, axis=1)) - labels
-    coef = (e[:, None] * v) * on                                # (R, K)
-    grad_v = e[:, None] * np.where(on, h, 0.0) + model.ridge * v
+    grad_v, coef, _ = gradients(weights, v, x, labels)
     weights *= 1.0 - delta * model.ridge
     weights -= delta * coef[:, :, None] * x[:, None, :]
-    v -= delta * grad_v
+    v -= delta * (grad_v + model.ridge * v)
 
 
 def run_sgd(model, dimension, runs, times, seed=0, start=None):

@@ -4,6 +4,11 @@ Gaussian starts (contract B.2, B.3): ``v_i ~ N(0, 1)`` and ``W_i ~ N(0, I_N / (c
 (binary: ``c = lambda``; XOR: ``c = 1``). As ``N -> inf``, ``m(0) = 0`` and
 ``R_perp(0) = I / c``; the orthant of each ``m`` is a fair coin (Lemma C.22), encoded as
 ``m(0) = +-eps``.
+
+Decision (binary at ``lambda = inf``): the seed's ``W_i ~ N(0, I_N / (lambda N))`` would be
+``W = 0`` exactly, where noiseless SGD never moves (``g'(0) = 0`` and no noise to leave 0),
+while the ODE's orthant labels do move. The package uses ``c = 1`` there, as for XOR: the
+same fair-coin orthants, ``R_perp(0) = I``, and an SGD that actually learns.
 """
 
 import math
@@ -19,7 +24,7 @@ EPS = 1e-6
 
 def init_scale(model):
     """``c`` in ``W_i ~ N(0, I_N / (c N))``: ``lambda`` (binary, finite), else 1."""
-    if model.kind == "binary":
+    if model.kind == "binary" and math.isfinite(model.snr):
         return model.snr
     return 1.0
 
@@ -31,8 +36,7 @@ def gaussian_start(model, count, seed=0, eps=EPS):
     v = rng.standard_normal((count, k))
     m = eps * rng.choice([-1.0, 1.0], size=(count, s, k))
     scale = init_scale(model)
-    r = np.broadcast_to(np.eye(k) / scale if math.isfinite(scale) else 0 * np.eye(k),
-                        (count, k, k)).copy()
+    r = np.broadcast_to(np.eye(k) / scale, (count, k, k)).copy()
     return pack(v, m, r)
 
 

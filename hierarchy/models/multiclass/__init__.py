@@ -1,0 +1,1 @@
+"""The multiclass logistic regression on a k-component Gaussian mixture (``gmm-multiclass``)."""
