@@ -163,18 +163,48 @@ def test_bad_study_tables_are_one_line_errors_naming_the_field(study, field):
     assert error.value.field == field and "\n" not in str(error.value)
 
 
-def test_the_mixture_study_refuses_the_gaussian_start_in_one_line(tmp_path, capsys):
-    path = write(tmp_path, """
-    [model]
-    family = "gmm-binary"
-    [study]
-    dimensions = [50, 100]
-    scheduler = "serial"
-    """, "gmm.toml")
-    assert main(["study", path, "--out", str(tmp_path / "g")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "init.source" in err
-    assert not (tmp_path / "g" / "jobs").exists()
+GAUSSIAN_BINARY = """
+[model]
+family = "gmm-binary"
+snr = "inf"
+[solve]
+t_final = {t_final}
+points = 11
+[study]
+dimensions = {dimensions}
+runs = {runs}
+scheduler = "serial"
+"""
+
+
+def test_the_gaussian_start_pairs_each_run_with_the_ode_from_its_own_start(tmp_path):
+    path = write(tmp_path, GAUSSIAN_BINARY.format(t_final=5.0, dimensions=[50, 100], runs=6),
+                 "gmm.toml")
+    summary = run_study(load_config(path), tmp_path / "g", quiet=True)
+    assert summary["reference"].startswith("paired")
+    with np.load(tmp_path / "g" / "result.npz") as data:
+        reference, runs_mean = data["mu_reference"], data["mu_sgd"]
+        assert reference.shape == runs_mean.shape == (2, 11, 7)
+        # at t = 0 each run is its own reference's start, so the mean difference is 0
+        np.testing.assert_allclose(reference[:, 0], runs_mean[:, 0], atol=1e-12)
+        assert np.all(np.abs(reference[:, -1] - runs_mean[:, -1]) < 0.2)
+    assert all(np.isfinite(e["error"]) for e in summary["errors"])
+
+
+def test_the_statistics_start_keeps_one_shared_ode():
+    config = load_config(None, {"model": {"family": "gmm-binary"},
+                                "init": {"source": "statistics",
+                                         "statistics": {"v1": 1.0, "m1": 0.2}}})
+    assert family_of(config).study_model().per_run_reference(config) is None
+
+
+@pytest.mark.slow
+def test_gaussian_start_errors_fall_like_n_to_the_minus_half_at_lambda_inf(tmp_path):
+    path = write(tmp_path, GAUSSIAN_BINARY.format(t_final=20.0, dimensions=[50, 200, 800],
+                                                  runs=60), "gmm.toml")
+    summary = run_study(load_config(path), tmp_path / "g", quiet=True)
+    slopes = summary["rate"]["sgd"]
+    assert max(slopes[label] for label in ("v1", "v2", "m1", "m2")) < -0.3, slopes
 
 
 def test_a_quick_mixture_study_runs(tmp_path):

@@ -47,10 +47,12 @@ def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs):
     ----------
     dimensions : list of int
     labels : list of str
-    ode_mu : ndarray (T, k)
-        The ballistic ODE (NaN where it did not reach a time, or not run yet).
+    ode_mu : ndarray (T, k) or (D, T, k)
+        The ballistic ODE (NaN where it did not reach a time, or not run yet); per dimension
+        when each dimension has its own reference (the mean of per-run paired ODEs).
     sgd_mu, sgd_sd : ndarray (D, T, k)
-        Per dimension, the mean and standard deviation over the runs (NaN: not run yet).
+        Per dimension, the mean and standard deviation over the runs (NaN: not run yet);
+        with per-run references ``sgd_sd`` is the spread of run minus its ODE.
     runs : int
 
     Returns
@@ -61,8 +63,9 @@ def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs):
         ``contract_slope`` and ``within_contract`` ``{label: bool or None}``.
     """
     errors, rate, stderr, within = [], {}, {}, {}
+    reference = np.broadcast_to(np.asarray(ode_mu, float), np.shape(sgd_mu))
     for i, label in enumerate(labels):
-        errs = [_max_abs(sgd_mu[d, :, i] - ode_mu[:, i]) for d in range(len(dimensions))]
+        errs = [_max_abs(sgd_mu[d, :, i] - reference[d, :, i]) for d in range(len(dimensions))]
         for d, n in enumerate(dimensions):
             errors.append({"dimension": int(n), "observable": label, "reference": "sgd",
                            "error": errs[d],

@@ -2,7 +2,8 @@
 
 :func:`write_dimension_study` turns the finished (or, for an interrupted run, the kept) jobs
 into ``result.npz`` (``t``, ``mu`` = the ODE, ``labels``, ``dimensions``, ``mu_sgd`` and
-``sd_sgd`` ``(D, T, k)``: run mean and spread per dimension, ``errors`` ``(D, k)``) and
+``sd_sgd`` ``(D, T, k)``: run mean and spread per dimension, ``errors`` ``(D, k)``; with
+per-run references also ``mu_reference`` and ``sd_difference`` ``(D, T, k)``) and
 ``result.json`` (through :class:`hierarchy.core.io.Checkpoint`; ``errors`` and ``rate`` also
 at its top level, as in the truncation study) and, for a complete study,
 ``study_errors.png``: error against ``n`` (log-log) with the ``n^{-1/2}`` guide line.
@@ -24,16 +25,31 @@ def assemble(dimensions, times, labels, results):
     -------
     ode_mu : ndarray (T, k)
     sgd_mu, sgd_sd : ndarray (D, T, k)
+    reference, spread : ndarray (D, T, k)
+        What each dimension's runs are compared with, and the spread that sets the noise
+        level: the paired ODEs' mean and the spread of run minus its ODE where the jobs
+        have them (a random start), else ``ode_mu`` and ``sgd_sd``.
     """
     shape = (len(times), len(labels))
     missing = np.full(shape, np.nan)
     ode_mu = np.asarray(results[Job(ODE)]["mu"], float) if Job(ODE) in results else missing
 
-    def stack(name):
-        return np.stack([np.asarray(results[job][name], float) if job in results else missing
-                         for job in (Job(DIMENSION, dimension=n) for n in dimensions)])
+    def stack(name, fallback):
+        rows = []
+        for job in (Job(DIMENSION, dimension=n) for n in dimensions):
+            result = results.get(job)
+            value = fallback if result is None else result.get(name, fallback)
+            rows.append(np.asarray(value if value is not None else missing, float))
+        return np.stack(rows)
 
-    return ode_mu, stack("mu"), stack("sd")
+    sgd_mu, sgd_sd = stack("mu", None), stack("sd", None)
+    return (ode_mu, sgd_mu, sgd_sd, stack("reference", ode_mu),
+            stack("difference_sd", None) if _paired(results) else sgd_sd)
+
+
+def _paired(results):
+    """Whether the SGD jobs were compared with per-run references."""
+    return any("reference" in result for job, result in results.items() if job.kind != ODE)
 
 
 def format_table(analysis, dimensions, labels):
@@ -101,10 +117,12 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
     """
     study, times = config["study"], study_times(config)
     dimensions = list(study["dimensions"])
-    ode_mu, sgd_mu, sgd_sd = assemble(dimensions, times, labels, results)
-    analysis = analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, study["runs"])
+    ode_mu, sgd_mu, sgd_sd, reference, spread = assemble(dimensions, times, labels, results)
+    analysis = analyse_dimensions(dimensions, labels, reference, sgd_mu, spread, study["runs"])
     summary = dict(analysis)
     summary.update({
+        "reference": ("paired: each run against the ODE from its own initial statistics"
+                      if _paired(results) else "one ODE from the config's statistics"),
         "study": "dimension", "dimensions": dimensions, "runs": int(study["runs"]),
         "observables": list(labels), "seconds": seconds, "t_final": float(times[-1]),
         "table": format_table(analysis, dimensions, labels),
@@ -118,6 +136,8 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
                        for label in labels]).T
     arrays = {"dimensions": np.array(dimensions), "mu_sgd": sgd_mu, "sd_sgd": sgd_sd,
               "errors": errors}
+    if _paired(results):
+        arrays.update(mu_reference=reference, sd_difference=spread)
     if complete:
         path = checkpoint.finish(t=times, mu=ode_mu, labels=labels, summary=summary,
                                  extra_arrays=arrays)

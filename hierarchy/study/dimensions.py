@@ -9,7 +9,13 @@ three computations (in its own ``study.py``):
 - ``sgd(config, dimension, runs, seed, labels, times)``: ``runs`` SGD runs in dimension ``n``,
   an array ``(runs, T, k)`` of the statistics at the output times;
 
-and, optionally, ``check(config)`` (before any job). The study's jobs are one ``ode`` job and
+and, optionally, ``check(config)`` (before any job) and ``paired(config)``: None when every
+run starts from the config's statistics (one ODE is then the reference of all runs), or, for
+a random start, a function ``(labels, times, runs) -> (runs, T, k)`` giving each run its own
+reference, the ODE from that run's own initial statistics (the theorem compares ``u_n(t)``
+with the ODE from ``u_n(0)``; the mean of the runs of a random start has no single ODE). An
+SGD job then also keeps ``reference`` (the mean of the paired ODEs) and ``difference_sd``
+(the spread of run minus its ODE), and the error is that of the mean difference. The study's jobs are one ``ode`` job and
 one ``sgd-nN`` job per ``[study] dimensions`` entry (:mod:`hierarchy.study.jobs`); they go
 through the study's runner and job store like the truncation study's (hooks of
 :mod:`hierarchy.study.hooks`), and :mod:`hierarchy.study.dimension_report` writes the result.
@@ -38,11 +44,17 @@ class DimensionStudy:
         The family's computations (see the module docstring).
     check : callable, optional
         ``check(config)``: refuse, before any job, a config the study cannot compare.
+    paired : callable, optional
+        ``paired(config)``: None, or the per-run reference (see the module docstring).
     """
 
-    def __init__(self, observables, ode, sgd, check=None):
+    def __init__(self, observables, ode, sgd, check=None, paired=None):
         self._observables, self._ode, self._sgd = observables, ode, sgd
-        self._check = check
+        self._check, self._paired = check, paired
+
+    def per_run_reference(self, config):
+        """The per-run reference of ``config``'s start, or None (one shared ODE)."""
+        return None if self._paired is None else self._paired(config)
 
     def study_observables(self, config):
         """The statistic labels of ``config``."""
@@ -67,16 +79,17 @@ class DimensionStudy:
         inputs = {"model": config["model"], "init": config["init"],
                   "step": float(config["sgd"]["step"]), "t_final": float(solve["t_final"]),
                   "points": int(solve["points"]), "observables": list(labels), "job": job.key}
-        if job.kind == ODE:
+        if job.kind == ODE or self.per_run_reference(config) is not None:
             inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
-        else:
+        if job.kind != ODE:
             inputs.update(dimension=int(job.dimension), runs=int(study["runs"]),
                           seed=int(study["seed"]))
         return inputs
 
     def compute_job(self, config, labels, job):
         """Run one job: ``mu`` ``(T, k)`` first (the ODE, or the runs' mean), and ``seconds``;
-        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``."""
+        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``, and with a
+        per-run reference ``reference`` and ``difference_sd``."""
         times, start = study_times(config), time.perf_counter()
         if job.kind == ODE:
             mu, status = self._ode(config, labels, times)
@@ -89,8 +102,15 @@ class DimensionStudy:
         if not np.all(np.isfinite(runs)):
             raise HierarchyError(f"study: an SGD run at n = {job.dimension} diverged; lower "
                                  "sgd.step", field="sgd.step")
-        return {"mu": runs.mean(axis=0), "sd": runs.std(axis=0, ddof=1), "status": 0,
-                "dimension": int(job.dimension), "seconds": time.perf_counter() - start}
+        result = {"mu": runs.mean(axis=0), "sd": runs.std(axis=0, ddof=1), "status": 0,
+                  "dimension": int(job.dimension)}
+        reference = self.per_run_reference(config)
+        if reference is not None:
+            paired = np.asarray(reference(labels, times, runs), float)
+            result.update(reference=paired.mean(axis=0),
+                          difference_sd=(runs - paired).std(axis=0, ddof=1))
+        result["seconds"] = time.perf_counter() - start
+        return result
 
     def describe_job(self, job, result):
         """The progress line of one finished job."""

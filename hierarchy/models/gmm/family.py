@@ -12,8 +12,8 @@ Config (the interface of the effective-dynamics issue):
   ``width = K``;
 - ``[sgd] dimension = N``, ``step = c_δ`` (``δ = c_δ/N``), ``runs``, ``seed``;
 - ``[study] dimensions``, ``runs``, ``seed``, ``scheduler``, ``workers``: the study of the
-  ODE against SGD across ``N`` (:mod:`hierarchy.models.gmm.study`; start from
-  ``"statistics"``);
+  ODE against SGD across ``N`` (:mod:`hierarchy.models.gmm.study`: from ``"statistics"``
+  one shared ODE; from the Gaussian start each run against the ODE from its own start);
 - ``[init] source = "gaussian"`` (the seed's random start; ``hierarchy solve`` integrates from
   one draw of its ``N → ∞`` statistics, chosen by ``init.seed``) or ``"statistics"`` with
   ``[init.statistics]`` (labels missing from the table start at 0).
@@ -55,8 +55,9 @@ KEY_HELP = {
     "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
     **dimension_config.KEY_HELP,
 }
-#: The study's dimensions: SGD costs ``O(N^2)`` per unit of ODE time, so smaller than spiked PCA's
-STUDY_DEFAULTS = {**dimension_config.DEFAULTS, "dimensions": [50, 100, 200, 400]}
+#: The study's dimensions: SGD costs ``O(N^2)`` per unit of ODE time, so smaller than spiked
+#: PCA's; 40 runs because the Gaussian start costs one paired ODE solve per run
+STUDY_DEFAULTS = {**dimension_config.DEFAULTS, "dimensions": [50, 100, 200, 400], "runs": 40}
 
 
 class MixtureFamily(ModelFamily):
