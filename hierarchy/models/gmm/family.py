@@ -27,10 +27,14 @@ from hierarchy.models.base import ModelFamily
 from hierarchy.models.gmm import ballistic, sgd, symbolic
 from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_points
 from hierarchy.models.gmm.model import Mixture
+from hierarchy.models.gmm.spectral import XorSpectra
 from hierarchy.models.gmm.starts import from_table, gaussian_start
 from hierarchy.models.gmm.study import STUDY
 from hierarchy.models.gmm.system import system as mixture_system
 from hierarchy.sgd.ensemble import write_ensemble
+from hierarchy.spectra import config as spectra_config
+from hierarchy.spectra.job import restrict, sgd_with_spectra
+from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
 INIT_SOURCES = ("gaussian", "statistics")
@@ -65,11 +69,11 @@ class MixtureFamily(ModelFamily):
 
     state_name = "u"
     path_fields = ()
-    key_help = KEY_HELP
 
-    def __init__(self, name, kind, width, description):
+    def __init__(self, name, kind, width, description, spectra=False):
         self.name = name
         self.kind = kind
+        self.key_help = {**KEY_HELP, **(spectra_config.KEY_HELP if spectra else {})}
         self.defaults = {
             "model": {"snr": 100.0, "ridge": 0.1, "width": width},
             "init": {"source": "gaussian", "seed": 0, "statistics": {}},
@@ -77,6 +81,8 @@ class MixtureFamily(ModelFamily):
             "sgd": {"dimension": 250, "step": 1.0, "runs": 200, "seed": 0},
             "study": dict(STUDY_DEFAULTS),
         }
+        if spectra:
+            self.defaults["spectra"] = dict(spectra_config.DEFAULTS)
         self.section_help = {"model": description, "init": "Where the statistics start.",
                              "sgd": "Online SGD of the network itself, many runs at once.",
                              "study": "The ballistic ODE against SGD across the dimension N "
@@ -96,6 +102,10 @@ class MixtureFamily(ModelFamily):
         config["init"]["statistics"] = self._start_table(config["init"], model)
         dimension_config.validate_study(config["study"], size_per_run=model.width,
                                         limit=MAX_ENSEMBLE)
+        if "spectra" in config:
+            spectra_config.validate_spectra(
+                config["spectra"], t_final=float(config["solve"]["t_final"]),
+                dimension=table["dimension"], block_names=block_names("xor", model.width))
         return config
 
     def mixture(self, config):
@@ -152,12 +162,25 @@ class MixtureFamily(ModelFamily):
         table = config["sgd"]
         init = config["init"]
         start = dict(init["statistics"]) if init["source"] == "statistics" else None
-        with interruptible():
-            trajectory = sgd.run_sgd(self.mixture(config), table["dimension"], table["runs"],
-                                     self.output_times(config), seed=table["seed"],
-                                     start=start)
+        model = self.mixture(config)
+
+        def run(times, observer=None):
+            return sgd.run_sgd(model, table["dimension"], table["runs"], times,
+                               seed=table["seed"], start=start, observer=observer)
+
+        extra = {}
+        if config.get("spectra", {}).get("times"):
+            adapter = XorSpectra(model, table["dimension"], config["solve"])
+            trajectory, rows, extra["spectra"] = sgd_with_spectra(
+                adapter, config, out_dir, run, self.output_times(config), resume=resume,
+                progress=progress)
+            trajectory = restrict(trajectory, rows)
+        else:
+            with interruptible():
+                trajectory = run(self.output_times(config))
         return write_ensemble(out_dir, config, trajectory, trajectory.u_runs, self.state_name,
-                              dimension=int(table["dimension"]), sampler="network SGD")
+                              dimension=int(table["dimension"]), sampler="network SGD",
+                              **extra)
 
     # 8
     def run_solve(self, config, out_dir, progress):
@@ -202,4 +225,4 @@ GMM_XOR = MixtureFamily(
     "gmm-xor", "xor", 4,
     "XOR Gaussian mixture (class 1 at +-mu, class 0 at +-nu, noise I/lambda) learned by a "
     "width-K ReLU network with sigmoid output; "
-    "statistics v{i}, m{i}_mu, m{i}_nu, R{i}{j} (i <= j).")
+    "statistics v{i}, m{i}_mu, m{i}_nu, R{i}{j} (i <= j).", spectra=True)

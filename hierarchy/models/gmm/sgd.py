@@ -92,7 +92,7 @@ def sgd_step(model, weights, v, x, labels, delta):
     v -= delta * (grad_v + model.ridge * v)
 
 
-def run_sgd(model, dimension, runs, times, seed=0, start=None):
+def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
     """Online SGD of ``runs`` independent networks in dimension ``N``.
 
     Parameters
@@ -100,6 +100,11 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None):
     start : None, dict or array
         None: the Gaussian start; a ``{label: value}`` table or state vector: every run
         starts from parameters realising it exactly.
+    observer : callable, optional
+        Called at every recording time as ``observer(index, t, (W, v), recent)`` with the
+        ensemble's live arrays ``W (runs, K, N)``, ``v (runs, K)`` (not copies) and
+        ``recent``: the last ``observer.window`` samples ``(X, y)`` of run 0 when the
+        observer has a positive ``window`` attribute, else None (the spectral recorder).
 
     Returns
     -------
@@ -116,14 +121,18 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None):
     else:
         weights, v = table_parameters(model, dimension, runs, rng, as_state(model, start))
     delta = model.step / dimension
+    window = SampleWindow(getattr(observer, "window", 0), dimension)
     rows, done = [], 0
     with np.errstate(over="ignore", invalid="ignore"):
-        for target in steps:
+        for index, target in enumerate(steps):
             for _ in range(int(target) - done):
                 x, labels = sample_batch(model, runs, dimension, rng)
+                window.push(x[0], labels[0])
                 sgd_step(model, weights, v, x, labels, delta)
             done = int(target)
             rows.append(statistics(model, weights, v).T)
+            if observer is not None:
+                observer(index, done * delta, (weights, v), window.contents())
     u_runs = np.swapaxes(np.array(rows), 0, 1)                  # (runs, T, d)
     status = Status.COMPLETE if np.all(np.isfinite(u_runs)) else Status.BLOWUP
     return Trajectory(t=steps * model.step / dimension, y=u_runs.mean(axis=0),
@@ -131,3 +140,27 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None):
                       columns={"u_runs": u_runs, "steps": steps},
                       info={"engine": "network-sgd", "dimension": dimension, "runs": runs,
                             "seed": seed, "delta": delta})
+
+
+class SampleWindow:
+    """The last ``size`` samples ``(X, y)`` of one run (a ring buffer; ``size = 0``: none)."""
+
+    def __init__(self, size, dimension):
+        self.size = int(size or 0)
+        self.x = np.zeros((self.size, dimension))
+        self.y = np.zeros(self.size)
+        self.count = 0
+
+    def push(self, x, y):
+        """Keep one sample (overwriting the oldest when full)."""
+        if self.size:
+            slot = self.count % self.size
+            self.x[slot], self.y[slot] = x, y
+            self.count += 1
+
+    def contents(self):
+        """``(X (M, N), y (M,))`` of the samples kept, or None without a window."""
+        if not self.size:
+            return None
+        kept = min(self.count, self.size)
+        return self.x[:kept].copy(), self.y[:kept].copy()

@@ -1,0 +1,111 @@
+"""The ``[spectra]`` table: which spectra ``hierarchy sgd`` records along the run.
+
+A family that supports the spectral diagnostics (``gmm-multiclass``, ``gmm-xor``) merges
+:data:`DEFAULTS` into its ``defaults`` and :data:`KEY_HELP` into its ``key_help``, and calls
+:func:`validate_spectra` from its ``validate``. Recording is on when ``times`` is not empty.
+
+Decisions (the interface leaves them open):
+
+- the spectra are those of run 0 of the ensemble (``spectra.npz`` has no run axis);
+- ``test_size = 0`` (the default) means ``M̃ = round(test_ratio × d)``; a positive
+  ``test_size`` wins over ``test_ratio``;
+- ``data = "train"`` uses the ``M̃`` samples SGD consumed last before the snapshot (fewer at
+  the first snapshots if fewer have been used): online SGD's training set is the stream
+  itself, and keeping all of it would cost ``steps × d`` doubles;
+- ``top = "auto"`` is each block's contract rank: ``k`` for the ``k``-GMM class blocks, 2 for
+  the XOR ``W_i`` blocks, 4 for the XOR ``v`` block; an integer is used for every block
+  (capped at the block's size).
+"""
+
+import math
+
+from hierarchy.config import fields
+from hierarchy.core.errors import HierarchyError
+
+DATA = ("test", "train")
+#: largest ``M̃ × d`` (doubles of the sample matrix held for a snapshot)
+MAX_SAMPLE_MATRIX = 60_000_000
+
+DEFAULTS = {"times": [], "test_size": 0, "test_ratio": 10.0, "data": "test", "top": "auto",
+            "blocks": "all", "seed": 1}
+
+KEY_HELP = {
+    "spectra.times": ("Rescaled times t = l delta at which `hierarchy sgd` records the Hessian "
+                      "and G spectra of run 0 (empty: no recording).",
+                      "increasing list of numbers in [0, solve.t_final]"),
+    "spectra.test_size": ("Samples M~ behind each empirical matrix; 0: test_ratio x d.",
+                          "integer >= 0"),
+    "spectra.test_ratio": ("M~ / d when test_size is 0 (the outliers separate from the bulk "
+                           "only for M~ of tens of d).", "number > 0"),
+    "spectra.data": ("`test`: a fixed independent test set; `train`: the last M~ samples SGD "
+                     "used.", "test | train"),
+    "spectra.top": ("Eigenpairs per block; `auto`: the contract's rank of each block.",
+                    '"auto" or integer >= 1'),
+    "spectra.blocks": ("Blocks to record: `all`, or a list of names (x1 .. xk; W1 .. WK, v).",
+                       '"all" or list of block names'),
+    "spectra.seed": ("Seed of the test set.", "integer >= 0"),
+}
+
+
+def validate_spectra(table, *, t_final, dimension, block_names):
+    """Check and normalise a ``[spectra]`` table (in place) before any work.
+
+    Parameters
+    ----------
+    table : dict
+        The merged ``[spectra]`` table.
+    t_final : float
+        ``solve.t_final`` (the SGD horizon).
+    dimension : int
+        ``sgd.dimension``.
+    block_names : sequence of str
+        The family's block names.
+    """
+    times = fields.float_list(table, "spectra", "times")
+    if any(t < 0 or t > t_final for t in times) or any(b <= a for a, b in zip(times, times[1:])):
+        raise HierarchyError(f"spectra.times must be increasing numbers in [0, {t_final:g}] "
+                             "(solve.t_final)", field="spectra.times")
+    table["times"] = times
+    table["test_size"] = fields.integer(table, "spectra", "test_size", 0)
+    table["test_ratio"] = fields.real(table, "spectra", "test_ratio", 0.0, True)
+    table["data"] = fields.choice(table, "spectra", "data", DATA)
+    table["seed"] = fields.integer(table, "spectra", "seed", 0)
+    table["top"] = _top(table["top"])
+    table["blocks"] = _blocks(table["blocks"], block_names)
+    size = sample_count(table, dimension)
+    if size * dimension > MAX_SAMPLE_MATRIX:
+        raise HierarchyError(f"spectra: M~ x d = {size} x {dimension} exceeds "
+                             f"{MAX_SAMPLE_MATRIX} doubles; lower spectra.test_size or "
+                             "spectra.test_ratio", field="spectra.test_size")
+    return table
+
+
+def sample_count(table, dimension):
+    """``M̃``: ``test_size``, or ``round(test_ratio × d)`` when it is 0 (at least 1)."""
+    if table["test_size"] > 0:
+        return int(table["test_size"])
+    return max(1, int(math.floor(table["test_ratio"] * dimension + 0.5)))
+
+
+def _top(value):
+    if value == "auto":
+        return value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise HierarchyError(f'spectra.top must be "auto" or an integer >= 1; got {value!r}',
+                             field="spectra.top")
+    return value
+
+
+def _blocks(value, names):
+    if value == "all":
+        return list(names)
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise HierarchyError('spectra.blocks must be "all" or a non-empty list of block names',
+                             field="spectra.blocks")
+    unknown = [v for v in value if v not in names]
+    if unknown:
+        raise HierarchyError(f"spectra.blocks: {unknown[0]!r} is not a block; allowed: "
+                             f"{', '.join(names)}", field="spectra.blocks")
+    return list(dict.fromkeys(value))

@@ -1,0 +1,153 @@
+"""``hierarchy sgd`` with ``[spectra]``: the recorder, ``spectra.npz``, interruption, resume.
+
+The spectra are recorded by an observer of the family's SGD loop (run 0 only); every
+snapshot is saved as it is taken, and ``--resume`` reuses a saved snapshot only when the
+config hash and run 0's parameters at that time match.
+"""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from hierarchy.cli.main import main
+from hierarchy.spectra import recorder as recorder_module
+from hierarchy.spectra.job import recording_times
+
+XOR = """
+[model]
+family = "gmm-xor"
+snr = 10.0
+ridge = 0.1
+width = 4
+[solve]
+t_final = 4.0
+points = 5
+[sgd]
+dimension = 120
+runs = 2
+seed = {seed}
+[spectra]
+times = [0.5, 1.5, 2.5, 4.0]
+test_ratio = 4.0
+data = "{data}"
+"""
+
+
+def write(tmp_path, seed=0, data="test", name="xor.toml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(XOR.format(seed=seed, data=data)))
+    return str(path)
+
+
+def load(folder):
+    with np.load(folder / "spectra.npz") as data:
+        return {key: data[key] for key in data.files}
+
+
+def test_recording_times_are_the_union_and_know_where_each_list_sits():
+    union, outputs, snapshots = recording_times(np.linspace(0, 4, 5), [0.5, 1.5, 4.0])
+    assert list(union) == [0, 0.5, 1, 1.5, 2, 3, 4]
+    assert outputs == [0, 2, 4, 5, 6] and snapshots == {1: 0, 3: 1, 6: 2}
+
+
+def test_spectra_npz_holds_every_block_of_both_matrices(tmp_path):
+    assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    data = load(tmp_path / "o")
+    np.testing.assert_allclose(data["t"], [0.5, 1.5, 2.5, 4.0])
+    for matrix in ("hessian", "G"):
+        for block, r, n in [("W1", 2, 120), ("W4", 2, 120), ("v", 4, 4)]:
+            name = f"{matrix}_{block}"
+            assert data[name + "_eigenvalues"].shape == (4, r)
+            values = np.abs(data[name + "_eigenvalues"])
+            assert np.all(np.diff(values, axis=1) <= 1e-15)        # decreasing |value|
+            assert data[name + "_alignment"].shape == (4,)
+            assert np.all((0 <= data[name + "_alignment"]) & (data[name + "_alignment"] <= 1))
+            assert data[name + "_bulk_edge"].shape == (4,)
+            assert data[name + "_eigenvectors_last"].shape == (n, r)
+            assert data[name + "_outliers_predicted"].shape == (4, r)
+            assert data[name + "_alignment_predicted"].shape == (4,)
+    # the result files of the ensemble are at the [solve] output times only
+    with np.load(tmp_path / "o" / "result.npz") as result:
+        np.testing.assert_allclose(result["t"], np.linspace(0, 4, 5))
+        assert result["u_runs"].shape == (2, 5, 22)
+    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    assert summary["spectra"]["snapshots"] == 4 and summary["spectra"]["samples"] == 480
+    assert not (tmp_path / "o" / recorder_module.PARTIAL).exists()
+
+
+def test_the_second_layer_outliers_match_the_population_prediction(tmp_path):
+    """vv block of G: measured against predicted (M~ = 4d test samples, K x K)."""
+    assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    data = load(tmp_path / "o")
+    measured, predicted = data["G_v_eigenvalues"], data["G_v_outliers_predicted"]
+    assert np.max(np.abs(measured - predicted) / predicted) < 0.25
+
+
+def interrupt_after(monkeypatch, snapshots):
+    """Make the recorder raise Ctrl-C right after saving its ``snapshots``-th snapshot."""
+    save = recorder_module.SpectralRecorder._save
+
+    def saving_then_interrupting(self):
+        save(self)
+        if len(self.snapshots) == snapshots:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(recorder_module.SpectralRecorder, "_save", saving_then_interrupting)
+
+
+def test_an_interrupted_recording_resumes_reusing_the_saved_snapshots(tmp_path, monkeypatch):
+    config = write(tmp_path)
+    assert main(["sgd", config, "--out", str(tmp_path / "fresh"), "--quiet"]) == 0
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 2)
+        assert main(["sgd", config, "--out", str(tmp_path / "cut"), "--quiet"]) == 130
+    assert (tmp_path / "cut" / recorder_module.PARTIAL).exists()
+    assert not (tmp_path / "cut" / "spectra.npz").exists()
+    assert main(["sgd", config, "--out", str(tmp_path / "cut"), "--resume", "--quiet"]) == 0
+    summary = json.loads((tmp_path / "cut" / "result.json").read_text())["summary"]
+    assert summary["spectra"]["reused"] == 2 and summary["spectra"]["recomputed"] == 0
+    fresh, resumed = load(tmp_path / "fresh"), load(tmp_path / "cut")
+    assert fresh.keys() == resumed.keys()
+    for key in fresh:
+        np.testing.assert_array_equal(fresh[key], resumed[key], err_msg=key)
+
+
+def test_a_resume_with_another_config_reuses_nothing(tmp_path, monkeypatch):
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 2)
+        assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 130
+    other = write(tmp_path, seed=5, name="other.toml")
+    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--resume", "--quiet"]) == 0
+    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    assert summary["spectra"]["reused"] == 0
+
+
+def test_train_matrices_use_the_last_samples_sgd_consumed(tmp_path):
+    assert main(["sgd", write(tmp_path, data="train"), "--out", str(tmp_path / "o"),
+                 "--quiet"]) == 0
+    data = load(tmp_path / "o")
+    # step counts 60, 180, 300, 480 (delta = 1/120) against a window of M~ = 480 samples
+    assert list(data["samples_used"]) == [60, 180, 300, 480]
+
+
+@pytest.mark.parametrize("entry, field", [
+    ("times = [5.0]", "spectra.times"),
+    ("times = [2.0, 1.0]", "spectra.times"),
+    ('data = "validation"', "spectra.data"),
+    ("top = 0", "spectra.top"),
+    ('blocks = ["W9"]', "spectra.blocks"),
+    ("test_ratio = -1.0", "spectra.test_ratio"),
+    ("test_size = 100000000", "spectra.test_size"),
+])
+def test_bad_spectra_tables_are_one_line_exit_2_before_any_work(tmp_path, capsys, entry,
+                                                                field):
+    text = XOR.format(seed=0, data="test").replace("[spectra]\n", f"[spectra]\n{entry}\n")
+    lines = [line for line in text.splitlines()
+             if not line.startswith(entry.split(" =")[0] + " =") or line == entry]
+    path = tmp_path / "bad.toml"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["sgd", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+    assert not (tmp_path / "o" / "spectra.npz").exists()
