@@ -23,6 +23,7 @@ FAMILIES = {
     "spiked-pca": "hierarchy.models.summary.family:SPIKED_PCA",
     "gmm-binary": "hierarchy.models.gmm.family:GMM_BINARY",
     "gmm-xor": "hierarchy.models.gmm.family:GMM_XOR",
+    "gmm-multiclass": "hierarchy.models.multiclass.family:GMM_MULTICLASS",
 }
 
 _LOADED = {}
