@@ -151,3 +151,38 @@ def test_bad_spectra_tables_are_one_line_exit_2_before_any_work(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and field in err
     assert not (tmp_path / "o" / "spectra.npz").exists()
+
+
+MULTICLASS = """
+[model]
+family = "gmm-multiclass"
+classes = 4
+snr = 10.0
+ridge = 0.01
+[solve]
+t_final = 10.0
+points = 11
+[sgd]
+dimension = 200
+runs = 1
+[spectra]
+times = [1.0, 5.0, 10.0]
+test_ratio = 10.0
+"""
+
+
+def test_the_class_blocks_of_the_k_gmm_track_their_population_prediction(tmp_path):
+    path = tmp_path / "kgmm.toml"
+    path.write_text(textwrap.dedent(MULTICLASS))
+    assert main(["sgd", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    data = load(tmp_path / "o")
+    for matrix in ("hessian", "G"):
+        for block in ("x1", "x2", "x3", "x4"):
+            name = f"{matrix}_{block}"
+            measured, predicted = data[name + "_eigenvalues"], data[name + "_outliers_predicted"]
+            assert measured.shape == predicted.shape == (3, 4)
+            # M~ = 10 d: the empirical outliers sit within ~10-30 % of the population ones
+            assert np.max(np.abs(measured[:, 0] / predicted[:, 0] - 1)) < 0.2, name
+            assert np.all(measured[:, 0] > data[name + "_bulk_edge"])
+            gap = np.abs(data[name + "_alignment"] - data[name + "_alignment_predicted"])
+            assert np.max(gap) < 0.1, (name, gap)
