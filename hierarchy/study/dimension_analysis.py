@@ -6,8 +6,9 @@ finite-``n`` bias of the mean and its Monte-Carlo noise; the noise level reporte
 is ``max_t sd_t / sqrt(runs)`` (the standard error of the mean, largest over the times), so
 an error near it is noise-limited: with a fixed number of runs that noise itself falls like
 ``n^{-1/2}`` (the runs' spread is ``O(n^{-1/2})``). The ``rate`` is the least-squares slope
-of ``log(error)`` against ``log(n)``; the contract (SUMMARY_MODELS.md A) asks for
-``<=`` :data:`CONTRACT_SLOPE` for the ballistic statistics. The slope is measured, not
+of ``log(error)`` against ``log(n)``; the effective-dynamics issue asks for
+``<=`` :data:`CONTRACT_SLOPE` for the ballistic statistics (the contract's theorem itself
+states only ``o(1)`` convergence). The slope is measured, not
 assumed: ``within_contract`` compares the fitted value only, and ``slope_stderr`` is the fit's
 standard error (from the scatter about the line; ``None`` with two dimensions).
 """

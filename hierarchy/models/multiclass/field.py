@@ -13,6 +13,16 @@ with ``Pbar = sum_l p_l P^l`` and ``Sbar = sum_l p_l S^l``. At finite ``lambda``
 expectations use FIXED points (common random numbers): a scrambled Sobol set of ``points``
 standard normal vectors and their negatives, so the field is a smooth function of ``u``.
 At ``lambda = inf``: ``P^l = softmax(m_.l)``, ``Q = 0``, no corrector ((C.17)-(C.18)).
+
+Derivation against the paper as printed (the derivation is implemented; contract C.2 FLAG):
+
+- printed (C.6)/(C.18) ``R_perp' = -beta R_perp + ...`` and Lemma C.13
+  ``R_aa(t) = e^{-beta t} R_aa(0)``; derived ``-2 beta R_perp`` and ``e^{-2 beta t}``
+  (``d|x_perp|^2/dt`` of the ridge ``(beta/2)|x|^2``; SGD confirms it,
+  ``tests/test_gmm_multiclass.py``);
+- printed weights ``p_a Q_a + p_b Q_b`` in the ``R_perp`` drift; derived ``sum_l p_l`` over
+  the data class ``l``;
+- printed (C.10) "Gaussian with covariance ``(R_ab)``"; derived covariance ``Gram / lambda``.
 """
 
 import functools
