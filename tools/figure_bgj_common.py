@@ -5,7 +5,10 @@ B.4, D.1): spiked matrix and tensor PCA phase portraits in ``(m, r2)``, and the 
 XOR Gaussian-mixture classifiers. Each takes ``--quick`` (minutes at most on 2 cores),
 ``--tiny`` (seconds, for the tests) and ``--out DIR``; without either flag it runs the
 contract's settings. The generic plumbing (CSV, PNG, ``result.json``) is imported from
-:mod:`figure_common`; this module adds what only these four scripts share.
+:mod:`figure_common`; this module adds what only these four scripts share: the command line
+and clock, the PCA phase portraits, and for the mixtures the optimality criterion, SGD runs
+paired with the finite-``lambda`` ODE from each run's own start (:func:`paired_runs`), the
+basin agreement of the pairs, and the fraction-optimal panels against time and ``lambda``.
 """
 
 from __future__ import annotations
@@ -24,16 +27,24 @@ from figure_common import (  # also puts the repo on sys.path
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.plotting import legend
-from hierarchy.models.gmm import ensemble, gaussian_start, run_sgd
+from hierarchy.models.gmm import (
+    class_counts,
+    ensemble,
+    gaussian_start,
+    optimal_probability,
+    run_sgd,
+)
+from hierarchy.models.gmm.ballistic import DT
 from hierarchy.models.gmm.layout import unpack
 from hierarchy.models.gmm.starts import init_scale
 from hierarchy.models.summary import fixed_points, noise_sgd, solve
 from hierarchy.models.summary.ballistic import field
 
-__all__ = ["Clock", "centre_margins", "draw_fixed_points", "draw_fraction",
-           "draw_vector_field", "fraction_curve", "legend", "merge_rows", "mixture_runs",
-           "parse_args", "pca_panel",
-           "reached_optimal", "save_png", "settings", "write_csv", "write_summary"]
+__all__ = ["Clock", "agreement", "basins", "binomial_se", "centre_margins",
+           "draw_fixed_points", "draw_fraction", "draw_sweep", "draw_vector_field",
+           "fraction_curve", "lambda_sweep", "legend", "merge_rows", "mixture_runs",
+           "paired_runs", "parse_args", "pca_panel", "reached_optimal", "save_png", "settings",
+           "sweep_summary", "write_csv", "write_summary"]
 
 
 # ----------------------------------------------------------------------------- command line
@@ -74,19 +85,28 @@ def settings(args, full, quick, tiny, full_seconds):
 
 
 class Clock:
-    """Wall-clock time since construction, printed by :meth:`report`."""
+    """Wall-clock (and process CPU) time since construction, printed by :meth:`report`."""
 
     def __init__(self):
         self.start = time.perf_counter()
+        self.cpu_start = time.process_time()
 
     def elapsed(self):
-        """Seconds since construction."""
+        """Wall-clock seconds since construction."""
         return time.perf_counter() - self.start
 
+    def cpu(self):
+        """CPU seconds of this process since construction (all its threads)."""
+        return time.process_time() - self.cpu_start
+
     def report(self, name, mode):
-        """Print and return the elapsed seconds of script ``name`` in ``mode``."""
+        """Print and return the elapsed wall seconds of script ``name`` in ``mode``.
+
+        The CPU seconds are printed too: on a shared machine they say what the run costs.
+        """
         seconds = self.elapsed()
-        print(f"{name} ({mode} mode) took {seconds:.1f} s (after imports)", flush=True)
+        print(f"{name} ({mode} mode) took {seconds:.1f} s (after imports; {self.cpu():.1f} s "
+              "CPU)", flush=True)
         return seconds
 
 
@@ -238,48 +258,159 @@ def fraction_curve(model, states, margin):
     return np.array([np.mean(reached_optimal(model, u, margin)) for u in states])
 
 
-def mixture_runs(model, cfg):
-    """SGD runs of the networks and the ``lambda = inf`` ODE from Gaussian starts.
+def basins(model, u, margin):
+    """``(B,)`` integer basin of states ``u (d, B)``.
+
+    Binary: 1 where :func:`reached_optimal` with ``margin``, else 0. XOR: the number of
+    classes discerned (:func:`hierarchy.models.gmm.class_counts`).
+    """
+    if model.kind == "binary":
+        return reached_optimal(model, u, margin).astype(int)
+    return class_counts(model, u)
+
+
+def agreement(model, sgd_final, ode_final, margin):
+    """Fraction of runs whose SGD and paired ODE endpoints (``(d, B)`` each) share a basin."""
+    return float(np.mean(basins(model, sgd_final, margin) == basins(model, ode_final, margin)))
+
+
+def binomial_se(fraction, count):
+    """Standard error ``sqrt(p (1 - p) / n)`` of a fraction ``p`` of ``n`` runs."""
+    return math.sqrt(fraction * (1.0 - fraction) / count)
+
+
+def paired_runs(model, cfg, runs, seed):
+    """SGD runs and the finite-``lambda`` ODE integrated from each run's own start.
 
     Returns
     -------
     dict
-        ``t`` (T,), ``sgd`` (T, d, runs) SGD statistics, ``ode`` (T, d, runs) the
-        ballistic ODE at ``lambda = inf`` from independent limit Gaussian starts (``v``
-        Gaussian, each ``m`` a fair sign times SGD's typical initial overlap
-        ``(c N)^{-1/2}``, so that both leave the origin on the same time scale), and the
-        ``inf`` model (``limit``).
+        ``t`` (T,), ``sgd`` (T, d, runs) the SGD statistics and ``paired`` (T, d, runs) the
+        ballistic ODE of ``model`` (its own ``lambda``; Filippov rule at ``lambda = inf``)
+        from ``sgd[0]``, by :func:`hierarchy.models.gmm.ensemble` with steps of at most
+        ``cfg["dt"]`` (at ``lambda = inf`` the ensemble's default step, 0.05) that also end
+        at every recording time, so a time grid finer than ``dt`` costs more steps.
     """
     times = np.linspace(0.0, cfg["t_final"], cfg["points"])
-    traj = run_sgd(model, cfg["dimension"], cfg["runs"], times, seed=cfg["seed"])
+    traj = run_sgd(model, cfg["dimension"], runs, times, seed=seed)
     sgd = np.transpose(traj.columns["u_runs"], (1, 2, 0))          # (T, d, runs)
+    dt = cfg["dt"] if math.isfinite(model.snr) else DT            # Filippov steps stay fine
+    paired = ensemble(model, sgd[0], traj.t, dt=dt)
+    return {"t": traj.t, "sgd": sgd, "paired": paired}
+
+
+def mixture_runs(model, cfg):
+    """:func:`paired_runs` at ``cfg["runs"]``, plus the ``lambda = inf`` ODE from limit starts.
+
+    The added ``ode`` (T, d, runs) is the ballistic ODE at ``lambda = inf`` from independent
+    limit Gaussian starts (``v`` Gaussian, each ``m`` a fair sign times SGD's typical
+    initial overlap ``(c N)^{-1/2}``, so that both leave the origin on the same time scale);
+    ``limit`` is the ``inf`` model.
+    """
+    runs = paired_runs(model, cfg, cfg["runs"], cfg["seed"])
     limit = model.replace(snr=math.inf)
     eps = 1.0 / math.sqrt(init_scale(model) * cfg["dimension"])   # SGD's typical |m(0)|
     starts = gaussian_start(limit, cfg["runs"], seed=cfg["seed"] + 1, eps=eps)
-    ode = ensemble(limit, starts, traj.t)
-    return {"t": traj.t, "sgd": sgd, "ode": ode, "limit": limit}
+    return {**runs, "ode": ensemble(limit, starts, runs["t"]), "limit": limit}
 
 
 def draw_fraction(ax, model, runs, margin, predicted, what):
-    """Fraction of runs :func:`reached_optimal` against time, SGD and ODE, and ``predicted``.
+    """Fraction of runs :func:`reached_optimal` against time: SGD, both ODEs, ``predicted``.
 
     The grey band is the sampling spread of a fraction of that many runs around
     ``predicted`` (two binomial standard errors), not a theory error bar.
 
-    Returns the CSV columns ``t, sgd_fraction, ode_fraction, predicted``.
+    Returns the CSV columns ``t, sgd_fraction, ode_paired_fraction, ode_inf_fraction,
+    predicted``.
     """
     sgd = fraction_curve(model, runs["sgd"], margin)
+    paired = fraction_curve(model, runs["paired"], margin)
     ode = fraction_curve(runs["limit"], runs["ode"], margin)
     ax.plot(runs["t"], sgd, color="tab:red", lw=1.6, label=f"SGD (λ = {model.snr:g})")
-    ax.plot(runs["t"], ode, color="tab:blue", lw=1.2, ls="--", label="ballistic ODE, λ = ∞")
+    ax.plot(runs["t"], paired, color="tab:blue", lw=1.3,
+            label=f"ODE λ = {model.snr:g}, from each run's start")
+    ax.plot(runs["t"], ode, color="0.35", lw=1.1, ls="--",
+            label="ODE λ = ∞, from limit Gaussian starts")
     ax.axhline(predicted, color="k", ls=":", lw=1.2, label=f"basin law {what} = {predicted:.4g}")
-    spread = 2.0 * math.sqrt(predicted * (1.0 - predicted) / runs["sgd"].shape[2])
+    count = runs["sgd"].shape[2]
+    spread = 2.0 * binomial_se(predicted, count)
     ax.axhspan(predicted - spread, predicted + spread, color="0.5", alpha=0.15,
-               label=f"± 2 binomial s.e. ({runs['sgd'].shape[2]} runs)")
+               label=f"± 2 binomial s.e. ({count} runs)")
     ax.set_xlabel("t = steps · c_δ / N")
     ax.set_ylabel(f"fraction of runs optimal (margin ≥ {margin:.3g})")
-    top = max(3 * predicted, float(np.max(sgd)), float(np.max(ode))) + 0.05
-    ax.set_ylim(-0.02, min(1.02, top))
+    top = max(3 * predicted, float(np.max(sgd)), float(np.max(paired)), float(np.max(ode)))
+    ax.set_ylim(-0.02, min(1.02, top + 0.05))
     legend(ax, loc="upper left")
-    return {"t": runs["t"], "sgd_fraction": sgd, "ode_fraction": ode,
-            "predicted": np.full(len(sgd), predicted)}
+    return {"t": runs["t"], "sgd_fraction": sgd, "ode_paired_fraction": paired,
+            "ode_inf_fraction": ode, "predicted": np.full(len(sgd), predicted)}
+
+
+def lambda_sweep(model, cfg, margin, main, clock=None):
+    """Final fraction optimal of SGD and of the paired ODE at each ``lambda`` of ``cfg["sweep"]``.
+
+    ``cfg["sweep"]`` holds ``lambda`` values as text (``"inf"`` allowed); the one equal to
+    ``model.snr`` reuses the runs ``main`` (:func:`mixture_runs`), the others run
+    ``cfg["sweep_runs"]`` new SGD runs (seed ``cfg["seed"] + 10 + j``) and their paired ODE.
+
+    Returns
+    -------
+    dict
+        CSV columns ``snr, runs, sgd_fraction, sgd_se, ode_fraction, agreement, law``
+        (``sgd_se`` the binomial standard error; ``agreement`` as :func:`agreement`).
+    """
+    rows = []
+    for j, text in enumerate(cfg["sweep"]):
+        at = model.replace(snr=float(text))
+        runs = main if at.snr == model.snr else \
+            paired_runs(at, cfg, cfg["sweep_runs"], cfg["seed"] + 10 + j)
+        rows.append(_sweep_row(at, runs, margin))
+        if clock is not None:
+            row = rows[-1]
+            print(f"  λ = {text}: SGD {row['sgd_fraction']:.3f} ± {row['sgd_se']:.3f}, ODE "
+                  f"{row['ode_fraction']:.3f}, agreement {row['agreement']:.3f} "
+                  f"({clock.elapsed():.1f} s)", flush=True)
+    table = {name: np.array([row[name] for row in rows]) for name in rows[0]}
+    table["law"] = np.full(len(rows), optimal_probability(model))
+    return table
+
+
+def _sweep_row(model, runs, margin):
+    """One row of :func:`lambda_sweep` from the final states of ``runs``."""
+    sgd_final, ode_final = runs["sgd"][-1], runs["paired"][-1]
+    count = sgd_final.shape[1]
+    sgd = float(np.mean(reached_optimal(model, sgd_final, margin)))
+    return {"snr": model.snr, "runs": count, "sgd_fraction": sgd,
+            "sgd_se": binomial_se(sgd, count),
+            "ode_fraction": float(np.mean(reached_optimal(model, ode_final, margin))),
+            "agreement": agreement(model, sgd_final, ode_final, margin)}
+
+
+def draw_sweep(ax, table, what):
+    """Fraction optimal against ``lambda`` (:func:`lambda_sweep`); ``lambda = inf`` at the right."""
+    snr = table["snr"]
+    finite = snr[np.isfinite(snr)]
+    right = 5.0 * float(np.max(finite)) if finite.size else 1.0
+    x = np.where(np.isfinite(snr), snr, right)
+    ax.errorbar(x, table["sgd_fraction"], yerr=table["sgd_se"], fmt="o", color="tab:red",
+                capsize=3, label="SGD ± 1 binomial s.e.")
+    ax.plot(x, table["ode_fraction"], "s", mfc="none", mec="tab:blue", ms=7,
+            label="ODE at that λ, from each run's start")
+    ax.axhline(table["law"][0], color="k", ls=":", lw=1.2,
+               label=f"λ = ∞ basin law {what} = {table['law'][0]:.4g}")
+    ax.set_xscale("log")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{s:g}" if math.isfinite(s) else "∞" for s in snr])
+    ax.minorticks_off()
+    ax.set_xlabel("λ (signal-to-noise ratio)")
+    ax.set_ylabel("fraction of runs optimal at the end")
+    top = max(2 * float(table["law"][0]), float(np.max(table["sgd_fraction"] + table["sgd_se"])),
+              float(np.max(table["ode_fraction"])))
+    ax.set_ylim(-0.02, min(1.02, top + 0.08))
+    legend(ax, loc="upper left")
+
+
+def sweep_summary(table):
+    """The sweep table as JSON-able lists (``lambda = inf`` written ``"inf"``)."""
+    out = {name: np.asarray(column).tolist() for name, column in table.items()}
+    out["snr"] = [f"{s:g}" for s in table["snr"]]
+    return out
