@@ -8,6 +8,7 @@ allowed.
 
 import difflib
 import math
+import numbers
 
 from hierarchy.core.errors import HierarchyError
 
@@ -161,3 +162,22 @@ def seeds(section, name):
     if len(set(values)) != len(values):
         raise HierarchyError(f"{field} must not repeat a seed", field=field)
     return values
+
+
+def model_number(value, field, low, strict, allow_inf=False):
+    """A model parameter as ``float``: finite, above (``strict``) or at least ``low``.
+
+    With ``allow_inf`` the string ``"inf"`` (or ``"infinity"``) and ``math.inf`` are also
+    accepted (a noiseless limit such as ``snr = "inf"``).
+    """
+    if allow_inf and isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+          and (math.isfinite(value) or (allow_inf and value == math.inf))
+          and (value > low if strict else value >= low))
+    if not ok:
+        bound = f"> {low}" if strict else f">= {low}"
+        extra = ' or "inf"' if allow_inf else ""
+        raise HierarchyError(f"{field} must be a finite number {bound}{extra}; got {value!r}",
+                             field=field)
+    return float(value)

@@ -91,3 +91,20 @@ def _write(family, out, config, result, summary):
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, complete=result.status == Status.COMPLETE,
                  state_name=family.state_name)
+
+
+def write_solved(out_dir, config, trajectory, state_name, method):
+    """Write a family's own solved trajectory (``result.npz``, ``result.json``).
+
+    For families that integrate their ODE themselves (the summary-statistics families);
+    returns the summary: ``status``, ``message``, ``method``, ``t_reached`` and ``final``
+    (label -> value at the last time).
+    """
+    summary = {"status": int(trajectory.status), "message": trajectory.message,
+               "method": method, "t_reached": float(trajectory.t[-1]),
+               "final": {label: float(trajectory.y[-1, j])
+                         for j, label in enumerate(trajectory.labels)}}
+    write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
+                 config=config, summary=summary, complete=trajectory.success,
+                 state_name=state_name)
+    return summary

@@ -7,9 +7,32 @@ PCA, the Gaussian mixtures) write the same files through :func:`write_ensemble`:
 summary that counts the runs that diverged (kept as non-finite rows, never dropped).
 """
 
+import numbers
+
 import numpy as np
 
+from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import write_result
+
+
+def check_ensemble(dimension, runs, minimum_dimension):
+    """Raise a one-line error unless ``sgd.dimension`` and ``sgd.runs`` are usable."""
+    if isinstance(dimension, bool) or not isinstance(dimension, numbers.Integral) \
+            or dimension < minimum_dimension:
+        raise HierarchyError(f"sgd.dimension must be an integer >= {minimum_dimension}; got "
+                             f"{dimension!r}", field="sgd.dimension")
+    if isinstance(runs, bool) or not isinstance(runs, numbers.Integral) or runs < 1:
+        raise HierarchyError(f"sgd.runs must be an integer >= 1; got {runs!r}",
+                             field="sgd.runs")
+
+
+def step_counts(times, dimension, step):
+    """The SGD steps ``round(t d / c_delta)`` of the recording times ``t = l delta``."""
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or np.any(times < 0) or np.any(np.diff(times) < 0):
+        raise HierarchyError("times must be a non-decreasing list of times >= 0",
+                             field="times")
+    return np.rint(times * dimension / step).astype(np.int64)
 
 
 def write_ensemble(out_dir, config, trajectory, u_runs, state_name, **summary):

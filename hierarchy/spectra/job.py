@@ -14,6 +14,7 @@ predictions ``{matrix}_{b}_outliers_predicted`` (times x r), ``{matrix}_{b}_alig
 and ``{matrix}_{b}_bulk_predicted`` (times).
 """
 
+import dataclasses
 import io
 import pathlib
 
@@ -64,6 +65,30 @@ def sgd_with_spectra(adapter, config, out_dir, run, output_times, *, resume=Fals
     return trajectory, outputs, summary
 
 
+def run_ensemble(config, out_dir, run, output_times, adapter=None, *, resume=False,
+                 progress=None):
+    """A family's SGD ensemble, with the spectra when ``[spectra] times`` asks for them.
+
+    Parameters
+    ----------
+    run : callable
+        ``run(times, observer=None)``: the family's SGD loop, a Trajectory at ``times``.
+    adapter : object or None
+        The family's spectral adapter; None for a family without spectra.
+
+    Returns
+    -------
+    (Trajectory, dict)
+        The trajectory at ``output_times`` and the extra summary entries (``spectra``).
+    """
+    if adapter is None or not config.get("spectra", {}).get("times"):
+        with interruptible():
+            return run(output_times), {}
+    trajectory, rows, summary = sgd_with_spectra(adapter, config, out_dir, run, output_times,
+                                                 resume=resume, progress=progress)
+    return restrict(trajectory, rows), {"spectra": summary}
+
+
 def write_spectra(out_dir, table, recorder, predicted):
     """``spectra.npz`` from the recorder's snapshots and the predictions."""
     order = sorted(recorder.snapshots)
@@ -95,11 +120,10 @@ def restrict(trajectory, rows):
     columns = dict(trajectory.columns)
     columns["u_runs"] = u_runs
     columns["steps"] = np.asarray(trajectory.steps)[rows]
-    return type(trajectory)(t=np.asarray(trajectory.t)[rows], y=np.asarray(trajectory.y)[rows],
-                            labels=list(trajectory.labels), status=trajectory.status,
-                            message=trajectory.message, columns=columns,
-                            info=dict(trajectory.info))
+    return dataclasses.replace(trajectory, t=np.asarray(trajectory.t)[rows],
+                               y=np.asarray(trajectory.y)[rows], columns=columns,
+                               info=dict(trajectory.info))
 
 
-__all__ = ["MATRICES", "RESULT", "recording_times", "restrict", "sgd_with_spectra",
-           "write_spectra"]
+__all__ = ["MATRICES", "RESULT", "recording_times", "restrict", "run_ensemble",
+           "sgd_with_spectra", "write_spectra"]

@@ -22,7 +22,7 @@ Config (the interface of the effective-dynamics issue):
 
 from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.gmm import ballistic, sgd, symbolic
 from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_points
@@ -31,9 +31,10 @@ from hierarchy.models.gmm.spectral import XorSpectra
 from hierarchy.models.gmm.starts import from_table, gaussian_start
 from hierarchy.models.gmm.study import STUDY
 from hierarchy.models.gmm.system import system as mixture_system
+from hierarchy.ode.default_job import write_solved
 from hierarchy.sgd.ensemble import write_ensemble
 from hierarchy.spectra import config as spectra_config
-from hierarchy.spectra.job import restrict, sgd_with_spectra
+from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
@@ -168,16 +169,10 @@ class MixtureFamily(ModelFamily):
             return sgd.run_sgd(model, table["dimension"], table["runs"], times,
                                seed=table["seed"], start=start, observer=observer)
 
-        extra = {}
-        if config.get("spectra", {}).get("times"):
-            adapter = XorSpectra(model, table["dimension"], config["solve"])
-            trajectory, rows, extra["spectra"] = sgd_with_spectra(
-                adapter, config, out_dir, run, self.output_times(config), resume=resume,
-                progress=progress)
-            trajectory = restrict(trajectory, rows)
-        else:
-            with interruptible():
-                trajectory = run(self.output_times(config))
+        adapter = (XorSpectra(model, table["dimension"], config["solve"])
+                   if "spectra" in self.defaults else None)
+        trajectory, extra = run_ensemble(config, out_dir, run, self.output_times(config),
+                                         adapter, resume=resume, progress=progress)
         return write_ensemble(out_dir, config, trajectory, trajectory.u_runs, self.state_name,
                               dimension=int(table["dimension"]), sampler="network SGD",
                               **extra)
@@ -192,15 +187,7 @@ class MixtureFamily(ModelFamily):
         with interruptible():
             trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
                                          atol=solve["atol"])
-        summary = {"status": int(trajectory.status), "message": trajectory.message,
-                   "method": trajectory.info.get("method", ""),
-                   "t_reached": float(times[-1]),
-                   "final": {label: float(trajectory.y[-1, j])
-                             for j, label in enumerate(trajectory.labels)}}
-        write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
-                     config=config, summary=summary, complete=trajectory.success,
-                     state_name=self.state_name)
-        return summary
+        return write_solved(out_dir, config, trajectory, self.state_name, trajectory.info.get("method", ""))
 
     # 11
     def study_model(self):

@@ -15,6 +15,7 @@ import dataclasses
 import math
 import numbers
 
+from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 
 #: the two mixtures: number of signal directions, clusters ``(prob, signs, label y)``
@@ -25,20 +26,6 @@ KINDS = {
             "clusters": ((0.25, (1.0, 0.0), 1.0), (0.25, (-1.0, 0.0), 1.0),
                          (0.25, (0.0, 1.0), 0.0), (0.25, (0.0, -1.0), 0.0))},
 }
-
-
-def _number(value, field, low, strict, allow_inf=False):
-    if allow_inf and isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and (math.isfinite(value) or (allow_inf and value == math.inf))
-          and (value > low if strict else value >= low))
-    if not ok:
-        bound = f"> {low}" if strict else f">= {low}"
-        extra = ' or "inf"' if allow_inf else ""
-        raise HierarchyError(f"{field} must be a finite number {bound}{extra}; got {value!r}",
-                             field=field)
-    return float(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +56,12 @@ class Mixture:
         if self.kind not in KINDS:
             raise HierarchyError(f"model.family must be one of gmm-binary, gmm-xor; got "
                                  f"{self.kind!r}", field="model.family")
-        object.__setattr__(self, "snr", _number(self.snr, "model.snr", 0.0, True, True))
-        object.__setattr__(self, "ridge", _number(self.ridge, "model.ridge", 0.0, False))
-        object.__setattr__(self, "step", _number(self.step, "sgd.step", 0.0, True))
+        object.__setattr__(self, "snr",
+                           fields.model_number(self.snr, "model.snr", 0.0, True, True))
+        object.__setattr__(self, "ridge",
+                           fields.model_number(self.ridge, "model.ridge", 0.0, False))
+        object.__setattr__(self, "step",
+                           fields.model_number(self.step, "sgd.step", 0.0, True))
         width = self.width
         if (not isinstance(width, numbers.Integral) or isinstance(width, bool)
                 or width < 1 or width > 64):

@@ -15,33 +15,13 @@ import math
 
 import numpy as np
 
-from hierarchy.core.errors import HierarchyError
 from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.gmm.ballistic import as_state
 from hierarchy.models.gmm.functionals import sqrt_psd
 from hierarchy.models.gmm.layout import pack, unpack
 from hierarchy.models.gmm.network import gradients
 from hierarchy.models.gmm.starts import init_scale
-
-
-def check_size(dimension, runs, signals=1):
-    """Raise a one-line error unless ``dimension`` and ``runs`` are usable."""
-    if isinstance(dimension, bool) or not isinstance(dimension, (int, np.integer)) \
-            or dimension < signals + 2:
-        raise HierarchyError(f"sgd.dimension must be an integer >= {signals + 2}; got "
-                             f"{dimension!r}", field="sgd.dimension")
-    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
-        raise HierarchyError(f"sgd.runs must be an integer >= 1; got {runs!r}",
-                             field="sgd.runs")
-
-
-def step_counts(model, times, dimension):
-    """Steps ``round(t N / c_delta)`` of the recording times."""
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or np.any(times < 0) or np.any(np.diff(times) < 0):
-        raise HierarchyError("times must be a non-decreasing list of times >= 0",
-                             field="times")
-    return np.rint(times * dimension / model.step).astype(np.int64)
+from hierarchy.sgd.ensemble import check_ensemble, step_counts
 
 
 def statistics(model, weights, v):
@@ -113,8 +93,8 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
         statistics, as the interface fixes; note its first axis is the run, not the time)
         and ``steps``.
     """
-    check_size(dimension, runs, model.signals)
-    steps = step_counts(model, times, dimension)
+    check_ensemble(dimension, runs, model.signals + 2)
+    steps = step_counts(times, dimension, model.step)
     rng = np.random.default_rng(seed)
     if start is None:
         weights, v = gaussian_parameters(model, dimension, runs, rng)

@@ -14,7 +14,7 @@ Gram matrix); ``[sgd] dimension, step, runs, seed``; ``[init] source = "gaussian
 
 from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.multiclass import field, sgd
 from hierarchy.models.multiclass.fixed_points import (
@@ -24,9 +24,10 @@ from hierarchy.models.multiclass.model import MAX_CLASSES, Multiclass
 from hierarchy.models.multiclass.spectral import MulticlassSpectra
 from hierarchy.models.multiclass.starts import from_table, gaussian_start
 from hierarchy.models.multiclass.study import STUDY
+from hierarchy.ode.default_job import write_solved
 from hierarchy.sgd.ensemble import write_ensemble
 from hierarchy.spectra import config as spectra_config
-from hierarchy.spectra.job import restrict, sgd_with_spectra
+from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
@@ -167,16 +168,9 @@ class MulticlassFamily(ModelFamily):
             return sgd.run_sgd(model, table["dimension"], table["runs"], times,
                                seed=table["seed"], start=start, observer=observer)
 
-        extra = {}
-        if config["spectra"]["times"]:
-            adapter = MulticlassSpectra(model, table["dimension"], config["solve"])
-            trajectory, rows, extra["spectra"] = sgd_with_spectra(
-                adapter, config, out_dir, run, self.output_times(config), resume=resume,
-                progress=progress)
-            trajectory = restrict(trajectory, rows)
-        else:
-            with interruptible():
-                trajectory = run(self.output_times(config))
+        adapter = MulticlassSpectra(model, table["dimension"], config["solve"])
+        trajectory, extra = run_ensemble(config, out_dir, run, self.output_times(config),
+                                         adapter, resume=resume, progress=progress)
         return write_ensemble(out_dir, config, trajectory, trajectory.u_runs, self.state_name,
                               dimension=int(table["dimension"]), sampler="multiclass SGD",
                               **extra)
@@ -191,14 +185,7 @@ class MulticlassFamily(ModelFamily):
             trajectory = field.integrate_field(model, self.initial_state(config), times,
                                                rtol=solve["rtol"], atol=solve["atol"],
                                                method=solve["method"])
-        summary = {"status": int(trajectory.status), "message": trajectory.message,
-                   "method": solve["method"], "t_reached": float(trajectory.t[-1]),
-                   "final": {label: float(trajectory.y[-1, j])
-                             for j, label in enumerate(trajectory.labels)}}
-        write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
-                     config=config, summary=summary, complete=trajectory.success,
-                     state_name=self.state_name)
-        return summary
+        return write_solved(out_dir, config, trajectory, self.state_name, solve["method"])
 
     # 11
     def study_model(self):

@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.multiclass import layout
 
@@ -25,20 +26,6 @@ MAX_CLASSES = 32
 SPACING = 50
 #: tolerance of the weights' sum and of the Gram's symmetry and unit diagonal
 TOL = 1e-9
-
-
-def _number(value, field, low, strict, allow_inf=False):
-    if allow_inf and isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and (math.isfinite(value) or (allow_inf and value == math.inf))
-          and (value > low if strict else value >= low))
-    if not ok:
-        bound = f"> {low}" if strict else f">= {low}"
-        extra = ' or "inf"' if allow_inf else ""
-        raise HierarchyError(f"{field} must be a finite number {bound}{extra}; got {value!r}",
-                             field=field)
-    return float(value)
 
 
 def _classes(value):
@@ -112,9 +99,12 @@ class Multiclass:
     def __post_init__(self):
         k = _classes(self.classes)
         object.__setattr__(self, "classes", k)
-        object.__setattr__(self, "snr", _number(self.snr, "model.snr", 0.0, True, True))
-        object.__setattr__(self, "ridge", _number(self.ridge, "model.ridge", 0.0, False))
-        object.__setattr__(self, "step", _number(self.step, "sgd.step", 0.0, True))
+        object.__setattr__(self, "snr",
+                           fields.model_number(self.snr, "model.snr", 0.0, True, True))
+        object.__setattr__(self, "ridge",
+                           fields.model_number(self.ridge, "model.ridge", 0.0, False))
+        object.__setattr__(self, "step",
+                           fields.model_number(self.step, "sgd.step", 0.0, True))
         object.__setattr__(self, "weights", _weights(self.weights, k))
         object.__setattr__(self, "gram", _gram(self.gram, k))
 

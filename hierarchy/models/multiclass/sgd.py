@@ -17,35 +17,14 @@ import numbers
 
 import numpy as np
 
-from hierarchy.core.errors import HierarchyError
 from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.multiclass.layout import pack, unpack
 from hierarchy.models.multiclass.loss import residuals
 from hierarchy.models.multiclass.starts import as_state
+from hierarchy.sgd.ensemble import check_ensemble, step_counts
 
 #: samples drawn at once (per run) to amortise the random generator's overhead
 CHUNK = 256
-
-
-def check_size(model, dimension, runs):
-    """Raise a one-line error unless ``dimension`` and ``runs`` are usable."""
-    low = 2 * model.classes
-    if isinstance(dimension, bool) or not isinstance(dimension, numbers.Integral) \
-            or dimension < low:
-        raise HierarchyError(f"sgd.dimension must be an integer >= {low}; got {dimension!r}",
-                             field="sgd.dimension")
-    if isinstance(runs, bool) or not isinstance(runs, numbers.Integral) or runs < 1:
-        raise HierarchyError(f"sgd.runs must be an integer >= 1; got {runs!r}",
-                             field="sgd.runs")
-
-
-def step_counts(model, times, dimension):
-    """Steps ``round(t d / c_delta)`` of the recording times."""
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or np.any(times < 0) or np.any(np.diff(times) < 0):
-        raise HierarchyError("times must be a non-decreasing list of times >= 0",
-                             field="times")
-    return np.rint(times * dimension / model.step).astype(np.int64)
 
 
 def statistics(model, x, means):
@@ -145,8 +124,8 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
     Trajectory
         ``y`` the run mean; columns ``u_runs (runs, T, n)`` and ``steps``.
     """
-    check_size(model, dimension, runs)
-    steps = step_counts(model, times, dimension)
+    check_ensemble(dimension, runs, 2 * model.classes)
+    steps = step_counts(times, dimension, model.step)
     rng = np.random.default_rng(seed)
     state = None if start is None else as_state(model, start)
     x = start_parameters(model, dimension, runs, rng, state)

@@ -8,24 +8,14 @@ statistics (default ``m``, ``r2``). The engine derives everything else from it.
 """
 
 import dataclasses
-import math
 import numbers
 
+from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.summary.data import DATA_LAWS
 from hierarchy.models.summary.losses import LOSSES
 from hierarchy.models.summary.statistics import resolve
 from hierarchy.models.summary.symbols import LABELS
-
-
-def _number(value, field, low, strict):
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and math.isfinite(value) and (value > low if strict else value >= low))
-    if not ok:
-        bound = f"> {low}" if strict else f">= {low}"
-        raise HierarchyError(f"{field} must be a finite number {bound}; got {value!r}",
-                             field=field)
-    return float(value)
 
 
 def _choice(value, table, field):
@@ -71,9 +61,12 @@ class SpikedPCA:
             raise HierarchyError(f"model.order must be an integer >= 2; got {self.order!r}",
                                  field="model.order")
         object.__setattr__(self, "order", int(self.order))
-        object.__setattr__(self, "snr", _number(self.snr, "model.snr", 0.0, True))
-        object.__setattr__(self, "ridge", _number(self.ridge, "model.ridge", 0.0, False))
-        object.__setattr__(self, "step", _number(self.step, "sgd.step", 0.0, True))
+        object.__setattr__(self, "snr",
+                           fields.model_number(self.snr, "model.snr", 0.0, True))
+        object.__setattr__(self, "ridge",
+                           fields.model_number(self.ridge, "model.ridge", 0.0, False))
+        object.__setattr__(self, "step",
+                           fields.model_number(self.step, "sgd.step", 0.0, True))
         _choice(self.data, DATA_LAWS, "model.data")
         _choice(self.loss, LOSSES, "model.loss")
         object.__setattr__(self, "statistics", resolve(tuple(self.statistics)))
