@@ -21,6 +21,7 @@ Config (the interface of the effective-dynamics issue):
 
 
 from hierarchy.config import fields
+from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -38,7 +39,6 @@ from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
-INIT_SOURCES = ("gaussian", "statistics")
 #: Largest ``runs × dimension × width`` of one SGD ensemble (its weights, in doubles)
 MAX_ENSEMBLE = 50_000_000
 
@@ -56,8 +56,7 @@ KEY_HELP = {
     "init.seed": ("Seed of the Gaussian start's draw (`solve`).", "integer >= 0"),
     "sgd.dimension": ("Dimension N of the data.", "integer >= 2"),
     "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.", "number > 0"),
-    "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
-    "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+    **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
 }
 #: The study's dimensions: SGD costs ``O(N^2)`` per unit of ODE time, so smaller than spiked
@@ -100,7 +99,7 @@ class MixtureFamily(ModelFamily):
             raise HierarchyError(f"sgd.runs x sgd.dimension x model.width exceeds "
                                  f"{MAX_ENSEMBLE} (the ensemble must fit in memory)",
                                  field="sgd.runs")
-        config["init"]["statistics"] = self._start_table(config["init"], model)
+        config["init"]["statistics"] = check_start(config["init"], model.labels, self.name)
         dimension_config.validate_study(config["study"], size_per_run=model.width,
                                         limit=MAX_ENSEMBLE)
         if "spectra" in config:
@@ -114,29 +113,6 @@ class MixtureFamily(ModelFamily):
         model = config["model"]
         return Mixture(kind=self.kind, snr=model["snr"], ridge=model["ridge"],
                        width=model["width"], step=config["sgd"]["step"])
-
-    def _start_table(self, init, model):
-        if init["source"] not in INIT_SOURCES:
-            raise HierarchyError(f"init.source must be one of {' | '.join(INIT_SOURCES)}; "
-                                 f"got {init['source']!r}", field="init.source")
-        table = init["statistics"]
-        if not isinstance(table, dict):
-            raise HierarchyError("init.statistics must be a table of numbers by label",
-                                 field="init.statistics")
-        if table and init["source"] != "statistics":
-            raise HierarchyError('init.statistics is given but init.source is not '
-                                 '"statistics"', field="init.source")
-        for label in table:
-            if label not in model.labels:
-                raise HierarchyError(f"init.statistics.{label}: not a statistic of "
-                                     f"{self.name}; allowed: {', '.join(model.labels)}",
-                                     field=f"init.statistics.{label}")
-        try:
-            from_table(model, table)
-        except HierarchyError as error:  # name the config field, not the engine's
-            raise HierarchyError(str(error).replace("initial.", "init.statistics."),
-                                 field="init.statistics") from None
-        return {label: float(value) for label, value in table.items()}
 
     # 3, 4, 5, 6
     def build_arguments(self, config):
@@ -187,7 +163,8 @@ class MixtureFamily(ModelFamily):
         with interruptible():
             trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
                                          atol=solve["atol"])
-        return write_solved(out_dir, config, trajectory, self.state_name, trajectory.info.get("method", ""))
+        return write_solved(out_dir, config, trajectory, self.state_name,
+                            trajectory.info.get("method", ""))
 
     # 11
     def study_model(self):

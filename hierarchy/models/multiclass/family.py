@@ -13,6 +13,7 @@ Gram matrix); ``[sgd] dimension, step, runs, seed``; ``[init] source = "gaussian
 """
 
 from hierarchy.config import fields
+from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -31,7 +32,6 @@ from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
-INIT_SOURCES = ("gaussian", "statistics")
 #: Largest ``runs x dimension x classes`` of one SGD ensemble (its weights, in doubles)
 MAX_ENSEMBLE = 50_000_000
 
@@ -54,8 +54,7 @@ KEY_HELP = {
                          "labels take the Gaussian start's value."), "table of numbers"),
     "sgd.dimension": ("Dimension d of the data.", "integer >= 2 k"),
     "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / d.", "number > 0"),
-    "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
-    "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+    **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
 }
@@ -126,18 +125,9 @@ class MulticlassFamily(ModelFamily):
                           weights=table["weights"], gram=means, step=config["sgd"]["step"])
 
     def _start_table(self, init, model):
-        if init["source"] not in INIT_SOURCES:
-            raise HierarchyError(f"init.source must be one of {' | '.join(INIT_SOURCES)}; "
-                                 f"got {init['source']!r}", field="init.source")
-        table = init["statistics"]
-        if not isinstance(table, dict):
-            raise HierarchyError("init.statistics must be a table of numbers by label",
-                                 field="init.statistics")
-        if table and init["source"] != "statistics":
-            raise HierarchyError('init.statistics is given but init.source is not '
-                                 '"statistics"', field="init.source")
+        table = check_start(init, model.labels, self.name)
         from_table(model, table)
-        return {label: float(value) for label, value in table.items()}
+        return table
 
     # 3, 4, 5, 6
     def build_arguments(self, config):

@@ -21,12 +21,11 @@ point above threshold: the escape of SGD is a finite-``n`` fluctuation, of durat
 start ``m > 0`` is given with ``[init.statistics]``.
 """
 
-import math
-import numbers
 
 import numpy as np
 
 from hierarchy.config import fields
+from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -42,7 +41,6 @@ from hierarchy.study import dimension_config
 
 #: ``n → ∞`` statistics of the Gaussian start ``x₀ ~ N(0, I/n)``
 GAUSSIAN_START = {"m": 0.0, "r2": 1.0}
-INIT_SOURCES = ("gaussian", "statistics")
 #: Largest ``runs × dimension`` of one SGD ensemble (its state, in doubles)
 MAX_ENSEMBLE = 50_000_000
 
@@ -101,8 +99,7 @@ class SpikedPCAFamily(ModelFamily):
         "sgd.dimension": ("Dimension n of the parameter vector.", "integer >= 2"),
         "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / n.",
                      "number > 0"),
-        "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
-        "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+        **SGD_KEY_HELP,
         **dimension_config.KEY_HELP,
     }
 
@@ -117,7 +114,8 @@ class SpikedPCAFamily(ModelFamily):
                 f"sgd.runs x sgd.dimension = {sgd_table['runs'] * sgd_table['dimension']} "
                 f"exceeds {MAX_ENSEMBLE} (the ensemble's state must fit in memory)",
                 field="sgd.runs")
-        config["init"]["statistics"] = _start_table(config["init"])
+        config["init"]["statistics"] = check_start(config["init"], LABELS, "spiked PCA",
+                                                   nonnegative=("r2",))
         dimension_config.validate_study(config["study"], limit=MAX_ENSEMBLE)
         return config
 
@@ -183,35 +181,6 @@ class SpikedPCAFamily(ModelFamily):
     def show(self, config):
         """The text ``hierarchy show --config`` prints."""
         return display.show(self.model(config))
-
-
-
-def _start_table(init):
-    """``init.statistics`` checked: known labels, finite numbers, ``r2 >= 0``."""
-    source = init["source"]
-    if source not in INIT_SOURCES:
-        raise HierarchyError(f"init.source must be one of {' | '.join(INIT_SOURCES)}; "
-                             f"got {source!r}", field="init.source")
-    table = init["statistics"]
-    if not isinstance(table, dict):
-        raise HierarchyError("init.statistics must be a table of numbers by label "
-                             f"({', '.join(LABELS)})", field="init.statistics")
-    if table and source != "statistics":
-        raise HierarchyError('init.statistics is given but init.source is not "statistics"',
-                             field="init.source")
-    checked = {}
-    for label, value in table.items():
-        field = f"init.statistics.{label}"
-        if label not in LABELS:
-            raise HierarchyError(f"{field}: not a statistic of spiked PCA; allowed: "
-                                 f"{', '.join(LABELS)}", field=field)
-        if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-                or not math.isfinite(value) or (label == "r2" and value < 0)):
-            raise HierarchyError(f"{field} must be a finite number"
-                                 f"{' >= 0' if label == 'r2' else ''}; got {value!r}",
-                                 field=field)
-        checked[label] = float(value)
-    return checked
 
 
 SPIKED_PCA = SpikedPCAFamily()
