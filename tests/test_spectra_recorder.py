@@ -186,3 +186,10 @@ def test_the_class_blocks_of_the_k_gmm_track_their_population_prediction(tmp_pat
             assert np.all(measured[:, 0] > data[name + "_bulk_edge"])
             gap = np.abs(data[name + "_alignment"] - data[name + "_alignment_predicted"])
             assert np.max(gap) < 0.1, (name, gap)
+
+
+def test_a_long_ensemble_run_shows_its_progress_and_ends_the_line(tmp_path, capsys):
+    assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o")]) == 0
+    captured = capsys.readouterr()
+    assert "sgd: t = 0 / 4" in captured.err and captured.err.endswith("\n")
+    assert "results written" in captured.out

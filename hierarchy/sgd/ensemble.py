@@ -69,3 +69,22 @@ def write_ensemble(out_dir, config, trajectory, u_runs, state_name, **summary):
                  summary=record, extra_arrays={"u_runs": u_runs, "steps": trajectory.steps},
                  state_name=state_name)
     return record
+
+
+class ProgressObserver:
+    """An SGD-loop observer that reports ``t`` on a progress line, then calls ``inner``.
+
+    The ensemble families' loops call ``observer(index, t, x, recent)`` at every recording
+    time; this one shows how far the run is and forwards the call (and the ``window`` of
+    recent samples ``inner`` asks for) to ``inner``, e.g. the spectral recorder.
+    """
+
+    def __init__(self, progress, t_final, inner=None):
+        self.progress, self.t_final, self.inner = progress, float(t_final), inner
+        self.window = getattr(inner, "window", 0)
+
+    def __call__(self, index, t, x, recent):
+        if self.progress is not None:
+            self.progress.update(f"sgd: t = {t:.4g} / {self.t_final:.4g}")
+        if self.inner is not None:
+            self.inner(index, t, x, recent)

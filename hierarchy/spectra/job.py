@@ -21,6 +21,7 @@ import pathlib
 import numpy as np
 
 from hierarchy.core.io import atomic_write, interruptible
+from hierarchy.sgd.ensemble import ProgressObserver
 from hierarchy.spectra.config import sample_count
 from hierarchy.spectra.recorder import SpectralRecorder, inputs_hash
 from hierarchy.spectra.snapshot import MATRICES
@@ -54,7 +55,7 @@ def sgd_with_spectra(adapter, config, out_dir, run, output_times, *, resume=Fals
     recorder = SpectralRecorder(adapter, table, samples, out_dir, inputs_hash(config),
                                 schedule, resume=resume, progress=progress)
     with interruptible():
-        trajectory = run(union, recorder)
+        trajectory = run(union, ProgressObserver(progress, union[-1], recorder))
     first = np.asarray(trajectory.u_runs)[0, 0]
     predicted = adapter.predicted(first, np.asarray(table["times"], float), table)
     write_spectra(out_dir, table, recorder, predicted)
@@ -81,12 +82,17 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, resume=Fal
     (Trajectory, dict)
         The trajectory at ``output_times`` and the extra summary entries (``spectra``).
     """
-    if adapter is None or not config.get("spectra", {}).get("times"):
-        with interruptible():
-            return run(output_times), {}
-    trajectory, rows, summary = sgd_with_spectra(adapter, config, out_dir, run, output_times,
-                                                 resume=resume, progress=progress)
-    return restrict(trajectory, rows), {"spectra": summary}
+    try:
+        if adapter is None or not config.get("spectra", {}).get("times"):
+            with interruptible():
+                return run(output_times, ProgressObserver(progress, output_times[-1])), {}
+        trajectory, rows, summary = sgd_with_spectra(adapter, config, out_dir, run,
+                                                     output_times, resume=resume,
+                                                     progress=progress)
+        return restrict(trajectory, rows), {"spectra": summary}
+    finally:
+        if progress is not None:
+            progress.close()  # end the status line before the command's own output
 
 
 def write_spectra(out_dir, table, recorder, predicted):
