@@ -59,3 +59,8 @@ def check_start(init, labels, family, nonnegative=()):
                                  f"got {value!r}", field=field)
         checked[label] = float(value)
     return checked
+
+
+def start_table(init):
+    """The validated ``[init.statistics]`` as a dict, or None for the Gaussian start."""
+    return dict(init["statistics"]) if init["source"] == "statistics" else None

@@ -30,6 +30,20 @@ from hierarchy.study.dimension_report import write_dimension_study
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
 
 
+def ode_columns(trajectory, labels, times):
+    """``(T, k)`` of ``labels`` from an ODE trajectory (NaN past where it stopped), and status."""
+    mu = np.full((len(times), len(labels)), np.nan)
+    columns = [list(trajectory.labels).index(label) for label in labels]
+    mu[:len(trajectory.t)] = np.asarray(trajectory.y)[:, columns]
+    return mu, int(trajectory.status)
+
+
+def run_columns(trajectory, labels):
+    """``(runs, T, k)`` of ``labels`` from an ensemble trajectory's ``u_runs``."""
+    columns = [list(trajectory.labels).index(label) for label in labels]
+    return np.asarray(trajectory.u_runs)[:, :, columns]
+
+
 def dimension_seed(seed, dimension):
     """The seed of the SGD stream of one dimension, derived from ``study.seed`` and ``n``."""
     return int(np.random.SeedSequence([int(seed), int(dimension)]).generate_state(1)[0])

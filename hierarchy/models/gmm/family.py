@@ -21,7 +21,7 @@ Config (the interface of the effective-dynamics issue):
 
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start, start_table
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -138,7 +138,7 @@ class MixtureFamily(ModelFamily):
         """``hierarchy sgd``: ``runs`` networks trained together on fresh samples."""
         table = config["sgd"]
         init = config["init"]
-        start = dict(init["statistics"]) if init["source"] == "statistics" else None
+        start = start_table(init)
         model = self.mixture(config)
 
         def run(times, observer=None):

@@ -26,9 +26,10 @@ import math
 
 import numpy as np
 
+from hierarchy.config.statistics_start import start_table
 from hierarchy.core.registry import family_of
 from hierarchy.models.gmm import ballistic, sgd
-from hierarchy.study.dimensions import DimensionStudy
+from hierarchy.study.dimensions import DimensionStudy, ode_columns, run_columns
 
 
 def observables(config):
@@ -68,20 +69,16 @@ def ode(config, labels, times):
     model, solve = family.mixture(config), config["solve"]
     trajectory = ballistic.solve(model, family.initial_state(config), times,
                                  rtol=float(solve["rtol"]), atol=float(solve["atol"]))
-    mu = np.full((len(times), len(labels)), np.nan)
-    columns = [list(trajectory.labels).index(label) for label in labels]
-    mu[:len(trajectory.t)] = np.asarray(trajectory.y)[:, columns]
-    return mu, int(trajectory.status)
+    return ode_columns(trajectory, labels, times)
 
 
 def ensemble(config, dimension, runs, seed, labels, times):
     """``runs`` networks trained in dimension ``N``: ``(runs, T, k)`` at ``times``."""
     family, init = family_of(config), config["init"]
-    start = dict(init["statistics"]) if init["source"] == "statistics" else None
+    start = start_table(init)
     trajectory = sgd.run_sgd(family.mixture(config), dimension, runs, times, seed=seed,
                              start=start)
-    columns = [list(trajectory.labels).index(label) for label in labels]
-    return np.asarray(trajectory.u_runs)[:, :, columns]
+    return run_columns(trajectory, labels)
 
 
 STUDY = DimensionStudy(observables, ode, ensemble, paired=paired)

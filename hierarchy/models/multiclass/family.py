@@ -13,7 +13,7 @@ Gram matrix); ``[sgd] dimension, step, runs, seed``; ``[init] source = "gaussian
 """
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start, start_table
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -151,7 +151,7 @@ class MulticlassFamily(ModelFamily):
         """``hierarchy sgd``: ``runs`` classifiers trained together on fresh samples."""
         table = config["sgd"]
         init = config["init"]
-        start = dict(init["statistics"]) if init["source"] == "statistics" else None
+        start = start_table(init)
         model = self.multiclass(config)
 
         def run(times, observer=None):

@@ -10,11 +10,11 @@ dimensions`` entry ``d``, trains ``study.runs`` classifiers by online SGD
 ``O(d^{-1/2})`` fluctuations are part of the measured error).
 """
 
-import numpy as np
 
+from hierarchy.config.statistics_start import start_table
 from hierarchy.core.registry import family_of
 from hierarchy.models.multiclass import field, sgd
-from hierarchy.study.dimensions import DimensionStudy
+from hierarchy.study.dimensions import DimensionStudy, ode_columns, run_columns
 
 
 def observables(config):
@@ -29,20 +29,16 @@ def ode(config, labels, times):
     trajectory = field.integrate_field(model, family.initial_state(config), times,
                                        rtol=float(solve["rtol"]), atol=float(solve["atol"]),
                                        method=solve["method"])
-    out = np.full((len(times), len(labels)), np.nan)
-    columns = [list(trajectory.labels).index(label) for label in labels]
-    out[:len(trajectory.t)] = np.asarray(trajectory.y)[:, columns]
-    return out, int(trajectory.status)
+    return ode_columns(trajectory, labels, times)
 
 
 def ensemble(config, dimension, runs, seed, labels, times):
     """``runs`` classifiers trained in dimension ``d``: ``(runs, T, k)`` at ``times``."""
     family, init = family_of(config), config["init"]
-    start = dict(init["statistics"]) if init["source"] == "statistics" else None
+    start = start_table(init)
     trajectory = sgd.run_sgd(family.multiclass(config), int(dimension), int(runs), times,
                              seed=seed, start=start)
-    columns = [list(trajectory.labels).index(label) for label in labels]
-    return np.asarray(trajectory.u_runs)[:, :, columns]
+    return run_columns(trajectory, labels)
 
 
 STUDY = DimensionStudy(observables, ode, ensemble)
