@@ -15,7 +15,7 @@ from hierarchy.core import registry
 from hierarchy.core.plotting import legend, panel_grid, save_figure
 from hierarchy.study.dimension_analysis import CONTRACT_SLOPE, analyse_dimensions
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
-from hierarchy.study.report import add_top_level
+from hierarchy.study.report import write_report
 
 
 def assemble(dimensions, times, labels, results):
@@ -138,15 +138,13 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
               "errors": errors}
     if _paired(results):
         arrays.update(mu_reference=reference, sd_difference=spread)
-    if complete:
-        path = checkpoint.finish(t=times, mu=ode_mu, labels=labels, summary=summary,
-                                 extra_arrays=arrays)
-        family = registry.family_of(config)
+    family = registry.family_of(config)
+
+    def draw():
         plot_errors(checkpoint.out_dir / "study_errors.png", analysis, dimensions, labels,
                     math_label=family.math_label)
-    else:
-        checkpoint.save(t=times, mu=ode_mu, labels=labels, summary=summary,
-                        extra_arrays=arrays, force=True)
-        path = checkpoint.out_dir / "result.json"
-    add_top_level(path, {"errors": summary["errors"], "rate": summary["rate"]})
+
+    write_report(checkpoint, t=times, mu=ode_mu, labels=labels, summary=summary, arrays=arrays,
+                 top_level={"errors": summary["errors"], "rate": summary["rate"]},
+                 draw=draw if complete else None)
     return summary

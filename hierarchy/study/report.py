@@ -4,7 +4,8 @@
 ``result.npz``/``result.json`` (through :class:`hierarchy.core.io.Checkpoint`), patches
 ``errors``, ``rate`` and ``extrapolated`` into the top level of ``result.json``
 (:func:`add_top_level`) and, for a complete study, draws ``study_errors.png`` and
-``study_trajectories.png``.
+``study_trajectories.png``; ``complete: true`` is written last (:func:`write_report`), so it
+is true only when every file is on disk.
 """
 
 import json
@@ -187,36 +188,49 @@ def write_study(checkpoint, config, labels, degrees, times, results, *, complete
         arrays["mu_sgd"] = sgd_mu.mean(axis=0)
     if extrapolation is not None:
         arrays["mu_extrapolated"], arrays["error_extrapolated"] = extrapolation
-    _write_files(checkpoint, times, labels, summary, arrays, complete)
-    if complete:
-        out = checkpoint.out_dir
-        family = registry.family_of(config)
+    out = checkpoint.out_dir
+    family = registry.family_of(config)
+
+    def draw():
         plot_errors(out / "study_errors.png", analysis, degrees, labels, extrapolated,
                     family=family)
         plot_trajectories(out / "study_trajectories.png", times, degrees, labels, hierarchy_mu,
                           flow_mu, sgd_mu, extrapolation, family=family,
                           time_label=family.time_label(config))
+
+    write_report(checkpoint, t=times, mu=hierarchy_mu[-1], labels=labels, summary=summary,
+                 arrays=arrays, top_level={key: summary[key] for key in
+                                           ("errors", "rate", "extrapolated")},
+                 draw=draw if complete else None)
     return summary
 
 
-def _write_files(checkpoint, times, labels, summary, arrays, complete):
-    """``result.npz``/``result.json`` (final or partial), then the top-level patch."""
-    mu = arrays["mu_degrees"][-1]
-    if complete:
-        path = checkpoint.finish(t=times, mu=mu, labels=labels, summary=summary,
-                                 extra_arrays=arrays)
-    else:
-        checkpoint.save(t=times, mu=mu, labels=labels, summary=summary, extra_arrays=arrays,
-                        force=True)
-        path = checkpoint.out_dir / "result.json"
-    add_top_level(path, {"errors": summary["errors"], "rate": summary["rate"],
-                         "extrapolated": summary["extrapolated"]})
+def write_report(checkpoint, *, t, mu, labels, summary, arrays, top_level, draw=None):
+    """Write a study's result files so that ``complete: true`` means every file is on disk.
+
+    ``result.npz`` and ``result.json`` (with ``top_level`` patched in) are written first,
+    marked ``complete: false``; then ``draw()`` writes the plots; only then is the flag set
+    to true, by one atomic rewrite of ``result.json``. An interrupt or a failure anywhere
+    before that last write leaves a result marked incomplete. ``draw=None`` (an interrupted
+    or unfinished study) writes the partial result only.
+
+    Returns
+    -------
+    pathlib.Path
+        The path of ``result.json``.
+    """
+    checkpoint.save(t=t, mu=mu, labels=labels, summary=summary, extra_arrays=arrays, force=True)
+    path = checkpoint.out_dir / f"{checkpoint.name}.json"
+    add_top_level(path, top_level)
+    if draw is not None:
+        draw()
+        add_top_level(path, {"complete": True})
+    return path
 
 
 def add_top_level(json_path, fields):
-    """Put ``fields`` (``errors``, ``rate``, ``extrapolated``) at the top of result.json.
-
-    INTERFACE.md has them there besides the summary; the file is rewritten atomically
+    """Put ``fields`` (``errors``, ``rate``, ``extrapolated``, ``complete``) at the top of
+    result.json, besides the summary; the file is rewritten atomically
     (:func:`hierarchy.core.io.atomic_write`).
     """
     json_path = pathlib.Path(json_path)
