@@ -24,6 +24,7 @@ FAMILIES = {
     "gmm-binary": "hierarchy.models.gmm.family:GMM_BINARY",
     "gmm-xor": "hierarchy.models.gmm.family:GMM_XOR",
     "gmm-multiclass": "hierarchy.models.multiclass.family:GMM_MULTICLASS",
+    "network": "hierarchy.models.network.family:NETWORK",
 }
 
 _LOADED = {}

@@ -1,0 +1,74 @@
+"""The activation and loss tables of the ``network`` family: name -> sympy expression.
+
+An activation is a sympy expression in the symbol :data:`X`; a loss one in :data:`YHAT` and
+:data:`Y`. A config names a table entry or writes a formula, which becomes an expression only
+through the whitelisting parser :func:`hierarchy.core.expressions.expression_from_text`
+(never evaluated).
+
+- activations: ``erf`` (``erf(x/sqrt 2)``, the soft committee machine's), ``relu``, ``tanh``,
+  ``sigmoid``, ``linear``, ``quadratic``, or an expression in ``x``;
+- losses: ``mse`` (``(yhat - y)^2 / 2``), ``logistic`` (``log(1 + exp(-y yhat))``, labels
+  ``+-1``), or an expression in ``yhat`` and ``y``.
+"""
+
+import sympy
+
+from hierarchy.core.expressions import expression_from_text
+
+X = sympy.Symbol("x", real=True)
+YHAT = sympy.Symbol("yhat", real=True)
+Y = sympy.Symbol("y", real=True)
+
+#: activation name -> g(x)
+ACTIVATIONS = {
+    "erf": sympy.erf(X / sympy.sqrt(2)),
+    "relu": sympy.Max(X, 0),
+    "tanh": sympy.tanh(X),
+    "sigmoid": 1 / (1 + sympy.exp(-X)),
+    "linear": X,
+    "quadratic": X ** 2,
+}
+
+#: loss name -> l(yhat, y)
+LOSSES = {
+    "mse": (YHAT - Y) ** 2 / 2,
+    "logistic": sympy.log(1 + sympy.exp(-Y * YHAT)),
+}
+
+#: largest polynomial degree of an activation expression
+ACTIVATION_DEGREE = 8
+
+
+def activation(text, field):
+    """``g(x)`` of a table name or a whitelisted expression in ``x``.
+
+    Parameters
+    ----------
+    text : str
+        A name of :data:`ACTIVATIONS` or a formula such as ``"x + 0.1*x**3"``.
+    field : str
+        The config field, named in errors (``"model.student.activation"``).
+
+    Returns
+    -------
+    sympy.Expr
+        An expression in :data:`X`.
+    """
+    if text in ACTIVATIONS:
+        return ACTIVATIONS[text]
+    hint = f"a name ({' | '.join(ACTIVATIONS)}) or an expression in x"
+    return expression_from_text(text, field, names={"x": X}, hint=hint,
+                                max_degree=ACTIVATION_DEGREE)
+
+
+def loss(text, field="model.loss"):
+    """``l(yhat, y)`` of a table name or a whitelisted expression in ``yhat`` and ``y``."""
+    if text in LOSSES:
+        return LOSSES[text]
+    hint = f"a name ({' | '.join(LOSSES)}) or an expression in yhat and y"
+    return expression_from_text(text, field, names={"yhat": YHAT, "y": Y}, hint=hint)
+
+
+def is_polynomial(expr, *symbols):
+    """True when ``expr`` is a polynomial in ``symbols`` (Wick's theorem applies)."""
+    return bool(expr.is_polynomial(*symbols))

@@ -1,0 +1,249 @@
+"""The ``network`` family's model: config tables -> a frozen :class:`Network`.
+
+A two-layer student ``yhat(x) = sum_k v_k g(lambda_k)``, ``lambda_k = w_k.x/sqrt(N)``, learns
+from teacher data (``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``) or from a Gaussian
+mixture (``mixture``, filled by :mod:`hierarchy.models.network.mixture`), by online SGD on a
+loss ``l(yhat, y)`` with an optional ridge. :func:`network_from_config` checks every key of
+``[model]``, ``[model.student]``, ``[model.teacher]`` and the steps of ``[sgd]`` and raises a
+one-line :class:`~hierarchy.core.errors.HierarchyError` naming the field.
+
+State labels (pinned): ``Q{i}.{k}`` (``1 <= i <= k <= K``), ``R{i}.{n}``, then ``v{i}`` when
+the second layer is trained; ``T{n}.{m}`` is a constant of the model (:attr:`Network.overlaps`).
+"""
+
+import dataclasses
+
+import numpy as np
+import sympy
+
+from hierarchy.config import fields
+from hierarchy.config.statistics_start import check_gram
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.network import activations
+
+DATA = ("teacher", "mixture")
+SECOND_LAYERS = ("fixed", "trained")
+#: largest student or teacher width
+MAX_WIDTH = 64
+#: largest ``|ridge|``, ``sigma``, step and second-layer value (beyond: stiffness, overflow)
+MAX_PARAMETER = 1e3
+STUDENT_KEYS = ("width", "activation", "second_layer", "second_layer_values")
+TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values")
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """A two-layer network, its data and its loss (see the module docstring).
+
+    ``K``, ``M``: student and teacher widths (``M``: the number ``S`` of signal directions for
+    mixtures); activations and loss are sympy expressions (in ``activations.X`` and in
+    ``activations.YHAT``, ``activations.Y``) with their config text in ``*_name``;
+    ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
+    ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
+    and ``eta_v``; ``mixture``: None for teacher data.
+    """
+
+    data: str
+    K: int
+    M: int
+    student_activation: sympy.Expr
+    student_activation_name: str
+    teacher_activation: sympy.Expr
+    teacher_activation_name: str
+    loss: sympy.Expr
+    loss_name: str
+    ridge: float
+    trained_second_layer: bool
+    second_layer: tuple
+    teacher_second_layer: tuple
+    noise: float
+    overlaps: tuple
+    step: float = 1.0
+    step_second_layer: float = 1.0
+    mixture: object = None
+
+    @property
+    def labels(self):
+        """The state labels, in state order."""
+        return state_labels(self.K, self.M, self.trained_second_layer)
+
+    @property
+    def overlap_matrix(self):
+        """``T`` as an ``(M, M)`` array."""
+        return np.array(self.overlaps, dtype=float).reshape(self.M, self.M)
+
+    @property
+    def size(self):
+        """Length of the state vector."""
+        return len(self.labels)
+
+
+def state_labels(K, M, trained):
+    """``Q{i}.{k}`` (``i <= k``), ``R{i}.{n}``, then ``v{i}`` when ``trained``."""
+    labels = [f"Q{i}.{k}" for i in range(1, K + 1) for k in range(i, K + 1)]
+    labels += [f"R{i}.{n}" for i in range(1, K + 1) for n in range(1, M + 1)]
+    labels += [f"v{i}" for i in range(1, K + 1)] if trained else []
+    return tuple(labels)
+
+
+def teacher_labels(M):
+    """``T{n}.{m}`` (``n <= m``): the constant teacher overlaps."""
+    return tuple(f"T{n}.{m}" for n in range(1, M + 1) for m in range(n, M + 1))
+
+
+def network_from_config(config):
+    """The :class:`Network` of a merged config.
+
+    Parameters
+    ----------
+    config : dict
+        With ``[model]`` (``data``, ``loss``, ``ridge``, ``student``, ``teacher``) and
+        ``[sgd]`` (``step``, ``step_second_layer``).
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    HierarchyError
+        One line naming the first bad field.
+    """
+    model = config["model"]
+    data = fields.choice(model, "model", "data", DATA)
+    student = _table(model, "student", STUDENT_KEYS)
+    teacher = _table(model, "teacher", TEACHER_KEYS)
+    K = fields.integer(student, "model.student", "width", 1, MAX_WIDTH)
+    g_name = fields.string(student, "model.student", "activation")
+    g = activations.activation(g_name, "model.student.activation")
+    layer = fields.choice(student, "model.student", "second_layer", SECOND_LAYERS)
+    v = _values(student, "model.student", K)
+    loss_name = fields.string(model, "model", "loss")
+    loss = activations.loss(loss_name)
+    ridge = fields.real(model, "model", "ridge", 0.0, False, MAX_PARAMETER)
+    sgd = config["sgd"]
+    step = fields.real(sgd, "sgd", "step", 0.0, True, MAX_PARAMETER)
+    step_v = step_second_layer(sgd, step)
+    mixture = None
+    if data == "mixture":
+        mixture = _mixture(config)
+        M = mixture.signals
+        teacher_g_name, teacher_g, v_star, sigma, overlaps = "", sympy.S.Zero, (), 0.0, ()
+    else:
+        M = fields.integer(teacher, "model.teacher", "width", 1, MAX_WIDTH)
+        teacher_g_name = fields.string(teacher, "model.teacher", "activation")
+        teacher_g = activations.activation(teacher_g_name, "model.teacher.activation")
+        v_star = _values(teacher, "model.teacher", M)
+        sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
+        overlaps = _overlaps(teacher, M)
+    return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
+                   teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
+                   loss=loss, loss_name=loss_name, ridge=ridge,
+                   trained_second_layer=layer == "trained", second_layer=v,
+                   teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
+                   step_second_layer=step_v, mixture=mixture)
+
+
+def step_second_layer(sgd, step):
+    """``eta_v``: ``[sgd] step_second_layer``, or ``eta`` when it is ``"step"``."""
+    value = sgd.get("step_second_layer", "step")
+    if value == "step":
+        return step
+    if not fields.is_real(value) or not 0.0 < value <= MAX_PARAMETER:
+        raise HierarchyError(f'sgd.step_second_layer must be "step" (the same as sgd.step) or '
+                             f"a number in (0, {MAX_PARAMETER:g}]; got {fields.show(value)}",
+                             field="sgd.step_second_layer")
+    return float(value)
+
+
+def _table(model, name, keys):
+    table = model.get(name, {})
+    fields.check_is_table(table, f"model.{name}")
+    for key in table:
+        if key not in keys:
+            raise HierarchyError(f"unknown config key model.{name}.{key}"
+                                 f"{fields.nearest(key, keys)}; allowed in [model.{name}]: "
+                                 f"{', '.join(keys)}", field=f"model.{name}.{key}")
+    return table
+
+
+def _values(table, name, width):
+    """``second_layer_values``: ``width`` numbers, ``[]`` meaning all 1."""
+    values = fields.float_list(table, name, "second_layer_values")
+    field = f"{name}.second_layer_values"
+    if not values:
+        return (1.0,) * width
+    if len(values) != width:
+        raise HierarchyError(f"{field} must have {width} entries (one per unit of "
+                             f"{name}.width) or be []; got {len(values)}", field=field)
+    if max(abs(v) for v in values) > MAX_PARAMETER:
+        raise HierarchyError(f"{field}: every entry must be at most {MAX_PARAMETER:g} in "
+                             "magnitude", field=field)
+    return tuple(values)
+
+
+def _overlaps(teacher, M):
+    """``T``: an ``M x M`` symmetric positive semi-definite matrix, ``[]`` meaning ``I``."""
+    field = "model.teacher.overlaps"
+    rows = teacher["overlaps"]
+    if isinstance(rows, (list, tuple)) and not rows:
+        return tuple(tuple(float(n == m) for m in range(M)) for n in range(M))
+    shape_ok = (isinstance(rows, (list, tuple)) and len(rows) == M
+                and all(isinstance(r, (list, tuple)) and len(r) == M for r in rows))
+    if not shape_ok:
+        raise HierarchyError(f"{field} must be [] (identity) or an {M} x {M} matrix (a list "
+                             f"of {M} lists of {M} numbers)", field=field)
+    if not all(fields.is_real(x) and abs(x) <= MAX_PARAMETER for r in rows for x in r):
+        raise HierarchyError(f"{field}: every entry must be a finite number of magnitude at "
+                             f"most {MAX_PARAMETER:g}", field=field)
+    matrix = np.array(rows, dtype=float)
+    if not np.array_equal(matrix, matrix.T):
+        raise HierarchyError(f"{field} must be symmetric (T[n][m] = T[m][n])", field=field)
+    check_gram(matrix, field=field, what="the teacher overlaps T")
+    return tuple(tuple(float(x) for x in r) for r in matrix)
+
+
+def _mixture(config):
+    """The mixture data law of ``config`` (:mod:`hierarchy.models.network.mixture`)."""
+    try:
+        from hierarchy.models.network.mixture import mixture_from_config
+    except ImportError:
+        raise HierarchyError('model.data = "mixture" is not available in this installation '
+                             '(hierarchy.models.network.mixture is missing); allowed: teacher',
+                             field="model.data") from None
+    return mixture_from_config(config)
+
+
+def gram(net, u):
+    """The covariance ``[[Q, R], [R^T, T]]`` of the local fields at state ``u``.
+
+    Parameters
+    ----------
+    net : Network
+    u : array_like, shape (len(net.labels),)
+
+    Returns
+    -------
+    numpy.ndarray, shape (K + M, K + M)
+    """
+    K, M = net.K, net.M
+    u = np.asarray(u, dtype=float)
+    q = np.zeros((K, K))
+    iu = np.triu_indices(K)
+    q[iu] = u[:len(iu[0])]
+    q = q + np.triu(q, 1).T
+    r = u[len(iu[0]):len(iu[0]) + K * M].reshape(K, M)
+    return np.block([[q, r], [r.T, net.overlap_matrix]])
+
+
+def second_layer_of(net, u):
+    """The student's second layer at state ``u``: the trained ``v`` or the fixed values."""
+    if net.trained_second_layer:
+        return np.asarray(u, dtype=float)[-net.K:]
+    return np.array(net.second_layer, dtype=float)
+
+
+def check_start_gram(net, u, field="init.statistics"):
+    """Refuse a start whose ``[[Q, R], [R^T, T]]`` is not positive semi-definite."""
+    check_gram(gram(net, u), field=field,
+               what="the Q, R values with the teacher overlaps T ([[Q, R], [R^T, T]])")
