@@ -1,0 +1,245 @@
+"""Online SGD of the two-layer network itself, many independent runs at once.
+
+Every run holds its student first layer ``W (K, N)``, its second layer ``v (K,)`` and the
+directions its statistics ``R`` are measured against, ``D (M, N)`` (the teacher's ``w*`` for
+teacher data). The ensemble keeps them as arrays ``(runs, K, N)``, ``(runs, K)`` and
+``(runs, M, N)``. A step draws one fresh sample per run and applies the update of
+``docs/network.md``:
+
+- ``w_k <- (1 - eta alpha / N) w_k - eta (dl/dlambda_k) x / sqrt(N)`` (ridge ``alpha``);
+- ``v_k <- v_k - (eta_v / N) dl/dv_k`` when the second layer is trained,
+
+with ``dl/dlambda``, ``dl/dv`` from :class:`~hierarchy.models.network.gradients.SampleGradients`
+(the same derivatives the derivation differentiates: one formula, one place) and the labels
+from :meth:`~hierarchy.models.network.gradients.SampleGradients.teacher_labels`. Time is
+``alpha_t = steps / N``; the statistics ``Q = W W^T / N``, ``R = W D^T / N`` (and ``v``) are
+recorded at the steps nearest the output times by the shared loop
+:func:`hierarchy.sgd.ensemble.simulate_ensemble` (its divergence rule, checkpoints and resume).
+
+Starts: a state vector (every run realises its ``Q``, ``R`` exactly at finite ``N``:
+:func:`realise_state`) or ``None``, the Gaussian start ``w_k ~ N(0, scale^2 I_N)``
+(:func:`gaussian_weights`). The teacher directions always have exactly the overlaps ``T``.
+"""
+
+import math
+
+import numpy as np
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.network.gradients import SampleGradients
+from hierarchy.models.network.model import gram, second_layer_of
+from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
+
+
+def sqrt_psd(matrix):
+    """The symmetric square root of a positive semi-definite matrix (negatives clipped)."""
+    values, vectors = np.linalg.eigh(np.asarray(matrix, dtype=float))
+    return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
+
+
+def minimum_dimension(net):
+    """The smallest ``N`` in which every start is realised exactly: ``K + M``."""
+    return net.K + net.M
+
+
+def orthonormal_frames(dimension, count, runs, rng):
+    """``(runs, N, count)``: a random orthonormal frame of ``count`` columns per run."""
+    return np.linalg.qr(rng.standard_normal((runs, dimension, count)))[0]
+
+
+def realise_state(net, state, dimension, runs, rng):
+    """Weights ``W (runs, K, N)`` and directions ``D (runs, M, N)`` with exactly the state's
+    ``Q``, ``R`` and the model's ``T``.
+
+    The rows ``[W; D] = sqrt(N) C^{1/2} B^T`` with ``C = [[Q, R], [R^T, T]]`` and ``B`` a
+    random orthonormal ``N x (K + M)`` frame per run have Gram matrix ``N C``.
+    """
+    root = sqrt_psd(gram(net, state))                                  # (K+M, K+M)
+    frames = orthonormal_frames(dimension, net.K + net.M, runs, rng)    # (R, N, K+M)
+    rows = math.sqrt(dimension) * np.einsum("ij,rnj->rin", root, frames)
+    return np.ascontiguousarray(rows[:, :net.K]), np.ascontiguousarray(rows[:, net.K:])
+
+
+def gaussian_weights(net, dimension, runs, rng, scale):
+    """``W`` with i.i.d. ``N(0, scale^2)`` entries (``Q ~ scale^2 I``, ``R = O(scale/sqrt N)``)
+    and teacher directions with exactly the overlaps ``T``."""
+    frames = orthonormal_frames(dimension, net.M, runs, rng)
+    directions = math.sqrt(dimension) * np.einsum("ij,rnj->rin",
+                                                  sqrt_psd(net.overlap_matrix), frames)
+    weights = scale * rng.standard_normal((runs, net.K, dimension))
+    return weights, np.ascontiguousarray(directions)
+
+
+def statistics(net, weights, directions, v):
+    """``(runs, n)`` states ordered like ``net.labels``: ``Q (i <= k)``, ``R``, then ``v``."""
+    dimension = weights.shape[-1]
+    q = np.matmul(weights, np.swapaxes(weights, 1, 2)) / dimension
+    r = np.matmul(weights, np.swapaxes(directions, 1, 2)) / dimension
+    rows, cols = np.triu_indices(net.K)
+    parts = [q[:, rows, cols], r.reshape(len(r), -1)]
+    if net.trained_second_layer:
+        parts.append(v)
+    return np.concatenate(parts, axis=1)
+
+
+class TeacherData:
+    """Fresh teacher samples: ``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``."""
+
+    def __init__(self, gradients):
+        self.gradients = gradients
+
+    def sample(self, directions, rng):
+        """One sample per run: ``x (runs, N)`` and its label ``y (runs,)``."""
+        runs, _, dimension = directions.shape
+        x = rng.standard_normal((runs, dimension))
+        nu = np.matmul(directions, x[:, :, None])[:, :, 0] / math.sqrt(dimension)
+        y = self.gradients.teacher_labels(nu, rng.standard_normal(runs))
+        return x, np.asarray(y, dtype=float)
+
+
+def data_law(net, gradients):
+    """The sampler of ``net``'s data (teacher data here; a mixture's own sampler)."""
+    if net.data == "teacher":
+        return TeacherData(gradients)
+    from hierarchy.models.network.mixture import MixtureData  # noqa: PLC0415 (N3's module)
+    return MixtureData(net, gradients)
+
+
+class NetworkEnsemble:
+    """``runs`` networks and their SGD step: the :class:`~hierarchy.sgd.ensemble.Ensemble`
+    protocol of :func:`hierarchy.sgd.ensemble.simulate_ensemble` (module docstring).
+
+    One step is ``1 / N`` of the time ``alpha_t`` (``step = 1``). The random stream draws,
+    per step, every run's ``x`` and then its label noise, so advancing ``a`` then ``b`` steps
+    equals advancing ``a + b``.
+    """
+
+    step = 1.0
+
+    def __init__(self, net, weights, directions, v, rng):
+        self.net, self.labels, self.rng = net, list(net.labels), rng
+        self.weights, self.directions = weights, directions
+        self.runs, _, self.dimension = weights.shape
+        self.v = np.array(np.broadcast_to(v, (self.runs, net.K)), dtype=float)
+        self.size = self.weights.size + self.v.size
+        self.gradients = SampleGradients(net)
+        self.data = data_law(net, self.gradients)
+
+    def sgd_step(self, x, y):
+        """One SGD step in place for every run (``x (runs, N)``, ``y (runs,)``)."""
+        net, root = self.net, math.sqrt(self.dimension)
+        lam = np.matmul(self.weights, x[:, :, None])[:, :, 0] / root
+        coef = self.gradients.dl_dlambda(lam, self.v, y)
+        if net.trained_second_layer:
+            self.v -= (net.step_second_layer / self.dimension) * self.gradients.dl_dv(
+                lam, self.v, y)
+        if net.ridge:
+            self.weights *= 1.0 - net.step * net.ridge / self.dimension
+        self.weights -= (net.step / root) * coef[:, :, None] * x[:, None, :]
+
+    def advance(self, count):
+        """``count`` steps, each on a fresh sample per run."""
+        for _ in range(int(count)):
+            self.sgd_step(*self.data.sample(self.directions, self.rng))
+
+    def statistics(self):
+        """``(runs, n)`` current states, ordered like ``labels``."""
+        return statistics(self.net, self.weights, self.directions, self.v)
+
+    def norms(self):
+        """``(runs,)`` squared parameter norms ``|W|^2 / N + |v|^2``."""
+        return (np.einsum("rkn,rkn->r", self.weights, self.weights) / self.dimension
+                + np.sum(self.v**2, axis=1))
+
+    def parameters(self):
+        """The live arrays ``(W (runs, K, N), v (runs, K))``."""
+        return self.weights, self.v
+
+    def recent(self):
+        """No sample window (no spectral observer for this family)."""
+        return None
+
+    def state(self):
+        """The arrays that continue the runs (random stream included)."""
+        return {"weights": self.weights, "v": self.v, "directions": self.directions,
+                "rng": rng_state(self.rng)}
+
+    def restore(self, state):
+        """Continue from :meth:`state`."""
+        self.weights = np.array(state["weights"], dtype=float)
+        self.v = np.array(state["v"], dtype=float)
+        self.directions = np.array(state["directions"], dtype=float)
+        set_rng_state(self.rng, state["rng"])
+
+
+def start_ensemble(net, dimension, runs, seed=0, start=None, scale=1.0):
+    """The :class:`NetworkEnsemble` of a start: a state vector (realised exactly in every
+    run) or None (the Gaussian start of entries ``N(0, scale^2)``)."""
+    check_ensemble(dimension, runs, minimum_dimension(net))
+    rng = np.random.default_rng(seed)
+    if start is None:
+        weights, directions = gaussian_weights(net, dimension, runs, rng, scale)
+        return NetworkEnsemble(net, weights, directions, np.array(net.second_layer, float), rng)
+    state = np.asarray(start, dtype=float).reshape(net.size)
+    weights, directions = realise_state(net, state, dimension, runs, rng)
+    return NetworkEnsemble(net, weights, directions, second_layer_of(net, state), rng)
+
+
+def run_sgd(net, dimension, runs, times, seed=0, start=None, scale=1.0, observer=None,
+            **loop):
+    """Online SGD of ``runs`` independent networks in dimension ``N``.
+
+    Parameters
+    ----------
+    net : hierarchy.models.network.model.Network
+    dimension, runs : int
+    times : array_like
+        Recording times ``alpha_t`` (non-decreasing, ``>= 0``); the step counts are
+        ``round(alpha_t N)``.
+    seed : int
+        Seed of the ensemble's random stream (weights, frames, samples, label noise).
+    start : None or array_like
+        A state ordered like ``net.labels`` (every run starts from weights realising it
+        exactly), or None: the Gaussian start with entries ``N(0, scale^2)``.
+    scale : float
+        The Gaussian start's standard deviation of a weight entry.
+    observer : callable, optional
+        ``observer(index, t, (W, v), None)`` at every recording time, with the live arrays.
+    **loop
+        ``resume``, ``on_checkpoint``, ``checkpoint_every`` of
+        :func:`hierarchy.sgd.ensemble.simulate_ensemble` (which also stops a diverging run).
+
+    Returns
+    -------
+    Trajectory
+        ``y``: the mean over the runs alive at each time; columns ``u_runs``
+        ``(runs, T, n)`` (NaN from where a run was stopped), ``steps`` and ``alive``.
+    """
+    ensemble = start_ensemble(net, dimension, runs, seed, start, scale)
+    return simulate_ensemble(ensemble, times, observer=observer,
+                             info={"engine": "network-sgd", "dimension": int(dimension),
+                                   "runs": int(runs), "seed": int(seed)}, **loop)
+
+
+def risk_along(system, u_runs):
+    """``(runs, T)``: the population risk (the field's ``eg``) at every recorded state.
+
+    For teacher data the risk of a network is a function of its statistics, so this is the
+    exact population risk of each run's weights (not a test-set estimate).
+    """
+    u_runs = np.asarray(u_runs, dtype=float)
+    out = np.full(u_runs.shape[:2], np.nan)
+    for r, run in enumerate(u_runs):
+        for i, state in enumerate(run):
+            if np.all(np.isfinite(state)):
+                out[r, i] = float(system.eg(state))
+    return out
+
+
+def check_dimension(net, dimension, field="sgd.dimension"):
+    """Refuse a dimension below :func:`minimum_dimension` (one line naming ``field``)."""
+    low = minimum_dimension(net)
+    if dimension < low:
+        raise HierarchyError(f"{field} must be an integer >= {low} (student plus teacher "
+                             f"width, to realise the start exactly); got {dimension}",
+                             field=field)
