@@ -10,7 +10,7 @@ step, step_second_layer, runs, seed``.
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.network import activations
+from hierarchy.models.network import activations, mixture
 from hierarchy.models.network.model import DATA, MAX_WIDTH, SECOND_LAYERS, network_from_config
 
 #: largest ``sgd.dimension`` (the Gaussian start draws ``K x N`` weights)
@@ -63,6 +63,7 @@ KEY_HELP = {
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
+    **mixture.KEY_HELP,
     **SGD_KEY_HELP,
 }
 
@@ -85,7 +86,8 @@ class NetworkFamily(ModelFamily):
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
                   "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": []}},
+                              "second_layer_values": []},
+                  "mixture": mixture.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
