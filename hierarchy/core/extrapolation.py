@@ -41,7 +41,8 @@ past the radius (up to 8 radii), for tolerances 1e-2 … 1e-7, in the exactly so
 matrix flow): every point that claims an error below a tolerance has a true error below
 2.6× it with ``"best"`` (ε 0.6×, θ 0.8×, Levin alone 3.4×; the project's criterion is 10×).
 Pointwise the true error of ``"best"`` is at most 2.8× the claim (ε 0.8×, θ 3.3×, Levin
-alone 4.7×) and typically 3–30× below it.
+alone 4.7×) and typically 3–30× below it. In the exactly solvable case alone, the claim of
+``"best"`` bounds the true error at every point (worst true/claimed 0.34).
 
 :func:`extrapolate_across_degrees` applies a transformation at every output time and
 observable to the degrees that reached that time (NaN where a degree stopped earlier).

@@ -102,6 +102,9 @@ def bulk_edge(weights, dimension, noise_variance):
     w = _weights(weights)
     n = _number(dimension, "spectra.dimension", True)
     variance = _number(noise_variance, "spectra.noise_variance", False)
-    if variance == 0.0 or w.max() == 0.0:
+    top = w.max()
+    if variance == 0.0 or top == 0.0:
         return 0.0
-    return float(variance * n / w.size * _edge_of_b(w, n))
+    # the edge is homogeneous of degree 1 in w: solving for w / max w keeps m* of order 1
+    # (weights near the float range's ends would overflow m*^2)
+    return float(variance * top * n / w.size * _edge_of_b(w / top, n))
