@@ -123,13 +123,14 @@ def test_class_sums_at_stable_endpoints():
 
 
 def test_fixed_point_sets_39_connected_24_stable():
+    # one entry per class of sets related by permuting the neurons, with its multiplicity
     sets = fixed_points(LOW)
-    assert len(sets) == 39
-    assert sum(s["stable"] for s in sets) == 24
-    sizes = sorted(len(s["classes"]) for s in sets)
+    assert sum(s["multiplicity"] for s in sets) == 39
+    assert sum(s["multiplicity"] for s in sets if s["stable"]) == 24
+    sizes = sorted(len(s["classes"]) for s in sets for _ in range(s["multiplicity"]))
     assert sizes.count(4) == 24 and sizes.count(3) == 4 and sizes.count(2) == 6
     assert sizes.count(1) == 4 and sizes.count(0) == 1
-    assert sum(s["partitions"] for s in sets) == 5**4
+    assert sum(s["multiplicity"] * s["partitions"] for s in sets) == 5**4
     for s in sets:
         assert s["stable"] == (len(s["classes"]) == 4)
         for total in s["class_sums"].values():

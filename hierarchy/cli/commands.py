@@ -236,19 +236,62 @@ def report_written(args):
 def fixed_points(args, progress):
     """``hierarchy fixed-points``: write ``fixed_points.json`` and print the points."""
     config = loader.load_config(args.config)
-    points = registry.family_of(config).fixed_points(config)
+    points = registry.family_of(config).fixed_points(config, progress=progress)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    record = [{"u": point["u"], "stable": point["stable"],
-               "eigenvalues": [jsonable_eigenvalue(e) for e in point["eigenvalues"]]}
+    record = [dict({"u": point["u"], "stable": point["stable"],
+                    "eigenvalues": [jsonable_eigenvalue(e) for e in point["eigenvalues"]]},
+                   **{key: point[key] for key in POINT_KEYS if key in point})
               for point in points]
     atomic_write(out / "fixed_points.json", json.dumps(record, indent=2) + "\n")
     if not is_quiet(args):
         for point in record:
-            values = ", ".join(f"{label} = {value:.6g}" for label, value in point["u"].items())
-            print(f"{'stable  ' if point['stable'] else 'unstable'}  {values}")
+            print(fixed_point_line(point))
+        print(fixed_point_tally(record))
     report_written(args)
     return EXIT_OK
+
+
+#: what a family may say about a fixed point besides u, stable, eigenvalues
+POINT_KEYS = ("multiplicity", "found", "searched", "residual", "note", "neurons",
+              "partitions", "classes", "class_sums")
+#: printed values below this magnitude are 0
+TINY = 1e-12
+
+
+def printed_value(value):
+    """``0`` for ``|value| < TINY`` (no subnormal noise), else 6 significant digits."""
+    return "0" if abs(value) < TINY else f"{value:.6g}"
+
+
+def fixed_point_line(point):
+    """One printed line: verdict, multiplicity, where it was searched from, the values."""
+    if point.get("found") is False:
+        return (f"not found    {point['searched']} (Newton residual "
+                f"{point['residual']:.1e})")
+    verdict = {True: "stable       ", False: "unstable     ",
+               None: "unclassified "}[point["stable"]]
+    count = point.get("multiplicity", 1)
+    head = verdict + (f"x{count} " if count != 1 else "")
+    if "searched" in point:
+        head += f"from the {point['searched']}: "
+    values = ", ".join(f"{label} = {printed_value(value)}" for label, value in point["u"].items())
+    return head + values + (f"  ({point['note']})" if "note" in point else "")
+
+
+def fixed_point_tally(record):
+    """The closing line: how many points (multiplicities counted), stable, not found."""
+    count = {True: 0, False: 0, None: 0}
+    for point in record:
+        if point.get("found") is not False:
+            count[point["stable"]] += point.get("multiplicity", 1)
+    missed = sum(point.get("found") is False for point in record)
+    line = (f"{sum(count.values())} fixed points or connected sets ({count[True]} stable, "
+            f"{count[False]} unstable")
+    line += f", {count[None]} not classified)" if count[None] else ")"
+    if missed:
+        line += f"; {missed} of the searched starts found no root"
+    return line
 
 
 def jsonable_eigenvalue(value):

@@ -40,7 +40,7 @@ The contract, in the order the pipeline uses it:
     ``DEFAULT_STUDY``, ``BLOWUP``, ``check_sgd_horizon(config)``,
     ``study_observables(config)`` and the jobs ``degree_job``, ``flow_job``, ``sgd_job`` (see
     :mod:`hierarchy.models.attention.study_jobs`).
-12. ``fixed_points(config)``: the fixed points of the family's ODE, a list of
+12. ``fixed_points(config, progress=None)``: the fixed points of the family's ODE, a list of
     ``{"u": {label: value}, "stable": bool, "eigenvalues": [...]}`` (``hierarchy
     fixed-points``).
 13. ``show(config)``: the family's derived equations as text (``hierarchy show --config``).
@@ -140,7 +140,7 @@ class ModelFamily:
         raise self.unsupported("a study (hierarchy study)")
 
     # 12
-    def fixed_points(self, config):
+    def fixed_points(self, config, progress=None):
         """The classified fixed points of the family's ODE (see the module docstring)."""
         raise self.unsupported("fixed points (hierarchy fixed-points)")
 

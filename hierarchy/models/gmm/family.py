@@ -172,9 +172,9 @@ class MixtureFamily(ModelFamily):
         return STUDY
 
     # 12, 13
-    def fixed_points(self, config):
+    def fixed_points(self, config, progress=None):
         """The fixed points of the ballistic ODE, classified by stability."""
-        return classified_fixed_points(self.mixture(config))
+        return classified_fixed_points(self.mixture(config), progress)
 
     def show(self, config):
         return symbolic.show(self.mixture(config))

@@ -183,7 +183,7 @@ class MulticlassFamily(ModelFamily):
         return STUDY
 
     # 12, 13
-    def fixed_points(self, config):
+    def fixed_points(self, config, progress=None):
         """The fixed points of the ballistic ODE, classified by stability."""
         return classified_fixed_points(self.multiclass(config))
 

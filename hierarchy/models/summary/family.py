@@ -170,7 +170,7 @@ class SpikedPCAFamily(ModelFamily):
         return STUDY
 
     # 12, 13
-    def fixed_points(self, config):
+    def fixed_points(self, config, progress=None):
         """The isolated fixed points of the ballistic ODE, classified by stability."""
         return classified_fixed_points(self.model(config))
 
