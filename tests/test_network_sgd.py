@@ -151,3 +151,59 @@ def test_run_sgd_records_at_alpha_times_and_stops_diverging_runs():
                     teacher={"activation": "relu"}, step=0.1)
     steady = sgd.run_sgd(calm, 40, 4, times, seed=0, start=start)
     assert steady.info["diverged_runs"] == 0 and np.all(np.isfinite(steady.u_runs))
+
+
+# ----------------------------------------------------------------------------- one step
+from hierarchy.models.network import onestep  # noqa: E402
+from hierarchy.models.network.field import network_system  # noqa: E402
+
+#: a state away from every symmetry, with a trained second layer, ridge and label noise
+ONE_STEP_STATE = np.array([0.8, 0.2, 0.6, 0.5, 0.1, 0.05, 0.4, 1.0, 0.7])
+#: standard errors a sampled mean may be off (4: a false failure has probability 6e-5 per
+#: statistic; the seeds are fixed, so the test is deterministic)
+SCORE = 4.0
+
+
+def one_step_net(activation="erf", eta=3.0):
+    """K = M = 2, eta = 3: the corrector eta^2 E[d_i d_k] is >= 100 standard errors."""
+    return make_net(student={"width": 2, "activation": activation, "second_layer": "trained"},
+                    teacher={"activation": activation, "noise": 0.5}, step=eta, step_v=1.5,
+                    ridge=0.3)
+
+
+def tolerance(system, state, dimension, error):
+    """``SCORE`` standard errors and the field's stated quadrature error (per step: / N)."""
+    quadrature = system.quadrature_error(state)[0] / dimension
+    return np.sqrt((SCORE * error) ** 2 + quadrature**2)
+
+
+@pytest.mark.parametrize("activation", ["erf", "relu"])
+def test_exact_one_step_mean_at_small_n(activation):
+    """At N = 40 the mean one-step increment of every statistic equals (f + g)/N plus the
+    O(1/N^2) remainder, within standard errors; without g it is off by >= 50 of them."""
+    net, dimension = one_step_net(activation), 40
+    system = network_system(net, engine="numpy")
+    sampled, error = onestep.sampled_increment(net, ONE_STEP_STATE, dimension, 100_000, seed=3)
+    predicted = onestep.predicted_increment(net, system, ONE_STEP_STATE, dimension,
+                                            points=1 << 18)
+    assert np.all(np.abs(sampled - predicted) < tolerance(system, ONE_STEP_STATE, dimension,
+                                                          error)), \
+        onestep.standard_scores(sampled, error, predicted)
+    without = onestep.predicted_increment(net, system, ONE_STEP_STATE, dimension,
+                                          corrector=False, points=1 << 18)
+    q = [net.labels.index(label) for label in ("Q1.1", "Q1.2", "Q2.2")]
+    assert np.all(np.abs(onestep.standard_scores(sampled, error, without)[q]) > 50)
+
+
+def test_one_step_mean_is_f_plus_g_over_n():
+    """At N = 400 the plain (f + g)/N (no remainder) matches within standard errors, and the
+    check fails when the corrector is dropped."""
+    net, dimension = one_step_net(), 400
+    system = network_system(net, engine="numpy")
+    sampled, error = onestep.sampled_increment(net, ONE_STEP_STATE, dimension, 40_000, seed=4)
+    f, g = system.drift_and_corrector(ONE_STEP_STATE)
+    scores = onestep.standard_scores(sampled, error, (f + g) / dimension)
+    assert np.all(np.abs(scores) < SCORE), scores
+    dropped = onestep.standard_scores(sampled, error, f / dimension)
+    assert np.min(np.abs(dropped[:3])) > 30, dropped
+    assert np.allclose(g[3:], 0.0)                  # R and v have no corrector

@@ -98,28 +98,37 @@ class TeacherData:
 
 
 def data_law(net, gradients):
-    """The sampler of ``net``'s data (teacher data here; a mixture's own sampler)."""
+    """The sampler of ``net``'s data: teacher data, or the mixture's own sampler
+    (:class:`hierarchy.models.network.mixture.MixtureSampler`, labels per cluster)."""
     if net.data == "teacher":
         return TeacherData(gradients)
-    from hierarchy.models.network.mixture import MixtureData  # noqa: PLC0415 (N3's module)
-    return MixtureData(net, gradients)
+    from hierarchy.models.network.mixture import MixtureSampler  # noqa: PLC0415
+    return MixtureSampler(net.mixture)
+
+
+def time_per_step(net, dimension):
+    """The time one step advances: ``1/N`` (``alpha_t = steps/N``), or ``c_delta/N`` for a
+    mixture in the seed's convention (:func:`hierarchy.models.network.mixture.time_per_step`)."""
+    if net.data == "mixture" and getattr(net.mixture, "convention", "network") == "seed":
+        from hierarchy.models.network.mixture import time_per_step as seed_time  # noqa: PLC0415
+        return float(seed_time(net.mixture, net.step, dimension))
+    return 1.0 / float(dimension)
 
 
 class NetworkEnsemble:
     """``runs`` networks and their SGD step: the :class:`~hierarchy.sgd.ensemble.Ensemble`
     protocol of :func:`hierarchy.sgd.ensemble.simulate_ensemble` (module docstring).
 
-    One step is ``1 / N`` of the time ``alpha_t`` (``step = 1``). The random stream draws,
-    per step, every run's ``x`` and then its label noise, so advancing ``a`` then ``b`` steps
-    equals advancing ``a + b``.
+    One step advances ``step / N`` of time (:func:`time_per_step`: ``step = 1`` for
+    ``alpha_t = steps/N``). The random stream draws, per step, every run's ``x`` and then its
+    label noise, so advancing ``a`` then ``b`` steps equals advancing ``a + b``.
     """
-
-    step = 1.0
 
     def __init__(self, net, weights, directions, v, rng):
         self.net, self.labels, self.rng = net, list(net.labels), rng
         self.weights, self.directions = weights, directions
         self.runs, _, self.dimension = weights.shape
+        self.step = time_per_step(net, self.dimension) * self.dimension
         self.v = np.array(np.broadcast_to(v, (self.runs, net.K)), dtype=float)
         self.size = self.weights.size + self.v.size
         self.gradients = SampleGradients(net)
