@@ -94,7 +94,14 @@ def show(args, progress):
     """``hierarchy show``: print the truncated equations (or a config's, with ``--config``)."""
     if args.config is not None:
         config = loader.load_config(args.config)
-        print(registry.family_of(config).show(config))
+        family = registry.family_of(config)
+        formats = family.show_formats
+        if args.format not in formats:
+            raise HierarchyError(f"--format {args.format}: model.family = {family.name!r} "
+                                 f"shows its equations as {' or '.join(formats)}",
+                                 field="--format")
+        print(family.show(config) if args.format == "text"
+              else family.show(config, format=args.format))
         return
     field = operators.build_field(**field_arguments(args), all_words=args.all_words)
     if args.why is not None:

@@ -14,8 +14,8 @@ from hierarchy.core.errors import HierarchyError
 
 
 def is_real(value):
-    """True for a finite ``int`` or ``float`` (not a bool, not an integer beyond floats)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    """True for a finite real number (not a bool, not an integer beyond the float range)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
         return False
     try:
         return math.isfinite(value)
@@ -62,18 +62,21 @@ def integer(section, name, key, minimum, maximum=None):
     return value
 
 
-def real(section, name, key, minimum, strict):
-    """``section[key]`` as a finite ``float`` above (``strict``) or at least ``minimum``."""
+def real(section, name, key, minimum, strict, maximum=None):
+    """``section[key]`` as a finite ``float`` above (``strict``) or at least ``minimum``, and
+    at most ``maximum`` when given."""
     value = section[key]
     field = f"{name}.{key}"
     relation = ">" if strict else ">="
+    upper = "" if maximum is None else f" and <= {maximum:g}"
     if not is_real(value):
         raise HierarchyError(
-            f"{field} must be a finite number {relation} {minimum:g} (got {show(value)})",
-            field=field)
-    if value < minimum or (strict and value == minimum):
+            f"{field} must be a finite number {relation} {minimum:g}{upper} "
+            f"(got {show(value)})", field=field)
+    if value < minimum or (strict and value == minimum) or (maximum is not None
+                                                            and value > maximum):
         what = "positive" if strict and minimum == 0 else f"{relation} {minimum:g}"
-        raise HierarchyError(f"{field} must be {what} (got {value:g})", field=field)
+        raise HierarchyError(f"{field} must be {what}{upper} (got {value:g})", field=field)
     return float(value)
 
 
@@ -164,20 +167,24 @@ def seeds(section, name):
     return values
 
 
-def model_number(value, field, low, strict, allow_inf=False):
+def model_number(value, field, low, strict, allow_inf=False, high=None):
     """A model parameter as ``float``: finite, above (``strict``) or at least ``low``.
 
     With ``allow_inf`` the string ``"inf"`` (or ``"infinity"``) and ``math.inf`` are also
-    accepted (a noiseless limit such as ``snr = "inf"``).
+    accepted (a noiseless limit such as ``snr = "inf"``). ``high``, when given, is the
+    largest finite value allowed. An integer beyond the float range (a 400-digit TOML
+    literal) is refused like any other bad value, in one line.
     """
     if allow_inf and isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
         return math.inf
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and (math.isfinite(value) or (allow_inf and value == math.inf))
-          and (value > low if strict else value >= low))
+    infinite = allow_inf and isinstance(value, float) and value == math.inf
+    ok = infinite or (is_real(value) and (value > low if strict else value >= low)
+                      and (high is None or value <= high))
     if not ok:
-        bound = f"> {low}" if strict else f">= {low}"
+        bound = f"> {low:g}" if strict else f">= {low:g}"
+        if high is not None:
+            bound += f" and <= {high:g}"
         extra = ' or "inf"' if allow_inf else ""
-        raise HierarchyError(f"{field} must be a finite number {bound}{extra}; got {value!r}",
-                             field=field)
+        raise HierarchyError(f"{field} must be a finite number {bound}{extra}; "
+                             f"got {show(value)}", field=field)
     return float(value)

@@ -3,15 +3,33 @@
 Every summary-statistics family starts either from the seed's Gaussian start
 (``source = "gaussian"``) or from ``[init.statistics]``, a table of starting values by
 statistic label (``source = "statistics"``). :func:`check_start` is the one check of that
-table; the family then turns it into a state vector its own way.
+table (known labels, numbers of at most :data:`START_LIMIT` in magnitude), and
+:func:`check_gram` the one check that a block of second moments (an ``R`` of inner products
+of weight vectors) is positive semi-definite, so that weights can realise it; the family then
+turns the table into a state vector its own way.
+
+The model parameters these families share are bounded to where the ODE and its fixed points
+are computable in finite time (:data:`SNR_MIN`, :data:`RIDGE_MAX`, :data:`STEP_MAX`).
 """
 
-import math
-import numbers
+import numpy as np
 
+from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.resources import check_ensemble_fits
 
 INIT_SOURCES = ("gaussian", "statistics")
+#: largest ``|value|`` of a starting statistic (beyond it the ODE's functionals overflow)
+START_LIMIT = 1e6
+#: smallest finite ``model.snr`` (noise variance ``1/snr`` at most 1e3: the field's
+#: stiffness grows like ``1/snr``)
+SNR_MIN = 1e-3
+#: largest ``model.ridge`` (the decay rate of the weights: stiffness)
+RIDGE_MAX = 1e3
+#: largest ``sgd.step`` constant ``c_delta``
+STEP_MAX = 1e3
+#: a Gram block may have eigenvalues down to ``-GRAM_TOLERANCE * max(1, max |entry|)``
+GRAM_TOLERANCE = 1e-12
 
 #: key help of the ``[sgd]`` keys every ensemble family shares (``dimension`` is its own)
 SGD_KEY_HELP = {
@@ -53,14 +71,79 @@ def check_start(init, labels, family, nonnegative=()):
             raise HierarchyError(f"{field}: not a statistic of {family}; allowed: {shown}",
                                  field=field)
         bound = label in nonnegative
-        if (not isinstance(value, numbers.Real) or isinstance(value, bool)
-                or not math.isfinite(value) or (bound and value < 0)):
-            raise HierarchyError(f"{field} must be a finite number{' >= 0' if bound else ''}; "
-                                 f"got {value!r}", field=field)
+        low = 0.0 if bound else -START_LIMIT
+        if not fields.is_real(value) or not low <= value <= START_LIMIT:
+            raise HierarchyError(f"{field} must be a number in [{low:g}, {START_LIMIT:g}]; "
+                                 f"got {fields.show(value)}", field=field)
         checked[label] = float(value)
     return checked
+
+
+def check_gram(matrix, field="init.statistics", what="the R values"):
+    """Refuse a symmetric block of inner products that is not positive semi-definite.
+
+    Weights ``W`` with ``W W^T = R`` exist only for a positive semi-definite ``R``; a start
+    from any other ``R`` is impossible (and SGD would silently start elsewhere).
+
+    Parameters
+    ----------
+    matrix : array_like, shape (K, K)
+        The symmetric block (finite entries).
+    field : str
+        The config field named in the error.
+    what : str
+        The entries, in words, for the message.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``field``, the smallest eigenvalue and what is allowed.
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    scale = max(1.0, float(np.max(np.abs(matrix)))) if matrix.size else 1.0
+    smallest = float(np.linalg.eigvalsh(matrix / scale).min()) * scale if matrix.size else 0.0
+    if smallest < -GRAM_TOLERANCE * scale:
+        raise HierarchyError(f"{field}: {what} must form a positive semi-definite matrix "
+                             f"(inner products of weight vectors); its smallest eigenvalue "
+                             f"is {smallest:.6g}", field=field)
 
 
 def start_table(init):
     """The validated ``[init.statistics]`` as a dict, or None for the Gaussian start."""
     return dict(init["statistics"]) if init["source"] == "statistics" else None
+
+
+def check_sgd_ensemble(config, dimension, runs, *, width, statistics, keys,
+                       field="sgd.runs", steps=False):
+    """Refuse, before any work, an SGD ensemble in ``dimension`` that would not fit or finish.
+
+    The family's share of :func:`hierarchy.core.resources.check_ensemble_fits`: ``runs``
+    runs of ``width x dimension`` weights, recording ``statistics`` values at the
+    ``solve.points`` output times; with ``steps`` (when SGD is certain to run: a study) also
+    the step count ``solve.t_final x dimension / sgd.step`` of
+    :func:`hierarchy.sgd.ensemble.check_step_count`.
+
+    Parameters
+    ----------
+    config : dict
+        The merged config (``[solve]`` validated, ``sgd.step`` a number).
+    dimension, runs : int
+    width : int
+        Weight vectors per run (1 for a single vector).
+    statistics : int
+        Statistics recorded per run and time.
+    keys : sequence of str
+        The family's keys that set the sizes, for the message.
+    field : str
+        The field the error is attached to (and the key of ``dimension`` in the step check).
+    steps : bool
+        Whether to check the number of steps too.
+    """
+    solve = config["solve"]
+    check_ensemble_fits(runs=runs, points=int(solve["points"]), statistics=statistics,
+                        parameters=dimension * width, keys=keys, field=field)
+    if steps:
+        from hierarchy.sgd.ensemble import check_step_count  # the one step-count check
+
+        check_step_count(solve["t_final"], dimension, config["sgd"]["step"],
+                         dimension_key=field if field != "sgd.runs" else "sgd.dimension")

@@ -120,3 +120,76 @@ def check_trajectory_fits(points, n_states, field="solve.points"):
             f"{field} = {points} is too many output times: the trajectory of up to {n_states} "
             f"words needs about {format_gib(need)}, more than the {format_gib(budget)} "
             f"available; allowed: points <= {largest}", field=field)
+
+
+#: Largest ``runs × parameters`` of one SGD ensemble (its live weights, in doubles).
+MAX_ENSEMBLE_PARAMETERS = 50_000_000
+#: Copies of an ensemble's recorded statistics held at once: the rows, the stacked
+#: ``runs × points × statistics`` array, the written file.
+ENSEMBLE_COPIES = 3
+#: Copies of an ensemble's weights held at once: the weights, the step's gradient and
+#: sample, the snapshot of a checkpoint.
+WEIGHT_COPIES = 3
+#: Reported for a ``MemoryError`` when the family names no keys of its own.
+DEFAULT_RESOURCE_KEYS = ("solve.points",)
+
+
+def resource_keys(family):
+    """The config keys that set the size of ``family``'s runs (``family.resource_keys``)."""
+    return tuple(getattr(family, "resource_keys", ()) or DEFAULT_RESOURCE_KEYS)
+
+
+def out_of_memory_message(keys=DEFAULT_RESOURCE_KEYS):
+    """The one line of a run that ran out of memory, naming the keys that size it."""
+    return f"error: out of memory; lower {_either(keys)}"
+
+
+def _sci(count):
+    """A count (possibly an integer beyond the float range) as a short figure."""
+    return f"{count:.3g}" if count < 1e300 else "more than 1e300"
+
+
+def _either(keys):
+    keys = list(keys)
+    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} or {keys[-1]}"
+
+
+def check_ensemble_fits(*, runs, points, statistics, parameters, keys, field="sgd.runs"):
+    """Refuse an SGD ensemble that would not fit in memory.
+
+    The one resource estimate of the ensemble families (spiked PCA, the Gaussian mixtures,
+    and any family that simulates many runs at once): ``runs × points × statistics``
+    recorded doubles (:data:`ENSEMBLE_COPIES` copies) plus ``runs × parameters`` live
+    weights (:data:`WEIGHT_COPIES` copies) against :func:`memory_budget_bytes`, the weights
+    against :data:`MAX_ENSEMBLE_PARAMETERS`. (Its number of steps is checked by
+    :func:`hierarchy.sgd.ensemble.check_step_count`.)
+
+    Parameters
+    ----------
+    runs, points, statistics : int
+        Runs of the ensemble, recording times, statistics per record.
+    parameters : int
+        Doubles of one run's weights (``dimension × width``).
+    keys : sequence of str
+        The family's config keys that set these sizes, named in the message (e.g.
+        ``("sgd.runs", "sgd.dimension", "model.width")``).
+    field : str
+        The field the error is attached to.
+
+    Raises
+    ------
+    HierarchyError
+        One line naming ``keys``, what is needed and what is allowed.
+    """
+    lower = f"; lower {_either(keys)}"
+    if runs * parameters > MAX_ENSEMBLE_PARAMETERS:
+        raise HierarchyError(f"{field}: the ensemble holds {_sci(runs * parameters)} weights "
+                             f"(runs x dimension x width), more than the "
+                             f"{MAX_ENSEMBLE_PARAMETERS:.3g} allowed{lower}", field=field)
+    per_run = 8 * (ENSEMBLE_COPIES * points * statistics + WEIGHT_COPIES * parameters)
+    budget = memory_budget_bytes()
+    if runs * per_run > budget:
+        raise HierarchyError(
+            f"{field}: the ensemble needs about {format_gib(runs * per_run)} (runs x points x "
+            f"statistics and runs x weights), more than the {format_gib(budget)} available "
+            f"(at most {int(budget // per_run)} runs fit){lower}", field=field)

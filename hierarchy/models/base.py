@@ -43,7 +43,8 @@ The contract, in the order the pipeline uses it:
 12. ``fixed_points(config, progress=None)``: the fixed points of the family's ODE, a list of
     ``{"u": {label: value}, "stable": bool, "eigenvalues": [...]}`` (``hierarchy
     fixed-points``).
-13. ``show(config)``: the family's derived equations as text (``hierarchy show --config``).
+13. ``show(config)``: the family's derived equations as text (``hierarchy show --config``);
+    a family listing more formats in ``show_formats`` also takes ``show(config, format=F)``.
 
 A contract item a family does not provide raises, by default, a one-line
 :class:`~hierarchy.core.errors.HierarchyError` naming ``model.family`` (exit status 2 in the CLI).
@@ -145,6 +146,9 @@ class ModelFamily:
         raise self.unsupported("fixed points (hierarchy fixed-points)")
 
     # 13
+    #: the ``--format`` values of ``hierarchy show --config`` (:meth:`show`)
+    show_formats = ("text",)
+
     def show(self, config):
         """The family's derived equations as text."""
         raise self.unsupported("equations for a config (hierarchy show --config)")

@@ -23,6 +23,9 @@ from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 
 DATA = ("test", "train")
+#: spectra times are told apart to 12 decimals (the SGD loop's recording grid,
+#: :func:`hierarchy.spectra.job.recording_times`): closer ones would be one snapshot
+TIME_RESOLUTION = 1e-12
 #: largest ``M̃ × d`` (doubles of the sample matrix held for a snapshot)
 MAX_SAMPLE_MATRIX = 60_000_000
 
@@ -32,7 +35,7 @@ DEFAULTS = {"times": [], "test_size": 0, "test_ratio": 10.0, "data": "test", "to
 KEY_HELP = {
     "spectra.times": ("Rescaled times t = l delta at which `hierarchy sgd` records the Hessian "
                       "and G spectra of run 0 (empty: no recording).",
-                      "increasing list of numbers in [0, solve.t_final]"),
+                      "increasing list of numbers in [0, solve.t_final], at least 1e-12 apart"),
     "spectra.test_size": ("Samples M~ behind each empirical matrix; 0: test_ratio x d.",
                           "integer >= 0"),
     "spectra.test_ratio": ("M~ / d when test_size is 0 (the outliers separate from the bulk "
@@ -65,10 +68,21 @@ def validate_spectra(table, *, t_final, dimension, block_names):
     if any(t < 0 or t > t_final for t in times) or any(b <= a for a, b in zip(times, times[1:])):
         raise HierarchyError(f"spectra.times must be increasing numbers in [0, {t_final:g}] "
                              "(solve.t_final)", field="spectra.times")
+    close = [(a, b) for a, b in zip(times, times[1:])
+             if b - a < TIME_RESOLUTION or round(a, 12) == round(b, 12)]
+    if close:
+        a, b = close[0]
+        raise HierarchyError(f"spectra.times {a!r} and {b!r} are closer than "
+                             f"{TIME_RESOLUTION:g}, the resolution of the recording times; "
+                             "give times at least that far apart", field="spectra.times")
     table["times"] = times
     table["test_size"] = fields.integer(table, "spectra", "test_size", 0)
     table["test_ratio"] = fields.real(table, "spectra", "test_ratio", 0.0, True)
     table["data"] = fields.choice(table, "spectra", "data", DATA)
+    if table["data"] == "train" and times and times[0] == 0:
+        raise HierarchyError('spectra.times: data = "train" takes the samples SGD used before '
+                             "each time, and at t = 0 it has used none; give times > 0 or "
+                             'data = "test"', field="spectra.times")
     table["seed"] = fields.integer(table, "spectra", "seed", 0)
     table["top"] = _top(table["top"])
     table["blocks"] = _blocks(table["blocks"], block_names)

@@ -2,13 +2,15 @@
 
 Finished jobs are kept in ``DIR/jobs/KEY.npz`` (:func:`save_job`, written atomically through
 :func:`hierarchy.core.io.atomic_write`), each with the SHA-256 of the inputs that decide it
-(:func:`hierarchy.study.compute.job_hash`). ``--resume`` (:func:`prepare_folder`) reads
-``DIR/jobs`` alone, reuses only the jobs whose hash matches the current config, recomputes
-the others and any damaged file (with a warning), and reports how many it reused and
-discarded. Without ``--resume`` a folder that already holds a study is refused, or cleared
+(:func:`hierarchy.study.compute.job_hash`) and the SHA-256 of its own stored arrays
+(:func:`content_hash`: names, dtypes, shapes and bytes). ``--resume`` (:func:`prepare_folder`)
+reads ``DIR/jobs`` alone, reuses only the jobs whose config hash matches the current config
+and whose contents still match their content hash, recomputes the others and any damaged or
+altered file (with a warning), and reports how many it reused and discarded. Without ``--resume`` a folder that already holds a study is refused, or cleared
 with ``overwrite``.
 """
 
+import hashlib
 import io
 import json
 import pathlib
@@ -21,6 +23,7 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import atomic_write, first_difference, hold_signals, to_jsonable
 
 HASH_ARRAY = "config_hash"
+CONTENT_ARRAY = "content_hash"
 # What a damaged or foreign npz can raise on np.load / reading its arrays.
 UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 # Config keys that may change between a run and its --resume: they decide no result.
@@ -47,6 +50,7 @@ def save_job(out_dir, job, result, digest):
     """
     arrays = {name: np.asarray(value) for name, value in result.items()}
     arrays[HASH_ARRAY] = np.array(digest)
+    arrays[CONTENT_ARRAY] = np.array(content_hash(arrays))
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     folder = jobs_folder(out_dir)
@@ -55,8 +59,28 @@ def save_job(out_dir, job, result, digest):
         atomic_write(folder / f"{job.key}.npz", buffer.getvalue())
 
 
+def content_hash(arrays):
+    """SHA-256 of a job's arrays (all but :data:`CONTENT_ARRAY`): names, dtypes, shapes, bytes.
+
+    Parameters
+    ----------
+    arrays : dict of numpy.ndarray
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
+    digest = hashlib.sha256()
+    for name in sorted(n for n in arrays if n != CONTENT_ARRAY):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def read_job(path):
-    """The arrays of one job file.
+    """The arrays of one job file (its hashes included).
 
     Raises
     ------
@@ -67,6 +91,23 @@ def read_job(path):
         result = {name: data[name] for name in data.files}
     if "mu" not in result or np.asarray(result["mu"]).ndim != 2:
         raise ValueError("no trajectory 'mu'")
+    return result
+
+
+def check_contents(result):
+    """The arrays of a job without its hashes; refuses arrays altered since they were saved.
+
+    Raises
+    ------
+    ValueError
+        The arrays do not match the stored :data:`CONTENT_ARRAY` (altered values or shapes,
+        or a file written without one).
+    """
+    result = dict(result)
+    stored = str(result.pop(CONTENT_ARRAY, ""))
+    if stored != content_hash(result):
+        raise ValueError("its arrays do not match their content hash (altered since saved)")
+    result.pop(HASH_ARRAY, None)
     return result
 
 
@@ -87,7 +128,7 @@ def load_jobs(out_dir, expected, *, warn=None):
         ``{job: result}`` of the reusable jobs.
     report : dict
         ``reused``, ``discarded`` (another config's, or no job of this study) and
-        ``damaged`` (unreadable: recomputed) counts.
+        ``damaged`` (unreadable, or altered since saved: recomputed) counts.
     """
     warn = warn or (lambda message: print(message, file=sys.stderr))
     by_key = {job.key: job for job in expected}
@@ -97,15 +138,16 @@ def load_jobs(out_dir, expected, *, warn=None):
     for path in (p for p in paths if not p.name.startswith(".")):
         try:
             result = read_job(path)
+            digest = str(result.get(HASH_ARRAY, ""))
+            job = by_key.get(path.stem)
+            if job is None or expected[job] != digest:
+                report["discarded"] += 1
+                continue
+            result = check_contents(result)
         except UNREADABLE as error:
             reason = " ".join(str(error).split())[:120] or type(error).__name__
             warn(f"warning: {path} is damaged ({reason}); recomputing that job")
             report["damaged"] += 1
-            continue
-        digest = str(result.pop(HASH_ARRAY, ""))
-        job = by_key.get(path.stem)
-        if job is None or expected[job] != digest:
-            report["discarded"] += 1
             continue
         found[job] = result
         report["reused"] += 1

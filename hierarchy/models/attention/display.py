@@ -86,6 +86,29 @@ def render(field, format="text", why=None):
     return _text(field)
 
 
+def config_lines(config):
+    """What a config adds to its field's equations: the loss behind the coefficients."""
+    loss, model = config["loss"], config["model"]
+    what = (f"expression {loss['expression']}" if loss["name"] == "expression"
+            else f"{loss['name']} (student {loss['student']}, teacher {loss['teacher']})")
+    return [f"# loss: {what}, L = {model['tokens']} tokens; the coefficients are "
+            f"kappa(mu) of this loss (docs/math.md); gamma = {model['weight_decay']:g}"]
+
+
+def render_config(field, config, format="text"):
+    """:func:`render` of a config's field, with the config's loss in front (``hierarchy show
+    --config``); ``json`` gains a ``config`` object (``loss``, ``tokens``, ``weight_decay``)."""
+    body = render(field, format)
+    if format == "json":
+        record = json.loads(body)
+        record["config"] = {"loss": dict(config["loss"]), "tokens": config["model"]["tokens"],
+                            "weight_decay": config["model"]["weight_decay"]}
+        return json.dumps(record, indent=1)
+    marker = "% " if format == "latex" else ""
+    extra = [marker + line[2:] if marker else line for line in config_lines(config)]
+    return "\n".join(extra + [body])
+
+
 def _header(field):
     how = "all canonical words" if field.all_words else "words reachable from the observables"
     trainable = ",".join(map(str, field.trainable))

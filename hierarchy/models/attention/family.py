@@ -13,7 +13,8 @@ from hierarchy.models.attention.sgd_problem import sgd_setup
 from hierarchy.models.attention.build import build_arguments
 from hierarchy.models.attention.variants import VARIANTS
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.attention import compiled
+from hierarchy.models.attention import compiled, display
+from hierarchy.models.attention.operators import build_field
 
 
 class AttentionFamily(ModelFamily):
@@ -27,6 +28,8 @@ class AttentionFamily(ModelFamily):
     #: docs/config.md: one line per table of this family, and (what, allowed) per key
     section_help = attention_config.SECTION_HELP
     key_help = attention_config.KEY_HELP
+    #: what a run's memory grows with: the words of the degree, the matrices, the times
+    resource_keys = ("hierarchy.degree", "model.K", "init.d", "sgd.d", "solve.points")
 
     def validate(self, config, sections=None):
         return attention_config.validate(config, sections)
@@ -71,6 +74,19 @@ class AttentionFamily(ModelFamily):
     def horizon_line(self, summary):
         """The validity horizon of a solve's summary and the exit status it implies."""
         return solve_job.horizon_line(summary)
+
+    #: 13. the formats of :meth:`show`
+    show_formats = display.FORMATS
+
+    def show(self, config, format="text"):
+        """The truncated equations of a config's model (``hierarchy show --config``).
+
+        The field is the one ``hierarchy solve`` integrates (model, degree, observables of
+        the config), rendered as ``hierarchy show`` renders its flags' field, after a line
+        naming the config's loss.
+        """
+        field = build_field(**self.build_arguments(config))
+        return display.render_config(field, config, format)
 
 
 ATTENTION = AttentionFamily()

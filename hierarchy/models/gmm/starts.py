@@ -15,8 +15,10 @@ import math
 
 import numpy as np
 
+from hierarchy.config.fields import is_real, show
+from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.gmm.layout import pack
+from hierarchy.models.gmm.layout import pack, unpack
 
 #: size of the orthant label ``m(0) = +-eps``
 EPS = 1e-6
@@ -41,7 +43,14 @@ def gaussian_start(model, count, seed=0, eps=EPS):
 
 
 def from_table(model, table):
-    """A state vector from ``{label: value}`` (missing labels are 0)."""
+    """A state vector from ``{label: value}`` (missing labels are 0).
+
+    Raises
+    ------
+    HierarchyError
+        An unknown label, a value that is not a finite number, or an ``R`` block that is not
+        positive semi-definite (no weights realise it).
+    """
     labels = model.labels
     unknown = [name for name in table if name not in labels]
     if unknown:
@@ -50,9 +59,10 @@ def from_table(model, table):
     out = np.zeros(len(labels))
     for i, name in enumerate(labels):
         value = table.get(name, 0.0)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) \
-                or not math.isfinite(value):
-            raise HierarchyError(f"initial.{name} must be a finite number; got {value!r}",
+        if not is_real(value):
+            raise HierarchyError(f"initial.{name} must be a finite number; got {show(value)}",
                                  field=f"initial.{name}")
         out[i] = float(value)
+    r = unpack(out[:, None], model.width, model.signals)[2][0]
+    check_gram(r, what="the R values (R_ij = <W_i perp, W_j perp>)")
     return out
