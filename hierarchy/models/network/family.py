@@ -7,11 +7,24 @@ or ``gaussian``: a random start drawn at ``[sgd] dimension``); ``[solve]``; ``[s
 step, step_second_layer, runs, seed``.
 """
 
+from pathlib import Path
+
+import numpy as np
+
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.progress import Progress
+from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.network import activations, mixture
+from hierarchy.models.network import activations, mixture, starts
+from hierarchy.models.network.field import network_system
 from hierarchy.models.network.model import DATA, MAX_WIDTH, SECOND_LAYERS, network_from_config
+from hierarchy.models.network import study as network_study
+from hierarchy.study import dimension_config
+from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
+from hierarchy.ode.integrate import SolveInterrupted
+from hierarchy.ode.system import integrate_system
 
 #: largest ``sgd.dimension`` (the Gaussian start draws ``K x N`` weights)
 MAX_DIMENSION = 10_000_000
@@ -65,6 +78,7 @@ KEY_HELP = {
                               "\"step\" or a number > 0 and <= 1000"),
     **mixture.KEY_HELP,
     **SGD_KEY_HELP,
+    **dimension_config.KEY_HELP,
 }
 
 
@@ -92,6 +106,7 @@ class NetworkFamily(ModelFamily):
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
                 "seed": 0},
+        "study": dict(network_study.STUDY_DEFAULTS),
     }
 
     def network(self, config):
@@ -110,7 +125,141 @@ class NetworkFamily(ModelFamily):
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)
         init["statistics"] = check_start(init, net.labels, self.name)
+        if init["source"] == "statistics":
+            starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
+        if "study" in config:
+            dimension_config.validate_study(config["study"])
         return config
+
+    # 3, 4, 5, 6
+    def build_arguments(self, config):
+        model = config["model"]
+        return {"model": model, "step": config["sgd"]["step"],
+                "step_second_layer": config["sgd"]["step_second_layer"]}
+
+    def system(self, config):
+        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config``."""
+        return network_system(self.network(config))
+
+    def initial_state(self, config, system=None):
+        """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
+        net = self.network(config)
+        init = config["init"]
+        if init["source"] == "statistics":
+            return starts.from_table(net, init["statistics"])
+        return starts.gaussian_start(net, config["sgd"]["dimension"], init["scale"],
+                                     init["seed"])
+
+    def time_per_step(self, config):
+        """One SGD step advances ``alpha = steps/N`` by ``1/N``."""
+        return 1.0 / float(config["sgd"]["dimension"])
+
+    def time_label(self, config):
+        return r"$\alpha$"
+
+    # 7 (N2)
+    def run_sgd(self, config, out_dir, *, resume=False, progress=None):
+        """``hierarchy sgd``: ``sgd.runs`` networks trained together on fresh samples
+        (:mod:`hierarchy.models.network.sgd`); the summary adds ``eg``, the population risk
+        (the field's ``eg`` at each run's recorded statistics, exact for teacher data),
+        averaged over the runs alive at each output time."""
+        from hierarchy.models.network import sgd as network_sgd
+        from hierarchy.sgd.ensemble import run_ensemble_job
+        net, table, init = self.network(config), config["sgd"], config["init"]
+        network_sgd.check_dimension(net, table["dimension"])
+        start = self.initial_state(config) if init["source"] == "statistics" else None
+
+        def run(times, observer=None, **loop):
+            return network_sgd.run_sgd(net, table["dimension"], table["runs"], times,
+                                       seed=table["seed"], start=start, scale=init["scale"],
+                                       observer=observer, **loop)
+
+        def risk(trajectory):
+            eg_runs = network_sgd.risk_along(self.system(config), trajectory.u_runs)
+            alive = np.isfinite(eg_runs)
+            with np.errstate(invalid="ignore"):
+                mean = np.where(alive, eg_runs, 0.0).sum(axis=0) / alive.sum(axis=0)
+            return {"eg": [float(e) for e in mean], "eg_final": float(mean[-1]),
+                    "eg_source": "population risk of each run's statistics (field eg)"}
+
+        return run_ensemble_job(config, out_dir, run, self.output_times(config),
+                                state_name=self.state_name, on_finish=risk, resume=resume,
+                                progress=progress, dimension=int(table["dimension"]),
+                                sampler="network SGD")
+
+    # 8
+    def run_solve(self, config, out_dir, progress):
+        """``hierarchy solve``: the ODE from the start, with ``eg`` at every output time."""
+        progress = Progress.quiet() if progress is None else progress
+        settings = {**DEFAULT_SETTINGS, **config["solve"]}
+        system = self.system(config)
+        start = np.asarray(self.initial_state(config, system), dtype=float)
+        times = self.output_times(config)
+        with interruptible():
+            try:
+                result = integrate_system(
+                    system, start, (float(times[0]), float(times[-1])), t_eval=times,
+                    method=str(settings["method"]), rtol=float(settings["rtol"]),
+                    atol=float(settings["atol"]), progress=progress)
+            except SolveInterrupted as stop:
+                write_solution(out_dir, config, system, stop.result,
+                               interrupted=stop.result.message)
+                raise
+        return write_solution(out_dir, config, system, result)
+
+    def format_summary(self, summary):
+        lines = [super().format_summary(summary)]
+        if summary.get("eg_final") is not None:
+            lines.append(f"  eg  {summary['eg_final']:.6g}  (population risk)")
+        error = summary.get("quadrature_error", {})
+        lines.append(f"field: {summary.get('engine', '')}; largest estimated quadrature error "
+                     f"of the field {error.get('field', 0.0):.3g}, of eg {error.get('eg', 0.0):.3g}"
+                     + ("" if error.get("certified", True) else
+                        "  -- NOT CERTIFIED: above the tolerance of the solve"))
+        return "\n".join(lines)
+
+    # 11 (N2)
+    def study_model(self):
+        """The ODE against SGD across ``N`` (:mod:`hierarchy.models.network.study`)."""
+        return network_study.STUDY
+
+    def check_study(self, config):
+        """The study's own check (before any job)."""
+        network_study.check(config)
+
+    # 13
+    def show(self, config, format="text"):
+        """The derived equations of ``config`` (:mod:`hierarchy.models.network.display`)."""
+        from hierarchy.models.network.display import render
+        return render(self.network(config), format)
+
+
+def write_solution(out_dir, config, system, result, interrupted=None):
+    """Write ``result.npz`` (``t``, ``labels``, ``u``, ``eg``) and ``result.json``.
+
+    The summary adds ``eg_final``, the field's ``engine`` and the estimated quadrature error
+    of the field and of ``eg`` at the start and the last state (0 for closed forms);
+    ``certified`` is false when it exceeds the solve's ``atol + rtol |u|``.
+    """
+    summary = trajectory_summary(result, interrupted=interrupted)
+    eg = np.array([system.eg(u) for u in result.y])
+    field_error, eg_error = 0.0, 0.0
+    for u in result.y[[0, -1]] if len(result.y) else ():
+        rhs_error, risk_error = system.quadrature_error(u)
+        field_error = max(field_error, float(np.max(rhs_error, initial=0.0)))
+        eg_error = max(eg_error, risk_error)
+    solve = config["solve"]
+    scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
+    summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
+                   quadrature_error={"field": field_error, "eg": eg_error,
+                                     "certified": bool(eg_error <= solve["atol"] + solve["rtol"]
+                                                       * max(1.0, scale) or field_error == 0.0
+                                                       and eg_error == 0.0)})
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
+                 summary=summary, extra_arrays={"eg": eg},
+                 complete=result.status == Status.COMPLETE, state_name="u")
+    return summary
 
 
 NETWORK = NetworkFamily()

@@ -128,7 +128,8 @@ def network_from_config(config):
     if data == "mixture":
         mixture = _mixture(config)
         M = mixture.signals
-        teacher_g_name, teacher_g, v_star, sigma, overlaps = "", sympy.S.Zero, (), 0.0, ()
+        teacher_g_name, teacher_g, v_star, sigma = "", sympy.S.Zero, (), 0.0
+        overlaps = tuple(tuple(float(n == m) for m in range(M)) for n in range(M))  # T = I_S
     else:
         M = fields.integer(teacher, "model.teacher", "width", 1, MAX_WIDTH)
         teacher_g_name = fields.string(teacher, "model.teacher", "activation")

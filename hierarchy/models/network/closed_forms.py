@@ -1,0 +1,245 @@
+"""Gaussian expectations in closed form (numpy reference): erf, relu, Wick.
+
+Each function takes covariances ``C (rows, n, n)`` of the ``n`` variables it names and returns
+``(rows,)`` expectations over ``z ~ N(0, C)``. Variables may sit on the same local field (a
+singular ``C``); every formula here stays valid there. ``g'`` is the derivative.
+
+- ``erf`` (``g(x) = erf(x/sqrt 2)``, ``g'(x) = sqrt(2/pi) exp(-x^2/2)``): the arcsine integrals
+  of Saad & Solla (1995) and Biehl & Schwarze (1995): ``I2 = E[g(u) g(w)]``,
+  ``I3 = E[g'(u) v g(w)]``, ``I4 = E[g'(u) g'(v) g(w) g(z)]``, and ``J2 = E[g'(u) g'(w)]``,
+  ``E[g'(u)]``, ``E[g(u) v]``;
+- ``relu`` (``g = max(x, 0)``, ``g' = 1{x > 0}``): the first-order arc-cosine kernel of Cho &
+  Saul (2009) ``E[g(u) g(w)]``, ``E[g'(u) g'(w)] = (pi - theta)/(2 pi)``, and by Stein's lemma
+  ``E[g'(u) v g(w)]``, ``E[g'(u) v]``, ``E[g(u) v]``, ``E[g(u)]``, ``E[g'(u)]``.
+  ``E[g'(u) g'(v) g(w) g(z)]`` has no simple closed form: it goes to quadrature;
+- polynomial single-field functions (``linear``, ``quadratic``, polynomial expressions): Wick's
+  (Isserlis') theorem, exact.
+
+:func:`expectation` picks the one that applies to a pattern of :mod:`.derivation`, or returns
+None (quadrature, :mod:`.quadrature`).
+"""
+
+import functools
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+import sympy
+
+from hierarchy.models.network.activations import ACTIVATIONS, X
+from hierarchy.models.network.derivation import single_field_function
+
+TWO_OVER_PI = 2.0 / math.pi
+
+
+# ----------------------------------------------------------------------------- erf
+
+def erf_i2(c):
+    """``E[g(u) g(w)] = (2/pi) arcsin(C_uw / sqrt((1 + C_uu)(1 + C_ww)))``."""
+    return TWO_OVER_PI * np.arcsin(c[:, 0, 1] / np.sqrt((1 + c[:, 0, 0]) * (1 + c[:, 1, 1])))
+
+
+def erf_i3(c):
+    """``E[g'(u) v g(w)] = (2/pi) (C_vw (1 + C_uu) - C_uv C_uw) / ((1 + C_uu) sqrt(L3))``,
+    ``L3 = (1 + C_uu)(1 + C_ww) - C_uw^2``."""
+    a = 1 + c[:, 0, 0]
+    lam3 = a * (1 + c[:, 2, 2]) - c[:, 0, 2] ** 2
+    return TWO_OVER_PI * (c[:, 1, 2] * a - c[:, 0, 1] * c[:, 0, 2]) / (a * np.sqrt(lam3))
+
+
+def erf_i4(c):
+    """``E[g'(u) g'(v) g(w) g(z)] = (4/pi^2) arcsin(L0 / sqrt(L1 L2)) / sqrt(L4)``."""
+    c11, c22, c33, c44 = (1 + c[:, j, j] for j in range(4))
+    c12, c13, c14 = c[:, 0, 1], c[:, 0, 2], c[:, 0, 3]
+    c23, c24, c34 = c[:, 1, 2], c[:, 1, 3], c[:, 2, 3]
+    lam4 = c11 * c22 - c12 ** 2
+    lam0 = lam4 * c34 - c23 * c24 * c11 - c13 * c14 * c22 + c12 * c13 * c24 + c12 * c14 * c23
+    lam1 = lam4 * c33 - c23 ** 2 * c11 - c13 ** 2 * c22 + 2 * c12 * c13 * c23
+    lam2 = lam4 * c44 - c24 ** 2 * c11 - c14 ** 2 * c22 + 2 * c12 * c14 * c24
+    return (4 / math.pi ** 2) * np.arcsin(lam0 / np.sqrt(lam1 * lam2)) / np.sqrt(lam4)
+
+
+def erf_j2(c):
+    """``E[g'(u) g'(w)] = (2/pi) / sqrt((1 + C_uu)(1 + C_ww) - C_uw^2)``."""
+    return TWO_OVER_PI / np.sqrt((1 + c[:, 0, 0]) * (1 + c[:, 1, 1]) - c[:, 0, 1] ** 2)
+
+
+def erf_d(c):
+    """``E[g'(u)] = sqrt(2/pi) / sqrt(1 + C_uu)``."""
+    return np.sqrt(TWO_OVER_PI / (1 + c[:, 0, 0]))
+
+
+def erf_gx(c):
+    """``E[g(u) v] = C_uv E[g'(u)]`` (Stein)."""
+    return c[:, 0, 1] * erf_d(c)
+
+
+# ----------------------------------------------------------------------------- relu
+
+def _angle(c, a, b):
+    norm = np.sqrt(c[:, a, a] * c[:, b, b])
+    return np.arccos(np.clip(np.divide(c[:, a, b], norm, out=np.ones_like(norm),
+                                       where=norm > 0), -1.0, 1.0))
+
+
+def relu_gg(c):
+    """``E[g(u) g(w)] = sqrt(C_uu C_ww) (sin t + (pi - t) cos t) / (2 pi)``, ``cos t = rho``."""
+    t = _angle(c, 0, 1)
+    return np.sqrt(c[:, 0, 0] * c[:, 1, 1]) * (np.sin(t) + (np.pi - t) * np.cos(t)) / (2 * np.pi)
+
+
+def relu_dd(c):
+    """``E[g'(u) g'(w)] = (pi - t) / (2 pi)``."""
+    return (np.pi - _angle(c, 0, 1)) / (2 * np.pi)
+
+
+def relu_dxg(c):
+    """``E[g'(u) v g(w)] = C_uv sqrt(C_uu C_ww - C_uw^2) / (2 pi C_uu) + C_vw (pi - t_uw)/(2 pi)``
+    (Stein in ``v``: ``C_uv E[delta(u) g(w)] + C_vw E[g'(u) g'(w)]``)."""
+    det = np.sqrt(np.maximum(c[:, 0, 0] * c[:, 2, 2] - c[:, 0, 2] ** 2, 0.0))
+    first = np.divide(c[:, 0, 1] * det, 2 * np.pi * c[:, 0, 0], out=np.zeros_like(det),
+                      where=c[:, 0, 0] > 0)
+    return first + c[:, 1, 2] * (np.pi - _angle(c, 0, 2)) / (2 * np.pi)
+
+
+def relu_dx(c):
+    """``E[g'(u) v] = C_uv / sqrt(2 pi C_uu)``."""
+    return np.divide(c[:, 0, 1], np.sqrt(2 * np.pi * c[:, 0, 0]),
+                     out=np.zeros_like(c[:, 0, 1]), where=c[:, 0, 0] > 0)
+
+
+def relu_gx(c):
+    """``E[g(u) v] = C_uv / 2``."""
+    return c[:, 0, 1] / 2
+
+
+def relu_g(c):
+    """``E[g(u)] = sqrt(C_uu / (2 pi))``."""
+    return np.sqrt(c[:, 0, 0] / (2 * np.pi))
+
+
+def relu_d(c):
+    """``E[g'(u)] = 1/2``."""
+    return np.full(len(c), 0.5)
+
+
+def covariance(c):
+    """``E[u v] = C_uv``."""
+    return c[:, 0, 1]
+
+
+#: activation -> {sorted variable kinds: closed form}; kinds ``d`` (g') < ``x`` < ``g``
+CLOSED_FORMS = {
+    "erf": {("g", "g"): erf_i2, ("d", "x", "g"): erf_i3, ("d", "d", "g", "g"): erf_i4,
+            ("d", "d"): erf_j2, ("d",): erf_d, ("x", "g"): erf_gx, ("x", "x"): covariance},
+    "relu": {("g", "g"): relu_gg, ("d", "d"): relu_dd, ("d", "x", "g"): relu_dxg,
+             ("d", "x"): relu_dx, ("x", "g"): relu_gx, ("g",): relu_g, ("d",): relu_d,
+             ("x", "x"): covariance},
+}
+KIND_ORDER = {"d": 0, "x": 1, "g": 2}
+
+
+def closed_form_name(activation):
+    """The :data:`CLOSED_FORMS` key of an activation expression, or None."""
+    return next((name for name in CLOSED_FORMS if ACTIVATIONS[name] == activation), None)
+
+
+# ----------------------------------------------------------------------------- Wick
+
+@functools.lru_cache(maxsize=4096)
+def matchings(counts):
+    """Perfect matchings of a multiset of variables, grouped: ``{pairs: multiplicity}``.
+
+    ``counts[j]`` copies of variable ``j``; ``pairs`` is a sorted tuple of ``(a, b)``,
+    ``a <= b``. ``E[prod_j z_j^counts_j] = sum mult * prod C[a, b]`` (Isserlis).
+    """
+    counts = list(counts)
+    if sum(counts) == 0:
+        return {(): 1}
+    if sum(counts) % 2:
+        return {}
+    first = next(j for j, n in enumerate(counts) if n)
+    counts[first] -= 1
+    out = defaultdict(int)
+    for partner, n in enumerate(counts):
+        if not n:
+            continue
+        rest = list(counts)
+        rest[partner] -= 1
+        for pairs, mult in matchings(tuple(rest)).items():
+            out[tuple(sorted(pairs + ((first, partner),)))] += mult * n
+    return dict(out)
+
+
+def wick_terms(polynomials):
+    """``E[prod_f p_f(z_f)]`` as ``[(coefficient, pairs)]`` for polynomial ``p_f`` in ``x``."""
+    monomials = {(): 1.0}
+    for poly in polynomials:
+        terms = sympy.Poly(sympy.expand(poly), X).terms()
+        monomials = {key + (e[0],): c * float(k) for key, c in monomials.items()
+                     for e, k in terms}
+    out = Counter()
+    for powers, c in monomials.items():
+        for pairs, mult in matchings(powers).items():
+            out[pairs] += c * mult
+    return [(c, pairs) for pairs, c in out.items() if c != 0.0]
+
+
+def wick(terms):
+    """The closed form of :func:`wick_terms` as a function of ``C (rows, d, d)``."""
+    def expectation(c):
+        total = np.zeros(len(c))
+        for coefficient, pairs in terms:
+            value = np.full(len(c), coefficient)
+            for a, b in pairs:
+                value = value * c[:, a, b]
+            total = total + value
+        return total
+    return expectation
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+def plan(net, pattern):
+    """How a pattern is evaluated in closed form: ``("wick", terms)``, ``(name, positions)``
+    (a :data:`CLOSED_FORMS` function and the pattern position of each of its variables), or
+    None (no closed form: quadrature).
+
+    Parameters
+    ----------
+    net : hierarchy.models.network.model.Network
+    pattern : tuple
+        Per field position ``(teacher, a, b, c)`` (:mod:`.derivation`).
+    """
+    functions = [single_field_function(net, entry) for entry in pattern]
+    if all(h.is_polynomial(X) for h in functions):
+        return "wick", wick_terms(functions)
+    names, variables = set(), []
+    for position, (teacher, a, b, c) in enumerate(pattern):
+        activation = net.teacher_activation if teacher else net.student_activation
+        if a or b:
+            names.add(closed_form_name(activation))
+        variables += [("g", position)] * a + [("d", position)] * b + [("x", position)] * c
+    if len(names) != 1 or None in names:
+        return None
+    name = names.pop()
+    variables.sort(key=lambda kind_position: KIND_ORDER[kind_position[0]])
+    form = CLOSED_FORMS[name].get(tuple(kind for kind, _ in variables))
+    if form is None:
+        return None
+    return form.__name__, tuple(p for _, p in variables)
+
+
+FUNCTIONS = {form.__name__: form for table in CLOSED_FORMS.values() for form in table.values()}
+
+
+def expectation(net, pattern):
+    """``C (rows, d, d) -> E[prod_f h_f(z_f)]`` for a pattern, or None (no closed form)."""
+    how = plan(net, pattern)
+    if how is None:
+        return None
+    name, detail = how
+    if name == "wick":
+        return wick(detail)
+    positions = np.array(detail)
+    return lambda c: FUNCTIONS[name](c[:, positions][:, :, positions])
