@@ -30,9 +30,12 @@ from hierarchy.cli import parser as cli_parser
 from hierarchy.cli.commands import study_config  # noqa: F401  (public here, as before)
 from hierarchy.cli.parser import parse_index_list, parse_int  # noqa: F401  (public here)
 from hierarchy.cli.status import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, report
+from hierarchy.config import loader
+from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import check_out_dir, interruptible
 from hierarchy.core.progress import Progress
+from hierarchy.core.resources import out_of_memory_message, resource_keys
 
 
 def build_parser():
@@ -78,13 +81,23 @@ def main(argv=None):
         report(interrupted_message(args, before))
         return EXIT_INTERRUPTED
     except MemoryError:
-        report("error: out of memory; lower hierarchy.degree, K or d")
+        report(out_of_memory_message(resource_keys(family_of_args(args))))
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # output piped into `head` and closed: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     finally:
         progress.close()
+
+
+def family_of_args(args):
+    """The model family the command's config names (the default family when none can be
+    read): whose ``resource_keys`` an out-of-memory message names."""
+    try:
+        document = loader.read_toml(args.config) if getattr(args, "config", None) else {}
+        return loader.family_of_document(document)
+    except (HierarchyError, OSError, TypeError):
+        return registry.family(registry.DEFAULT_FAMILY)
 
 
 def result_stamp(out):

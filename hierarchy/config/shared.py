@@ -17,6 +17,12 @@ from hierarchy.ode.integrate import METHODS
 # Output times of one solve; the trajectory is points x states floats, checked against memory
 # by the family, but a million rows is already far beyond any plot or table.
 MAX_POINTS = 1_000_000
+#: Largest horizon: beyond it no adaptive solve or SGD run of these models ends in a day.
+MAX_T_FINAL = 1e6
+#: Smallest tolerances: ``rtol`` near the double-precision floor (scipy raises smaller ones
+#: to ``100 eps`` or never ends), ``atol`` far below any statistic's scale.
+MIN_RTOL = 1e-13
+MIN_ATOL = 1e-20
 SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "inproc")
 HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
 
@@ -33,11 +39,12 @@ DEFAULTS = {
 
 def validate_solve(section):
     """Check and normalise the shared keys of the ``[solve]`` table (in place)."""
-    section["t_final"] = fields.real(section, "solve", "t_final", minimum=0.0, strict=True)
+    section["t_final"] = fields.real(section, "solve", "t_final", minimum=0.0, strict=True,
+                                     maximum=MAX_T_FINAL)
     section["points"] = fields.integer(section, "solve", "points", minimum=2,
                                        maximum=MAX_POINTS)
-    section["rtol"] = fields.real(section, "solve", "rtol", minimum=0.0, strict=True)
-    section["atol"] = fields.real(section, "solve", "atol", minimum=0.0, strict=True)
+    section["rtol"] = fields.real(section, "solve", "rtol", minimum=MIN_RTOL, strict=False)
+    section["atol"] = fields.real(section, "solve", "atol", minimum=MIN_ATOL, strict=False)
     section["method"] = fields.choice(section, "solve", "method", METHODS)
 
 

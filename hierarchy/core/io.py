@@ -265,19 +265,59 @@ def check_out_dir(out_dir, field="--out"):
     if out_dir is None or not str(out_dir).strip():
         raise HierarchyError(f"{field} is empty; give an output folder", field=field)
     out = pathlib.Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise HierarchyError(f"{field} {out}: exists and is not a folder; choose a folder", field=field)
-    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
     try:
+        _check_names(out, field)
+        if out.is_symlink() and not out.exists():
+            raise HierarchyError(f"{field} {out}: is a dangling symbolic link (to "
+                                 f"{os.readlink(out)}); remove it or choose another folder",
+                                 field=field)
+        if out.exists() and not out.is_dir():
+            raise HierarchyError(f"{field} {out}: exists and is not a folder; choose a folder",
+                                 field=field)
+        existing = next(p for p in (out, *out.absolute().parents) if p.exists())
         if not existing.is_dir():
             raise NotADirectoryError(20, "a file is in the way")
+        for below in _missing_parts(out, existing):
+            if below.is_symlink():  # a dangling link on the way: mkdir would fail on it
+                raise HierarchyError(f"{field} {out}: {below} is a dangling symbolic link; "
+                                     "remove it or choose another folder", field=field)
         handle, probe = tempfile.mkstemp(dir=existing, prefix=".write-probe.", suffix=".tmp")
         os.close(handle)
         os.unlink(probe)
     except OSError as error:
-        raise HierarchyError(f"{field} {out}: cannot write there ({error.strerror or error}); "
-                             "choose a writable folder", field=field) from None
+        raise HierarchyError(f"{field} {_shown(out)}: cannot write there "
+                             f"({error.strerror or error}); choose a writable folder",
+                             field=field) from None
     return out
+
+
+def _missing_parts(out, existing):
+    """The paths from below ``existing`` down to ``out`` (the folders still to create)."""
+    parts, path = [], out.absolute()
+    while path != existing and path != path.parent:
+        parts.append(path)
+        path = path.parent
+    return reversed(parts)
+
+
+def _check_names(out, field):
+    """Refuse a path component longer than the file system allows (before any ``stat``)."""
+    try:
+        limit = os.pathconf(next(p for p in out.absolute().parents if p.is_dir()),
+                            "PC_NAME_MAX")
+    except (OSError, ValueError, StopIteration):
+        limit = 255
+    for part in out.parts:
+        if len(os.fsencode(part)) > limit:
+            raise HierarchyError(f"{field}: the path component {_shown(part)} is "
+                                 f"{len(os.fsencode(part))} bytes long, more than the {limit} "
+                                 "the file system allows; choose a shorter name", field=field)
+
+
+def _shown(path, limit=80):
+    """``path`` shortened for a one-line message."""
+    text = str(path)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)

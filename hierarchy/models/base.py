@@ -15,7 +15,9 @@ The contract, in the order the pipeline uses it:
    :class:`~hierarchy.core.errors.HierarchyError` naming the field. Cheap: it runs before
    any expensive work. ``path_fields`` names the ``(table, key)`` pairs holding file paths
    (resolved against the config file's folder); ``key_help`` and ``section_help`` document
-   the family's keys in ``docs/config.md``.
+   the family's keys in ``docs/config.md``; ``resource_keys`` names the keys that set the
+   size of a run (what an out-of-memory or resource error tells the user to lower; see
+   :mod:`hierarchy.core.resources`).
 3. ``build_arguments(config)``: the one place a config becomes the arguments of
    ``system`` (a dict; also what the build cache keys on).
 4. ``system(config)``: the compiled (or numpy) right-hand side, an object with ``labels``,
@@ -73,6 +75,8 @@ class ModelFamily:
     #: 2. ``docs/config.md``: ``"table" -> one line about the table``
     section_help = {}
 
+    #: 2. the keys that set a run's size, named by resource and out-of-memory errors
+    resource_keys = ("solve.points",)
     # 2
     def validate(self, config, sections=None):
         """Check this family's keys of a merged config (only ``sections`` when given)."""

@@ -1,8 +1,10 @@
 """The ``[study]`` table of the dimension study (the summary-statistics families).
 
 A family whose study is :class:`hierarchy.study.dimensions.DimensionStudy` merges
-:data:`DEFAULTS` into its ``defaults`` and :data:`KEY_HELP` into its ``key_help``, and calls
-:func:`validate_study` from its ``validate``.
+:data:`DEFAULTS` into its ``defaults`` and :data:`KEY_HELP` into its ``key_help``, calls
+:func:`validate_study` from its ``validate`` (the table's form, for every command), and
+:func:`check_study_dimensions` from its study's ``check`` (what the study alone needs: every
+dimension usable by the family's SGD, before any job runs).
 """
 
 from hierarchy.config import fields
@@ -64,3 +66,37 @@ def validate_study(table, size_per_run=1, limit=None):
         raise HierarchyError(f"study.runs x max(study.dimensions) exceeds {limit} (one "
                              "ensemble's state must fit in memory)", field="study.runs")
     return table
+
+
+def check_study_dimensions(config, minimum, reason, check_one=None):
+    """Refuse, before any job, a ``study.dimensions`` entry the family's SGD cannot run.
+
+    Parameters
+    ----------
+    config : dict
+        The validated config.
+    minimum : int
+        The smallest dimension the family's SGD runs in (from this config's start).
+    reason : str
+        Why, in words, for the message (e.g. ``"2 + model.width for a statistics start"``).
+    check_one : callable, optional
+        ``check_one(dimension, runs)``: the family's resource check of one ensemble of
+        ``study.runs`` runs; its error is re-raised naming ``study.dimensions``.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``study.dimensions``.
+    """
+    study = config["study"]
+    small = [n for n in study["dimensions"] if n < minimum]
+    if small:
+        raise HierarchyError(f"study.dimensions must be integers >= {minimum} ({reason}); "
+                             f"got {small[0]}", field="study.dimensions")
+    if check_one is not None:
+        for n in study["dimensions"]:
+            try:
+                check_one(int(n), int(study["runs"]))
+            except HierarchyError as error:
+                raise HierarchyError(f"study.dimensions entry {n}: {error}",
+                                     field="study.dimensions") from None

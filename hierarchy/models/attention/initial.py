@@ -165,6 +165,9 @@ def _read_moments_json(path):
         raise HierarchyError(f"{_MOMENTS_KEY} must name a JSON file (source = 'moments')", field=_MOMENTS_KEY)
     if os.path.isdir(path):
         raise refuse("is a directory; give the JSON file itself")
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block open() forever
+        raise refuse("is not a regular file (a FIFO, device or socket); give the JSON file "
+                     "itself")
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_MOMENTS_FILE_BYTES + 1)

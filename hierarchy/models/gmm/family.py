@@ -21,7 +21,16 @@ Config (the interface of the effective-dynamics issue):
 
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start, start_table
+from hierarchy.config.statistics_start import (
+    RIDGE_MAX,
+    SGD_KEY_HELP,
+    SNR_MIN,
+    START_LIMIT,
+    STEP_MAX,
+    check_sgd_ensemble,
+    check_start,
+    start_table,
+)
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -39,25 +48,31 @@ from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
-#: Largest ``runs × dimension × width`` of one SGD ensemble (its weights, in doubles)
-MAX_ENSEMBLE = 50_000_000
-
 KEY_HELP = {
     "model.snr": ("Signal-to-noise ratio lambda of the mixture (noise I/lambda); `\"inf\"` "
                   "is the noiseless limit, with its sliding modes (Filippov).",
-                  'number > 0, or "inf"'),
-    "model.ridge": ("Ridge alpha of the penalty (alpha/2)|W|^2.", "number >= 0"),
+                  f'number >= {SNR_MIN:g}, or "inf"'),
+    "model.ridge": ("Ridge alpha of the penalty (alpha/2)|W|^2.",
+                    f"number in [0, {RIDGE_MAX:g}]"),
     "model.width": ("Hidden width K of the network.", "integer in 1..64 (2 for gmm-binary)"),
     "init.source": ("`gaussian`: the random start of the seed (N -> oo statistics of one draw "
                     "for `solve`); `statistics`: the values of `[init.statistics]`.",
                     "gaussian | statistics"),
-    "init.statistics": ("Starting values by label; missing labels start at 0.",
-                        "table of numbers"),
+    "init.statistics": ("Starting values by label; missing labels start at 0. The R{i}{j} "
+                        "are inner products of weight vectors: they must form a positive "
+                        "semi-definite matrix.",
+                        f"table of numbers in [-{START_LIMIT:g}, {START_LIMIT:g}]"),
     "init.seed": ("Seed of the Gaussian start's draw (`solve`).", "integer >= 0"),
-    "sgd.dimension": ("Dimension N of the data.", "integer >= 2"),
-    "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.", "number > 0"),
+    "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.",
+                 f"number in (0, {STEP_MAX:g}]"),
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
+}
+#: ``sgd.dimension`` of each mixture (:meth:`~hierarchy.models.gmm.model.Mixture.minimum_dimension`)
+DIMENSION_HELP = {
+    "binary": ("Dimension N of the data.", "integer >= 3"),
+    "xor": ("Dimension N of the data.",
+            "integer >= 4, and >= 2 + model.width from init.statistics"),
 }
 #: The study's dimensions: SGD costs ``O(N^2)`` per unit of ODE time, so smaller than spiked
 #: PCA's; 40 runs because the Gaussian start costs one paired ODE solve per run
@@ -69,11 +84,14 @@ class MixtureFamily(ModelFamily):
 
     state_name = "u"
     path_fields = ()
+    resource_keys = ("sgd.runs", "sgd.dimension", "model.width", "solve.points",
+                     "solve.t_final")
 
     def __init__(self, name, kind, width, description, spectra=False):
         self.name = name
         self.kind = kind
-        self.key_help = {**KEY_HELP, **(spectra_config.KEY_HELP if spectra else {})}
+        self.key_help = {**KEY_HELP, "sgd.dimension": DIMENSION_HELP[kind],
+                         **(spectra_config.KEY_HELP if spectra else {})}
         self.defaults = {
             "model": {"snr": 100.0, "ridge": 0.1, "width": width},
             "init": {"source": "gaussian", "seed": 0, "statistics": {}},
@@ -91,22 +109,48 @@ class MixtureFamily(ModelFamily):
     # 2
     def validate(self, config, sections=None):
         model = self.mixture(config)
-        table = config["sgd"]
-        for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
+        table, init = config["sgd"], config["init"]
+        init["statistics"] = check_start(init, model.labels, self.name)
+        if init["source"] == "statistics":
+            from_table(model, init["statistics"])  # R positive semi-definite
+        table["dimension"] = self.check_dimension(config, model)
+        for key, low in (("runs", 1), ("seed", 0)):
             table[key] = fields.integer(table, "sgd", key, low)
-        config["init"]["seed"] = fields.integer(config["init"], "init", "seed", 0)
-        if table["dimension"] * table["runs"] * model.width > MAX_ENSEMBLE:
-            raise HierarchyError(f"sgd.runs x sgd.dimension x model.width exceeds "
-                                 f"{MAX_ENSEMBLE} (the ensemble must fit in memory)",
-                                 field="sgd.runs")
-        config["init"]["statistics"] = check_start(config["init"], model.labels, self.name)
-        dimension_config.validate_study(config["study"], size_per_run=model.width,
-                                        limit=MAX_ENSEMBLE)
+        init["seed"] = fields.integer(init, "init", "seed", 0)
+        self.check_ensemble(config, model, table["dimension"], table["runs"])
+        dimension_config.validate_study(config["study"])
         if "spectra" in config:
             spectra_config.validate_spectra(
                 config["spectra"], t_final=float(config["solve"]["t_final"]),
                 dimension=table["dimension"], block_names=block_names("xor", model.width))
         return config
+
+    def check_dimension(self, config, model):
+        """``sgd.dimension`` as an integer SGD can run in from the config's start."""
+        source = config["init"]["source"]
+        table = config["sgd"]
+        low = model.minimum_dimension(source)
+        dimension = fields.integer(table, "sgd", "dimension", model.signals + 2)
+        if dimension < low:
+            raise HierarchyError(f"sgd.dimension must be an integer >= {low} "
+                                 f"({model.dimension_reason(source)}); got {dimension}",
+                                 field="sgd.dimension")
+        return dimension
+
+    def check_ensemble(self, config, model, dimension, runs, field="sgd.runs", steps=False):
+        """The resource estimate of ``runs`` networks in ``dimension`` (before any work)."""
+        check_sgd_ensemble(config, dimension, runs, width=model.width,
+                           statistics=len(model.labels), keys=self.resource_keys, field=field,
+                           steps=steps)
+
+    def check_study(self, config):
+        """The study's own check (before any job): every ``study.dimensions`` entry runs."""
+        model = self.mixture(config)
+        source = config["init"]["source"]
+        dimension_config.check_study_dimensions(
+            config, model.minimum_dimension(source), model.dimension_reason(source),
+            lambda n, runs: self.check_ensemble(config, model, n, runs,
+                                                field="study.dimensions", steps=True))
 
     def mixture(self, config):
         """The :class:`~hierarchy.models.gmm.model.Mixture` a config describes."""

@@ -16,6 +16,7 @@ import math
 import numbers
 
 from hierarchy.config import fields
+from hierarchy.config.statistics_start import RIDGE_MAX, SNR_MIN, STEP_MAX
 from hierarchy.core.errors import HierarchyError
 
 #: the two mixtures: number of signal directions, clusters ``(prob, signs, label y)``
@@ -57,11 +58,11 @@ class Mixture:
             raise HierarchyError(f"model.family must be one of gmm-binary, gmm-xor; got "
                                  f"{self.kind!r}", field="model.family")
         object.__setattr__(self, "snr",
-                           fields.model_number(self.snr, "model.snr", 0.0, True, True))
-        object.__setattr__(self, "ridge",
-                           fields.model_number(self.ridge, "model.ridge", 0.0, False))
-        object.__setattr__(self, "step",
-                           fields.model_number(self.step, "sgd.step", 0.0, True))
+                           fields.model_number(self.snr, "model.snr", SNR_MIN, False, True))
+        object.__setattr__(self, "ridge", fields.model_number(self.ridge, "model.ridge", 0.0,
+                                                              False, high=RIDGE_MAX))
+        object.__setattr__(self, "step", fields.model_number(self.step, "sgd.step", 0.0, True,
+                                                             high=STEP_MAX))
         width = self.width
         if (not isinstance(width, numbers.Integral) or isinstance(width, bool)
                 or width < 1 or width > 64):
@@ -86,6 +87,23 @@ class Mixture:
     def labels(self):
         """The statistic labels in state order."""
         return state_labels(self.kind, self.width)
+
+    def minimum_dimension(self, source="gaussian"):
+        """The smallest data dimension ``N`` SGD runs in from a start ``source``.
+
+        ``N >= S + 2`` (``S`` signal directions) always; a ``"statistics"`` start realises
+        ``R_perp`` by ``K`` orthonormal directions perpendicular to the signals, so it also
+        needs ``N - S >= K``.
+        """
+        low = self.signals + 2
+        return max(low, self.signals + self.width) if source == "statistics" else low
+
+    def dimension_reason(self, source="gaussian"):
+        """Why :meth:`minimum_dimension` is what it is, in words (for messages)."""
+        if self.minimum_dimension(source) > self.signals + 2:
+            return (f"a statistics start needs model.width = {self.width} weight directions "
+                    f"perpendicular to the {self.signals} signal directions")
+        return f"{self.signals} signal direction{'s' if self.signals > 1 else ''} + 2"
 
     def replace(self, **changes):
         """A copy with some fields changed (validated again)."""

@@ -13,7 +13,16 @@ Gram matrix); ``[sgd] dimension, step, runs, seed``; ``[init] source = "gaussian
 """
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start, start_table
+from hierarchy.config.statistics_start import (
+    RIDGE_MAX,
+    SGD_KEY_HELP,
+    SNR_MIN,
+    START_LIMIT,
+    STEP_MAX,
+    check_sgd_ensemble,
+    check_start,
+    start_table,
+)
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -32,15 +41,12 @@ from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
-#: Largest ``runs x dimension x classes`` of one SGD ensemble (its weights, in doubles)
-MAX_ENSEMBLE = 50_000_000
-
 KEY_HELP = {
     "model.classes": ("Number k of classes (mixture components and output units).",
                       f"integer in 2..{MAX_CLASSES}"),
     "model.snr": (("Signal-to-noise ratio lambda (noise I/lambda); `\"inf\"` is the noiseless "
-                   "limit (C.17)-(C.18)."), 'number > 0, or "inf"'),
-    "model.ridge": ("Ridge beta of the penalty (beta/2)|x|^2.", "number >= 0"),
+                   "limit (C.17)-(C.18)."), f'number >= {SNR_MIN:g}, or "inf"'),
+    "model.ridge": ("Ridge beta of the penalty (beta/2)|x|^2.", f"number in [0, {RIDGE_MAX:g}]"),
     "model.weights": ("Class probabilities p_1..p_k.",
                       '"uniform", or a list of k positive numbers summing to 1'),
     "model.means": (("The unit means: `orthonormal` (coordinates e_{50 i} when d >= 50 k, "
@@ -51,9 +57,12 @@ KEY_HELP = {
     "init.source": (("`gaussian`: x^c ~ N(0, I/d), i.e. m = 0, R_perp = I; `statistics`: the "
                      "values of `[init.statistics]`."), "gaussian | statistics"),
     "init.statistics": (("Starting values by label (m{a}.{b}, R{a}.{b} with a <= b); missing "
-                         "labels take the Gaussian start's value."), "table of numbers"),
+                         "labels take the Gaussian start's value; the R values must form a "
+                         "positive semi-definite matrix."),
+                        f"table of numbers in [-{START_LIMIT:g}, {START_LIMIT:g}]"),
     "sgd.dimension": ("Dimension d of the data.", "integer >= 2 k"),
-    "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / d.", "number > 0"),
+    "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / d.",
+                 f"number in (0, {STEP_MAX:g}]"),
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
@@ -69,6 +78,8 @@ class MulticlassFamily(ModelFamily):
     state_name = "u"
     path_fields = ()
     key_help = KEY_HELP
+    resource_keys = ("sgd.runs", "sgd.dimension", "model.classes", "solve.points",
+                     "solve.t_final")
 
     def __init__(self):
         """Fill ``defaults`` (1) and ``section_help`` (2) of the family."""
@@ -99,20 +110,31 @@ class MulticlassFamily(ModelFamily):
         table["dimension"] = fields.integer(table, "sgd", "dimension", 2 * model.classes)
         for key, low in (("runs", 1), ("seed", 0)):
             table[key] = fields.integer(table, "sgd", key, low)
-        if table["dimension"] * table["runs"] * model.classes > MAX_ENSEMBLE:
-            raise HierarchyError(f"sgd.runs x sgd.dimension x model.classes exceeds "
-                                 f"{MAX_ENSEMBLE} (the ensemble must fit in memory)",
-                                 field="sgd.runs")
+        self.check_ensemble(config, model, table["dimension"], table["runs"])
         config["init"]["statistics"] = self._start_table(config["init"], model)
-        dimension_config.validate_study(config["study"], size_per_run=model.classes,
-                                        limit=MAX_ENSEMBLE)
-        if min(config["study"]["dimensions"]) < 2 * model.classes:
-            raise HierarchyError(f"study.dimensions must be >= {2 * model.classes} (twice "
-                                 "model.classes)", field="study.dimensions")
+        dimension_config.validate_study(config["study"])
         spectra_config.validate_spectra(
             config["spectra"], t_final=float(config["solve"]["t_final"]),
             dimension=table["dimension"], block_names=block_names("multiclass", model.classes))
         return config
+
+    def check_ensemble(self, config, model, dimension, runs, field="sgd.runs", steps=False):
+        """The resource estimate of ``runs`` classifiers in ``dimension`` (before any work)."""
+        check_sgd_ensemble(config, dimension, runs, width=model.classes,
+                           statistics=len(model.labels), keys=self.resource_keys, field=field,
+                           steps=steps)
+
+    def check_study(self, config):
+        """The study's own check (before any job): every ``study.dimensions`` entry runs.
+
+        Only the study needs ``study.dimensions >= 2 k``: a config of ``solve`` or ``sgd``
+        with ``classes`` up to 32 is not refused for the study's default dimensions.
+        """
+        model = self.multiclass(config)
+        dimension_config.check_study_dimensions(
+            config, 2 * model.classes, "twice model.classes",
+            lambda n, runs: self.check_ensemble(config, model, n, runs,
+                                                field="study.dimensions", steps=True))
 
     def multiclass(self, config):
         """The :class:`~hierarchy.models.multiclass.model.Multiclass` a config describes."""

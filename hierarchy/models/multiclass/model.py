@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 
 from hierarchy.config import fields
+from hierarchy.config.statistics_start import RIDGE_MAX, SNR_MIN, STEP_MAX
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.multiclass import layout
 
@@ -40,10 +41,10 @@ def _weights(value, k):
     if value is None or (isinstance(value, str) and value == "uniform"):
         return (1.0 / k,) * k
     if (not isinstance(value, (list, tuple, np.ndarray)) or len(value) != k
-            or not all(isinstance(w, numbers.Real) and not isinstance(w, bool)
-                       and math.isfinite(w) and w > 0 for w in value)):
+            or not all(fields.is_real(w) and w > 0 for w in value)):
         raise HierarchyError(f"model.weights must be \"uniform\" or a list of {k} positive "
-                             f"numbers summing to 1; got {value!r}", field="model.weights")
+                             f"numbers summing to 1; got {fields.show(value)}",
+                             field="model.weights")
     if abs(sum(value) - 1.0) > TOL:
         raise HierarchyError(f"model.weights must sum to 1; they sum to {sum(value):.12g}",
                              field="model.weights")
@@ -57,8 +58,9 @@ def _gram(value, k):
                "definite Gram matrix with unit diagonal")
     try:
         matrix = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise HierarchyError(f"{message}; got {value!r}", field="model.means") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond floats
+        raise HierarchyError(f"{message}; got {fields.show(value)}",
+                             field="model.means") from None
     if matrix.shape != (k, k) or not np.all(np.isfinite(matrix)):
         raise HierarchyError(f"{message}; got shape {matrix.shape}", field="model.means")
     if np.max(np.abs(matrix - matrix.T)) > TOL or np.max(np.abs(np.diag(matrix) - 1)) > TOL:
@@ -100,11 +102,11 @@ class Multiclass:
         k = _classes(self.classes)
         object.__setattr__(self, "classes", k)
         object.__setattr__(self, "snr",
-                           fields.model_number(self.snr, "model.snr", 0.0, True, True))
-        object.__setattr__(self, "ridge",
-                           fields.model_number(self.ridge, "model.ridge", 0.0, False))
-        object.__setattr__(self, "step",
-                           fields.model_number(self.step, "sgd.step", 0.0, True))
+                           fields.model_number(self.snr, "model.snr", SNR_MIN, False, True))
+        object.__setattr__(self, "ridge", fields.model_number(self.ridge, "model.ridge", 0.0,
+                                                              False, high=RIDGE_MAX))
+        object.__setattr__(self, "step", fields.model_number(self.step, "sgd.step", 0.0, True,
+                                                             high=STEP_MAX))
         object.__setattr__(self, "weights", _weights(self.weights, k))
         object.__setattr__(self, "gram", _gram(self.gram, k))
 

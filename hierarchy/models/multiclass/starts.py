@@ -4,10 +4,10 @@
 ``{label: value}`` fills the labels it does not name with these limits.
 """
 
-import math
-
 import numpy as np
 
+from hierarchy.config.fields import is_real, show
+from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.multiclass.layout import pack, unpack
 
@@ -34,15 +34,12 @@ def from_table(model, table, field="init.statistics"):
             raise HierarchyError(f"{field}.{name}: not a statistic of gmm-multiclass with "
                                  f"{model.classes} classes (labels m1.1 .. R{model.classes}."
                                  f"{model.classes})", field=f"{field}.{name}")
-        if not isinstance(value, (int, float)) or isinstance(value, bool) \
-                or not math.isfinite(value):
-            raise HierarchyError(f"{field}.{name} must be a finite number; got {value!r}",
+        if not is_real(value):
+            raise HierarchyError(f"{field}.{name} must be a finite number; got {show(value)}",
                                  field=f"{field}.{name}")
         out[labels.index(name)] = float(value)
     _, r, _ = unpack(out[:, None], model.classes)
-    if np.linalg.eigvalsh(r[0]).min() < -1e-12:
-        raise HierarchyError(f"{field}: the R values must form a positive semi-definite "
-                             "matrix", field=field)
+    check_gram(r[0], field, what="the R values (R_ab = <x^a_perp, x^b_perp>)")
     return out
 
 

@@ -41,4 +41,9 @@ def ensemble(config, dimension, runs, seed, labels, times):
     return run_columns(trajectory, labels)
 
 
-STUDY = DimensionStudy(observables, ode, ensemble)
+def check(config):
+    """Refuse, before any job, a study dimension the family's SGD cannot run in."""
+    family_of(config).check_study(config)
+
+
+STUDY = DimensionStudy(observables, ode, ensemble, check=check)

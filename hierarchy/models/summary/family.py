@@ -25,7 +25,15 @@ start ``m > 0`` is given with ``[init.statistics]``.
 import numpy as np
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import (
+    RIDGE_MAX,
+    SGD_KEY_HELP,
+    SNR_MIN,
+    START_LIMIT,
+    STEP_MAX,
+    check_sgd_ensemble,
+    check_start,
+)
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -33,7 +41,7 @@ from hierarchy.models.summary import ballistic, display, sgd
 from hierarchy.models.summary.fixed_points import (
     fixed_points as classified_fixed_points,
 )
-from hierarchy.models.summary.model import SpikedPCA
+from hierarchy.models.summary.model import MAX_ORDER, SpikedPCA
 from hierarchy.models.summary.study import STUDY
 from hierarchy.models.summary.symbols import LABELS
 from hierarchy.sgd.ensemble import write_ensemble
@@ -41,8 +49,6 @@ from hierarchy.study import dimension_config
 
 #: ``n → ∞`` statistics of the Gaussian start ``x₀ ~ N(0, I/n)``
 GAUSSIAN_START = {"m": 0.0, "r2": 1.0}
-#: Largest ``runs × dimension`` of one SGD ensemble (its state, in doubles)
-MAX_ENSEMBLE = 50_000_000
 
 
 class BallisticSystem:
@@ -72,6 +78,7 @@ class SpikedPCAFamily(ModelFamily):
     """Spiked matrix and tensor PCA: the summary statistics ``(m, r2)`` of online SGD."""
 
     name = "spiked-pca"
+    resource_keys = ("sgd.runs", "sgd.dimension", "solve.points", "solve.t_final")
     state_name = "u"
     defaults = {
         "model": {"order": 2, "snr": 2.0, "ridge": 0.0},
@@ -88,17 +95,20 @@ class SpikedPCAFamily(ModelFamily):
         "study": "The ballistic ODE against SGD across the dimension n (`hierarchy study`).",
     }
     key_help = {
-        "model.order": ("Tensor order k of the spike (2: spiked matrix).", "integer >= 2"),
-        "model.snr": ("Signal-to-noise ratio lambda.", "number > 0"),
-        "model.ridge": ("Ridge a of the penalty (a/2)|x|^2.", "number >= 0"),
+        "model.order": ("Tensor order k of the spike (2: spiked matrix).",
+                        f"integer in 2..{MAX_ORDER}"),
+        "model.snr": ("Signal-to-noise ratio lambda.", f"number >= {SNR_MIN:g}"),
+        "model.ridge": ("Ridge a of the penalty (a/2)|x|^2.", f"number in [0, {RIDGE_MAX:g}]"),
         "init.source": ("`gaussian`: x0 ~ N(0, I/n) (m = 0, r2 = 1 as n -> oo); "
                         "`statistics`: the values of `[init.statistics]`.",
                         "gaussian | statistics"),
         "init.statistics": ("Starting values by label (`m`, `r2`); missing labels start at "
-                            "their Gaussian-start limit.", "table of numbers (r2 >= 0)"),
+                            "their Gaussian-start limit.",
+                            f"table of numbers in [-{START_LIMIT:g}, {START_LIMIT:g}] "
+                            "(r2 >= 0)"),
         "sgd.dimension": ("Dimension n of the parameter vector.", "integer >= 2"),
         "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / n.",
-                     "number > 0"),
+                     f"number in (0, {STEP_MAX:g}]"),
         **SGD_KEY_HELP,
         **dimension_config.KEY_HELP,
     }
@@ -109,15 +119,23 @@ class SpikedPCAFamily(ModelFamily):
         sgd_table = config["sgd"]
         for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
             sgd_table[key] = fields.integer(sgd_table, "sgd", key, low)
-        if sgd_table["dimension"] * sgd_table["runs"] > MAX_ENSEMBLE:
-            raise HierarchyError(
-                f"sgd.runs x sgd.dimension = {sgd_table['runs'] * sgd_table['dimension']} "
-                f"exceeds {MAX_ENSEMBLE} (the ensemble's state must fit in memory)",
-                field="sgd.runs")
+        self.check_ensemble(config, sgd_table["dimension"], sgd_table["runs"])
         config["init"]["statistics"] = check_start(config["init"], LABELS, "spiked PCA",
                                                    nonnegative=("r2",))
-        dimension_config.validate_study(config["study"], limit=MAX_ENSEMBLE)
+        dimension_config.validate_study(config["study"])
         return config
+    def check_ensemble(self, config, dimension, runs, field="sgd.runs", steps=False):
+        """The resource estimate of ``runs`` runs in ``dimension`` (before any work)."""
+        check_sgd_ensemble(config, dimension, runs, width=1, statistics=len(LABELS),
+                           keys=self.resource_keys, field=field, steps=steps)
+
+    def check_study(self, config):
+        """The study's own check (before any job): every ``study.dimensions`` entry runs."""
+        dimension_config.check_study_dimensions(
+            config, 2, "the smallest sgd.dimension",
+            lambda n, runs: self.check_ensemble(config, n, runs, field="study.dimensions",
+                                                steps=True))
+
 
     def model(self, config):
         """The :class:`~hierarchy.models.summary.model.SpikedPCA` a config describes."""

@@ -11,11 +11,17 @@ import dataclasses
 import numbers
 
 from hierarchy.config import fields
+from hierarchy.config.statistics_start import RIDGE_MAX, SNR_MIN, STEP_MAX
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.summary.data import DATA_LAWS
 from hierarchy.models.summary.losses import LOSSES
 from hierarchy.models.summary.statistics import resolve
 from hierarchy.models.summary.symbols import LABELS
+
+
+#: Largest tensor order: the symbolic drift of order ``k`` has terms of degree ``2k - 1`` in
+#: the statistics, and beyond a few dozen its derivation alone takes minutes.
+MAX_ORDER = 16
 
 
 def _choice(value, table, field):
@@ -57,16 +63,16 @@ class SpikedPCA:
 
     def __post_init__(self):
         if (not isinstance(self.order, numbers.Integral) or isinstance(self.order, bool)
-                or self.order < 2):
-            raise HierarchyError(f"model.order must be an integer >= 2; got {self.order!r}",
-                                 field="model.order")
+                or not 2 <= self.order <= MAX_ORDER):
+            raise HierarchyError(f"model.order must be an integer in 2..{MAX_ORDER}; got "
+                                 f"{fields.show(self.order)}", field="model.order")
         object.__setattr__(self, "order", int(self.order))
         object.__setattr__(self, "snr",
-                           fields.model_number(self.snr, "model.snr", 0.0, True))
-        object.__setattr__(self, "ridge",
-                           fields.model_number(self.ridge, "model.ridge", 0.0, False))
-        object.__setattr__(self, "step",
-                           fields.model_number(self.step, "sgd.step", 0.0, True))
+                           fields.model_number(self.snr, "model.snr", SNR_MIN, False))
+        object.__setattr__(self, "ridge", fields.model_number(self.ridge, "model.ridge", 0.0,
+                                                              False, high=RIDGE_MAX))
+        object.__setattr__(self, "step", fields.model_number(self.step, "sgd.step", 0.0, True,
+                                                             high=STEP_MAX))
         _choice(self.data, DATA_LAWS, "model.data")
         _choice(self.loss, LOSSES, "model.loss")
         object.__setattr__(self, "statistics", resolve(tuple(self.statistics)))

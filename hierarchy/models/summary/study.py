@@ -52,4 +52,9 @@ def ensemble(config, dimension, runs, seed, labels, times):
     return np.transpose(np.asarray(trajectory.u_runs), (1, 0, 2))[:, :, columns]
 
 
-STUDY = DimensionStudy(observables, ode, ensemble)
+def check(config):
+    """Refuse, before any job, a study dimension the family's SGD cannot run in."""
+    family_of(config).check_study(config)
+
+
+STUDY = DimensionStudy(observables, ode, ensemble, check=check)
