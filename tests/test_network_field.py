@@ -114,3 +114,238 @@ def test_erf_means_erf_of_x_over_root_two():
     assert float(net.student_activation.subs(X, 1.0)) == pytest.approx(0.6826894921370859, rel=1e-14)
     grads = SampleGradients(net)
     assert grads.g_prime(np.array([0.0]))[0] == pytest.approx(np.sqrt(2 / np.pi), rel=1e-14)
+
+
+def test_sympy_chain_rule_is_error_times_v_times_slope():
+    """dl/dlambda_k from sympy equals l'(yhat, y) v_k g'(lambda_k), the factorisation the
+    term table expands."""
+    for loss in ("mse", "(yhat - y)**4/4 + 0.1*yhat**2"):
+        net = network(student={"width": 2}, teacher={"width": 2, "noise": 0.2}, loss=loss)
+        d = symbolic_derivatives(net)
+        s = d["symbols"]
+        from hierarchy.models.network.activations import Y, YHAT
+        error = d["dl_dyhat"].subs({YHAT: d["yhat"], Y: d["label"]}, simultaneous=True)
+        for k in range(2):
+            assert sympy.expand(d["dl_dlambda"][k] - error * s["v"][k] * s["D"][k]) == 0
+            assert sympy.expand(d["dl_dv"][k] - error * s["G"][k]) == 0
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from hierarchy.models.network import closed_forms, quadrature  # noqa: E402
+from hierarchy.models.network.field import (  # noqa: E402
+    NetworkSystem, QuadratureField, TableField, network_system)
+from hierarchy.models.network.model import gram  # noqa: E402
+
+
+def random_covariance(seed, d, scale=1.0):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(d, d + 2)) * scale
+    return a @ a.T / (d + 2)
+
+
+SMOOTH = np.sqrt(2 / np.pi)
+ATOM_FUNCTIONS = {
+    "erf": {"g": lambda x: __import__("scipy.special").special.erf(x / np.sqrt(2)),
+            "d": lambda x: SMOOTH * np.exp(-x ** 2 / 2), "x": lambda x: x},
+    "relu": {"g": lambda x: np.maximum(x, 0.0), "d": lambda x: (x > 0).astype(float),
+             "x": lambda x: x},
+}
+
+
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.sampled_from([0.3, 1.0, 2.0]))
+def test_erf_closed_forms_agree_with_gauss_hermite(seed, scale):
+    """I2, I3, I4, J2, E g', E[g x] against tensor Gauss-Hermite on the same covariance, to
+    twice the quadrature's own two-order error estimate."""
+    for kinds, form in closed_forms.CLOSED_FORMS["erf"].items():
+        c = random_covariance(seed, len(kinds), scale)[None]
+        functions = [ATOM_FUNCTIONS["erf"][k] for k in kinds]
+        exact = form(c)[0]
+        approx = quadrature.hermite_expectation(functions, c)[0]
+        error = quadrature.hermite_error(functions, c)[0]
+        assert abs(exact - approx) <= 2 * error + 1e-13, (kinds, exact, approx, error)
+
+
+@pytest.mark.parametrize("kinds", list(closed_forms.CLOSED_FORMS["relu"]))
+def test_relu_closed_forms_agree_with_monte_carlo(kinds):
+    """relu's arc-cosine forms against plain Monte Carlo (its kink defeats Gauss-Hermite's
+    rate), within 5 standard errors."""
+    c = random_covariance(11, len(kinds))
+    rng = np.random.default_rng(5)
+    z = rng.multivariate_normal(np.zeros(len(kinds)), c, size=400_000)
+    values = np.prod([ATOM_FUNCTIONS["relu"][k](z[:, j]) for j, k in enumerate(kinds)], axis=0)
+    exact = closed_forms.CLOSED_FORMS["relu"][kinds](c[None])[0]
+    assert abs(exact - values.mean()) <= 5 * values.std() / np.sqrt(len(values)) + 1e-15
+
+
+def test_wick_moments():
+    """Isserlis: E z^4 = 3 C^2, E z_1^2 z_2^2 = C11 C22 + 2 C12^2, E z1 z2 z3 z4 (3 pairs)."""
+    c = random_covariance(2, 4)[None]
+    assert closed_forms.wick(closed_forms.wick_terms([X ** 4]))(c[:, :1, :1])[0] == \
+        pytest.approx(3 * c[0, 0, 0] ** 2, rel=1e-14)
+    two = closed_forms.wick(closed_forms.wick_terms([X ** 2, X ** 2]))(c[:, :2, :2])[0]
+    assert two == pytest.approx(c[0, 0, 0] * c[0, 1, 1] + 2 * c[0, 0, 1] ** 2, rel=1e-14)
+    four = closed_forms.wick(closed_forms.wick_terms([X, X, X, X]))(c)[0]
+    m = c[0]
+    assert four == pytest.approx(m[0, 1] * m[2, 3] + m[0, 2] * m[1, 3] + m[0, 3] * m[1, 2],
+                                 rel=1e-14)
+
+
+# ----------------------------------------------------------------------------- the field
+
+def state_of(net, seed, trained_v=None):
+    """A random realisable state (Q, R from random weights) and the net with its T."""
+    import dataclasses
+    K, M = net.K, net.M
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=(K + M, 60)) * rng.uniform(0.3, 1.5) / np.sqrt(60)
+    g = w @ w.T
+    net = dataclasses.replace(net, overlaps=tuple(map(tuple, g[K:, K:])))
+    parts = [g[:K, :K][np.triu_indices(K)], g[:K, K:].reshape(-1)]
+    if net.trained_second_layer:
+        parts.append(rng.normal(size=K) if trained_v is None else trained_v)
+    return net, np.concatenate(parts)
+
+
+def test_linear_network_equals_the_hand_derived_ode():
+    """g = g* = x, mse, fixed v = 1, ridge a: with e = yhat - y and S = sum over units,
+    dR_in = -eta (S_k R_kn - S_m T_mn) - eta a R_in,
+    dQ_ik = -eta (S_j Q_jk - S_m R_km + S_j Q_ji - S_m R_im) - 2 eta a Q_ik
+            + eta^2 (S Q - 2 S R + S T + sigma^2),
+    eg = (S Q - 2 S R + S T) / 2."""
+    eta, a, sigma = 0.7, 0.05, 0.3
+    base = FAMILY.network(config(model={"ridge": a, "student": {"width": 3, "activation": "linear"},
+                                        "teacher": {"width": 2, "activation": "linear",
+                                                    "noise": sigma}},
+                                 sgd={"step": eta}))
+    net, u = state_of(base, 4)
+    system = network_system(net, engine="numpy")
+    c = gram(net, u)
+    q, r, t = c[:3, :3], c[:3, 3:], c[3:, 3:]
+    e2 = q.sum() - 2 * r.sum() + t.sum()
+    expected = []
+    for i in range(3):
+        for k in range(i, 3):
+            drift = -eta * (q[:, k].sum() - r[k].sum() + q[:, i].sum() - r[i].sum())
+            expected.append(drift - 2 * eta * a * q[i, k] + eta ** 2 * (e2 + sigma ** 2))
+    for i in range(3):
+        for n in range(2):
+            expected.append(-eta * (r[:, n].sum() - t[:, n].sum()) - eta * a * r[i, n])
+    np.testing.assert_allclose(system.rhs(u), expected, rtol=1e-13, atol=1e-14)
+    assert system.eg(u) == pytest.approx(e2 / 2, rel=1e-13)
+    f, g = system.drift_and_corrector(u)
+    assert np.all(g[6:] == 0) and g[0] == pytest.approx(eta ** 2 * (e2 + sigma ** 2), rel=1e-13)
+
+
+def test_quadratic_wick_field_equals_gauss_hermite_field():
+    """Quadratic student, linear teacher, trained v: the Wick rows against the same rows by
+    Gauss-Hermite (exact for these degrees: 10 points integrate degree 19)."""
+    base = network(student={"width": 2, "activation": "quadratic", "second_layer": "trained"},
+                   teacher={"width": 2, "activation": "linear", "noise": 0.2})
+    net, u = state_of(base, 8)
+    wick = TableField(net)
+    hermite = TableField(net)
+    from hierarchy.models.network.derivation import single_field_function
+    from hierarchy.models.network.gradients import numpy_function
+    hermite.evaluators = [TableField._hermite([numpy_function(single_field_function(net, e), X)
+                                               for e in group.pattern])
+                          for group in hermite.table.groups]
+    np.testing.assert_allclose(wick.outputs(u), hermite.outputs(u), rtol=1e-11, atol=1e-11)
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_erf_term_table_equals_sampled_per_sample_gradients(seed):
+    """The term table (closed forms) against an independent path: the per-sample gradients of
+    SampleGradients averaged over QMC points of the local fields and xi, within 5 of its
+    standard errors (replicate spread), at random realisable states, trained v, noise."""
+    base = network(student={"width": 3, "second_layer": "trained"},
+                   teacher={"width": 2, "noise": 0.4, "second_layer_values": [1.0, 0.6]},
+                   ridge=0.01)
+    net, u = state_of(base, seed)
+    table = NetworkSystem(net, TableField(net))
+    sampled = NetworkSystem(net, QuadratureField(net, count=4096))
+    error, eg_error = sampled.quadrature_error(u)
+    assert np.all(np.abs(table.rhs(u) - sampled.rhs(u)) <= 5 * error + 1e-12)
+    assert abs(table.eg(u) - sampled.eg(u)) <= 5 * eg_error + 1e-12
+
+
+def test_erf_eg_is_saad_solla_and_matches_monte_carlo():
+    """eg = (1/pi)[sum_ik asin(Q_ik / sqrt((1+Q_ii)(1+Q_kk))) + sum_nm asin(T..) -
+    2 sum_in asin(R_in / sqrt((1+Q_ii)(1+T_nn)))], and a plain Monte Carlo of
+    (yhat - y*)^2/2 within 4 standard errors."""
+    net, u = state_of(network(student={"width": 3}, teacher={"width": 2}), 21)
+    c = gram(net, u)
+    d = np.sqrt(1 + np.diag(c))
+    angles = np.arcsin(c / np.outer(d, d))
+    saad_solla = (angles[:3, :3].sum() + angles[3:, 3:].sum() - 2 * angles[:3, 3:].sum()) / np.pi
+    system = network_system(net, engine="numpy")
+    assert system.eg(u) == pytest.approx(saad_solla, rel=1e-13)
+    rng = np.random.default_rng(0)
+    z = rng.multivariate_normal(np.zeros(5), c, size=400_000)
+    grads = SampleGradients(net)
+    values = 0.5 * (grads.yhat(z[:, :3], np.ones(3)) - grads.teacher_labels(z[:, 3:], 0.0)) ** 2
+    assert abs(system.eg(u) - values.mean()) <= 4 * values.std() / np.sqrt(len(values))
+
+
+@pytest.mark.parametrize("student, teacher, trained", [("erf", "erf", "trained"),
+                                                       ("quadratic", "linear", "trained"),
+                                                       ("relu", "relu", "fixed")])
+def test_compiled_field_equals_numpy_reference(student, teacher, trained):
+    base = network(student={"width": 3, "activation": student, "second_layer": trained},
+                   teacher={"width": 2, "activation": teacher, "noise": 0.3})
+    net, u = state_of(base, 3)
+    from hierarchy.models.network.kernel import compiled_field
+    compiled = compiled_field(net, required=True)
+    reference = TableField(net).outputs(u)
+    np.testing.assert_allclose(compiled.outputs(u), reference, rtol=1e-12,
+                               atol=1e-12 * np.abs(reference).max())
+
+
+def test_numpy_fallback_warns_once_naming_the_reason(monkeypatch):
+    from hierarchy.jit import cache
+    from hierarchy.models.network import kernel
+
+    def fail(*args, **kwargs):
+        raise HierarchyError("no C compiler", field="compiler")
+
+    kernel.forget()
+    monkeypatch.setattr(cache, "compile_pyx", fail)
+    with pytest.warns(RuntimeWarning, match="numpy instead of compiled code.*no C compiler"):
+        system = network_system(network())
+    assert system.engine == "numpy"
+    kernel.forget()
+
+
+def test_gaussian_start_has_the_configured_teacher_overlaps():
+    from hierarchy.models.network import starts
+    t = [[1.0, 0.3], [0.3, 0.5]]
+    net = network(teacher={"overlaps": t})
+    w, teacher = starts.gaussian_weights(net, 500, 0.1, 3)
+    np.testing.assert_allclose(teacher @ teacher.T / 500, t, atol=1e-12)
+    u = starts.gaussian_start(net, 500, 0.1, 3)
+    np.testing.assert_allclose(gram(net, u)[:2, 2:], w @ teacher.T / 500, atol=1e-15)
+
+
+def test_statistics_start_must_be_realisable():
+    with pytest.raises(HierarchyError) as error:
+        config(init={"statistics": {"Q1.1": 0.1, "R1.1": 0.9}})
+    assert error.value.field == "init.statistics" and "semi-definite" in str(error.value)
+
+
+def test_solve_writes_eg_and_exits_zero(tmp_path):
+    from hierarchy.cli.main import main
+    path = tmp_path / "c.toml"
+    path.write_text('[model]\nfamily = "network"\n[model.student]\nwidth = 2\n'
+                    '[init.statistics]\n"Q1.1" = 0.2\n"Q2.2" = 0.3\n"R1.1" = 0.1\n'
+                    '[solve]\nt_final = 5.0\npoints = 6\n')
+    assert main(["solve", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    data = np.load(tmp_path / "out" / "result.npz")
+    assert list(data["labels"]) == ["Q1.1", "Q1.2", "Q2.2", "R1.1", "R1.2", "R2.1", "R2.2"]
+    assert data["u"].shape == (6, 7) and data["eg"].shape == (6,)
+    system = FAMILY.system(config(init={"statistics": {"Q1.1": 0.2}}))
+    assert data["eg"][0] == pytest.approx(system.eg(data["u"][0]), rel=1e-14)
+    assert data["eg"][-1] < data["eg"][0]

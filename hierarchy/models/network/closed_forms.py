@@ -70,8 +70,8 @@ def erf_d(c):
 
 
 def erf_gx(c):
-    """``E[g(u) v] = C_uv E[g'(u)]`` (Stein)."""
-    return c[:, 0, 1] * erf_d(c)
+    """``E[v g(u)] = C_uv E[g'(u)]`` (Stein; variables in the order ``(v, u)``)."""
+    return c[:, 0, 1] * np.sqrt(TWO_OVER_PI / (1 + c[:, 1, 1]))
 
 
 # ----------------------------------------------------------------------------- relu
@@ -109,7 +109,7 @@ def relu_dx(c):
 
 
 def relu_gx(c):
-    """``E[g(u) v] = C_uv / 2``."""
+    """``E[v g(u)] = C_uv / 2``."""
     return c[:, 0, 1] / 2
 
 

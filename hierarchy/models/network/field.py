@@ -31,13 +31,24 @@ from hierarchy.models.network.model import Network, gram, network_from_config, s
 
 
 def ridge_drift(net, u):
-    """The ridge's part of the drift: ``-2 eta alpha Q_ik`` and ``-eta alpha R_in``."""
+    """The ridge's part of the drift: ``-2 eta alpha Q_ik``, ``-eta alpha R_in`` and, for a
+    trained second layer, ``-eta_v alpha v_k`` (the penalty ``(alpha/2)(|w|^2/N + |v|^2)``)."""
     out = np.zeros(len(net.labels))
     n_q = net.K * (net.K + 1) // 2
     n_r = net.K * net.M
     out[:n_q] = -2 * net.step * net.ridge * u[:n_q]
     out[n_q:n_q + n_r] = -net.step * net.ridge * u[n_q:n_q + n_r]
+    if net.trained_second_layer:
+        out[n_q + n_r:] = -net.step_second_layer * net.ridge * u[n_q + n_r:]
     return out
+
+
+def time_factor(net):
+    """The factor of the field per unit of the family's time (1, or the seed convention's)."""
+    if net.data != "mixture":
+        return 1.0
+    from hierarchy.models.network.mixture import time_factor as mixture_time_factor
+    return mixture_time_factor(net.mixture, net.step)
 
 
 def row_weights(group, v):
@@ -214,6 +225,7 @@ class NetworkSystem:
         self.labels = list(net.labels)
         self.n = len(self.labels)
         self._positions = {label: j for j, label in enumerate(self.labels)}
+        self.factor = time_factor(net)
 
     @property
     def engine(self):
@@ -233,8 +245,8 @@ class NetworkSystem:
     def drift_and_corrector(self, u):
         """``(f, g)`` at ``u``, ordered like :attr:`labels` (the ridge is in ``f``)."""
         out = self.evaluator.outputs(u)
-        return out[:self.n] + ridge_drift(self.net, np.asarray(u, dtype=float)), \
-            out[self.n:2 * self.n]
+        drift = out[:self.n] + ridge_drift(self.net, np.asarray(u, dtype=float))
+        return self.factor * drift, self.factor * out[self.n:2 * self.n]
 
     def rhs(self, u, t=0.0):
         """``du/dalpha = f + g``."""
@@ -248,7 +260,8 @@ class NetworkSystem:
     def quadrature_error(self, u):
         """Estimated quadrature error of ``f + g`` and of ``eg`` at ``u``: ``(rhs, eg)``."""
         error = self.evaluator.quadrature_error(u)
-        return error[:self.n] + error[self.n:2 * self.n], float(error[2 * self.n])
+        return (self.factor * (error[:self.n] + error[self.n:2 * self.n]),
+                float(error[2 * self.n]))
 
 
 def network_system(config_or_net, engine="auto"):
