@@ -349,3 +349,14 @@ def test_solve_writes_eg_and_exits_zero(tmp_path):
     system = FAMILY.system(config(init={"statistics": {"Q1.1": 0.2}}))
     assert data["eg"][0] == pytest.approx(system.eg(data["u"][0]), rel=1e-14)
     assert data["eg"][-1] < data["eg"][0]
+
+
+def test_show_prints_the_derivation_in_text_and_latex():
+    cfg = config(model={"student": {"width": 2}, "teacher": {"width": 1}})
+    text = FAMILY.show(cfg)
+    assert "dl/dlambda_1 = D1*v1*(G1*v1 + G2*v2 - H1*vs1 - sigma*xi)" in text
+    assert "dR2.1 = -eta E[dl/dlambda_2 nu_1]" in text and "(erf_i4)" in text
+    latex = FAMILY.show(cfg, format="latex")
+    assert r"\mathbb{E}" in latex and r"\partial_{\lambda_1}\ell" in latex
+    logistic = FAMILY.show(config(model={"loss": "logistic"}))
+    assert "randomised QMC" in logistic

@@ -87,6 +87,7 @@ class NetworkFamily(ModelFamily):
 
     name = "network"
     state_name = "u"
+    show_formats = ("text", "latex")
     key_help = KEY_HELP
     section_help = {
         "model": "A two-layer student yhat = sum_k v_k g(w_k.x/sqrt N), its data and its loss "
@@ -226,6 +227,16 @@ class NetworkFamily(ModelFamily):
     def check_study(self, config):
         """The study's own check (before any job)."""
         network_study.check(config)
+
+    # 12 (N2)
+    def fixed_points(self, config, progress=None):
+        """The symmetric plateau (with its escape eigenvalue), the specialised point and the
+        end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
+        from hierarchy.models.network import fixed_points as network_fixed_points
+        system = self.system(config)
+        start = self.initial_state(config, system)
+        end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
+        return network_fixed_points.fixed_points(self.network(config), system, end[-1, :-1])
 
     # 13
     def show(self, config, format="text"):
