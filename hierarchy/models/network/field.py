@@ -17,6 +17,7 @@ Two evaluations of the expectations of :mod:`.derivation`:
 import dataclasses
 
 import numpy as np
+import sympy
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import closed_forms, quadrature
@@ -85,15 +86,21 @@ class TableField:
         for j, group in enumerate(self.table.groups):
             form = closed_forms.expectation(net, group.pattern)
             if form is None:
-                functions = [numpy_function(single_field_function(net, e), X)
-                             for e in group.pattern]
-                form = self._hermite(functions)
-                self.quadrature_groups.append((j, functions))
+                expressions = [single_field_function(net, e) for e in group.pattern]
+                functions = [numpy_function(h, X) for h in expressions]
+                smooth = not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min)
+                                 for h in expressions)
+                form = self._hermite(functions) if smooth else self._qmc(functions)
+                self.quadrature_groups.append((j, functions, smooth))
             self.evaluators.append(form)
 
     @staticmethod
     def _hermite(functions):
         return lambda c: quadrature.hermite_expectation(functions, c)
+
+    @staticmethod
+    def _qmc(functions):
+        return lambda c: quadrature.qmc_expectation(functions, c)
 
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
@@ -109,15 +116,18 @@ class TableField:
     def quadrature_error(self, u):
         """Bound on the quadrature error of ``[f, g, eg]`` at ``u`` (0 where all is closed form).
 
-        The sum over quadrature rows of ``|weight| * |E_n - E_{n+4}|`` per output.
+        The sum over quadrature rows of ``|weight|`` times the row's error: ``|E_n - E_{n+4}|``
+        of Gauss-Hermite for smooth functions, the QMC replicates' standard error for
+        non-smooth ones (``relu``).
         """
         u = np.asarray(u, dtype=float)
         c = gram(self.net, u)
         v = second_layer_of(self.net, u)
         out = np.zeros(2 * self.table.size + 1)
-        for j, functions in self.quadrature_groups:
+        for j, functions, smooth in self.quadrature_groups:
             group = self.table.groups[j]
-            error = quadrature.hermite_error(functions, sub_covariances(c, group.fields))
+            estimate = quadrature.hermite_error if smooth else quadrature.qmc_error
+            error = estimate(functions, sub_covariances(c, group.fields))
             np.add.at(out, group.target, np.abs(row_weights(group, v)) * error)
         return out
 

@@ -6,6 +6,9 @@
   Its error is estimated from two orders (:func:`hermite_error`): ``|E_n - E_{n + STEP}|``.
   Exponentially small for smooth integrands (``tanh``, ``sigmoid``); only algebraic for a kink
   (``relu``'s ``g'``), which is why the error is reported rather than assumed.
+- :func:`qmc_expectation`: randomised QMC for the rows whose functions have a kink or a step
+  (``relu``), where the two-order Gauss-Hermite estimate is not an error bound; its error is
+  the replicates' standard error (:func:`qmc_error`).
 - :func:`qmc_points`: randomised quasi-Monte-Carlo standard-normal points in ``R`` independent
   scrambles (fixed seeds, so the field is a deterministic function of the state); the spread
   of the ``R`` replicate means is the error of their average (:mod:`.field` uses them for the
@@ -83,6 +86,37 @@ def hermite_error(functions, c):
     d = c.shape[-1]
     return np.abs(hermite_expectation(functions, c, ORDERS[d])
                   - hermite_expectation(functions, c, ORDERS[d] + STEP))
+
+
+def qmc_replicates(functions, c, replicates=REPLICATES, count=QMC_POINTS):
+    """``E[prod_f h_f(z_f)]`` per randomised-QMC replicate: ``(replicates, rows)``.
+
+    For the non-smooth single-field functions (a kink or a step: ``relu``), on which
+    Gauss-Hermite converges only algebraically and its two-order estimate is not an error
+    bound; the replicates' spread is (:func:`qmc_error`).
+    """
+    d = c.shape[-1]
+    points = qmc_points(d, replicates, count)
+    root = square_root(c)
+    out = np.empty((replicates, len(c)))
+    for r in range(replicates):
+        z = np.einsum("pj,rij->rpi", points[r], root)
+        values = np.ones(z.shape[:2])
+        for f, h in enumerate(functions):
+            values = values * h(z[..., f])
+        out[r] = values.mean(axis=1)
+    return out
+
+
+def qmc_expectation(functions, c):
+    """The mean of :func:`qmc_replicates` (``rows,``)."""
+    return qmc_replicates(functions, c).mean(axis=0)
+
+
+def qmc_error(functions, c):
+    """The standard error of :func:`qmc_expectation` over its replicates (``rows,``)."""
+    reps = qmc_replicates(functions, c)
+    return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
 
 @functools.cache
