@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hierarchy.config.documents import deep_merge
 from hierarchy.config.loader import defaults_for, validate_config
@@ -164,3 +166,161 @@ def test_statistics_map_is_inverse_and_its_rate_is_its_derivative(name, width, c
     h = 1e-5
     central = (smap.to_network(u + h * du) - smap.to_network(u - h * du)) / (2 * h)
     assert np.allclose(smap.rate_to_network(u, du), central, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------- the fields
+# The generic network field of a preset against the hand-built field of the same model, at
+# random states (v, m random; R_perp a random positive semi-definite matrix, sometimes
+# singular), mapped by the StatisticsMap. snr = inf: both are exact point evaluations at the
+# cluster centres, so they agree to rounding (1e-10). Finite snr: both are QMC averages; the
+# hand-built error is measured over re-scrambled point sets (REPLICATES of them, the
+# hand-built code with other Sobol seeds), the generic one is its stated quadrature error
+# (a standard error over its own replicates), and the difference must lie within the
+# Student-t bound of the two standard errors at family-wise level FALSE_ALARM per state.
+
+#: re-scrambled point sets of the hand-built field at finite snr
+REPLICATES = 12
+#: family-wise false-alarm probability of the finite-snr bound, per state
+FALSE_ALARM = 1e-3
+#: replicates behind the generic field's stated error (hierarchy.models.network.quadrature)
+NETWORK_REPLICATES = 8
+EXACT = 1e-10
+
+
+def network_of(name, hand_config):
+    """The generic network (and its config) of a hand-built mixture config."""
+    cfg = validate_config(deep_merge(defaults_for(FAMILY), presets.preset_config(name,
+                                                                                 hand_config)))
+    return FAMILY.network(cfg)
+
+
+def random_gram(rng, k, rank):
+    a = rng.standard_normal((k, rank))
+    return a @ a.T / max(rank, 1)
+
+
+def two_layer_state(rng, width, signals):
+    """A random gmm-binary / gmm-xor state ``(v, m, R_perp)`` packed in its label order."""
+    from hierarchy.models.gmm.layout import pack
+    v = 1.5 * rng.standard_normal(width)
+    m = rng.standard_normal((signals, width))
+    r = random_gram(rng, width, int(rng.integers(1, width + 1)))
+    return pack(v[None], m[None], r[None])[:, 0]
+
+
+def multiclass_state(rng, classes):
+    """A random gmm-multiclass state ``(m, R_perp)`` packed in its label order."""
+    from hierarchy.models.multiclass.layout import pack
+    m = 1.5 * rng.standard_normal((classes, classes))
+    r = random_gram(rng, classes, int(rng.integers(1, classes + 1)))
+    return pack(m[None], r[None])[:, 0]
+
+
+def replicate_fields(monkeypatch_target, attribute, evaluate, seeds):
+    """The hand-built field at one state with its Sobol points re-scrambled by ``seeds``."""
+    original = getattr(monkeypatch_target, attribute)
+    out = []
+    with pytest.MonkeyPatch.context() as patch:
+        for seed in seeds:
+            patch.setattr(monkeypatch_target, attribute,
+                          lambda *args, _seed=seed, **kw: original(*args, **{**kw,
+                                                                              "seed": _seed}))
+            out.append(evaluate())
+    return np.array(out)
+
+
+def t_bound(se_a, dof_a, se_b, dof_b, components):
+    """Welch's Student-t quantile times the combined standard error, per component, at
+    family-wise level :data:`FALSE_ALARM` over ``components`` (Bonferroni)."""
+    from scipy.stats import t as student
+    a, b = se_a ** 2, se_b ** 2
+    dof = (a + b) ** 2 / np.maximum(a ** 2 / dof_a + b ** 2 / dof_b, 1e-300)
+    return student.ppf(1 - FALSE_ALARM / (2 * components), np.maximum(dof, 1.0)) \
+        * np.sqrt(a + b)
+
+
+def check_against_replicates(smap, hand_state, replicates, net_field, net_error):
+    """The generic field within the t bound of the hand-built replicates' mean."""
+    pushed = np.array([smap.rate_to_network(hand_state[:, None], r[:, None])[:, 0]
+                       for r in replicates])
+    mean = pushed.mean(axis=0)
+    se_hand = pushed.std(axis=0, ddof=1) / math.sqrt(len(pushed))
+    bound = t_bound(net_error, NETWORK_REPLICATES - 1, se_hand, len(pushed) - 1, len(mean))
+    assert np.all(np.abs(net_field - mean) <= bound), \
+        (np.abs(net_field - mean) / np.sqrt(net_error ** 2 + se_hand ** 2)).max()
+
+
+TWO_LAYER = st.sampled_from([("gmm-binary", 2), ("gmm-xor", 1), ("gmm-xor", 3), ("gmm-xor", 4)])
+STEPS = st.sampled_from([0.5, 1.0, 2.0])
+RIDGES = st.sampled_from([0.0, 0.05, 0.2])
+CONVENTIONS = st.sampled_from(mixture.CONVENTIONS)
+
+
+def two_layer_case(name, width, snr, ridge, step, convention):
+    """``(hand-built model, generic system, statistics map, time factor)`` of one case."""
+    from hierarchy.models.gmm.model import from_config
+    from hierarchy.models.network.field import network_system
+    hand_config = {"model": {"family": name, "snr": snr, "ridge": ridge, "width": width},
+                   "init": {"source": "statistics", "statistics": {}}, "sgd": {"step": step}}
+    document = presets.preset_config(name, hand_config)
+    document["model"]["mixture"]["convention"] = convention
+    net = FAMILY.network(validate_config(deep_merge(defaults_for(FAMILY), document)))
+    # the generic field is du/dalpha in the network convention (alpha = t / c_delta)
+    factor = step if convention == "network" else 1.0
+    return (from_config(hand_config), network_system(net), presets.statistics_map(name,
+                                                                                  hand_config),
+            factor)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=TWO_LAYER, seed=st.integers(0, 2 ** 31 - 1), ridge=RIDGES, step=STEPS,
+       convention=CONVENTIONS)
+def test_two_layer_presets_equal_the_hand_built_field_at_snr_inf(case, seed, ridge, step,
+                                                                 convention):
+    from hierarchy.models.gmm.field import field_function
+    name, width = case
+    model, system, smap, factor = two_layer_case(name, width, "inf", ridge, step, convention)
+    hand_field, _ = field_function(model, "numpy")
+    u = two_layer_state(np.random.default_rng(seed), width, model.signals)
+    expected = factor * smap.rate_to_network(u[:, None], hand_field(u[:, None]))[:, 0]
+    got = system.rhs(smap.to_network(u[:, None])[:, 0])
+    assert np.max(np.abs(got - expected)) <= EXACT
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(case=TWO_LAYER, seed=st.integers(0, 2 ** 31 - 1), snr=st.sampled_from([0.5, 1.0, 4.0]),
+       ridge=RIDGES, step=STEPS, convention=CONVENTIONS)
+def test_two_layer_presets_equal_the_hand_built_field_at_finite_snr(case, seed, snr, ridge, step,
+                                                                    convention):
+    from hierarchy.models.gmm import functionals
+    from hierarchy.models.gmm.field import field_function, raw_field
+    name, width = case
+    model, system, smap, factor = two_layer_case(name, width, snr, ridge, step, convention)
+    u = two_layer_state(np.random.default_rng(seed), width, model.signals)
+    net_u = smap.to_network(u[:, None])[:, 0]
+    got = system.rhs(net_u)
+    error = system.quadrature_error(net_u)[0]
+    replicates = factor * replicate_fields(
+        functionals, "normal_points", lambda: raw_field(model, u[:, None])[:, 0],
+        range(7000, 7000 + REPLICATES))
+    check_against_replicates(smap, u, replicates, got, error)
+    # the shipped field (its own fixed points; the compiled kernel when it compiles) is one
+    # draw of the same law: within the bound of one replicate's spread
+    shipped, _ = field_function(model)
+    one = factor * smap.rate_to_network(u[:, None], shipped(u[:, None]))[:, 0]
+    pushed = np.array([smap.rate_to_network(u[:, None], r[:, None])[:, 0] for r in replicates])
+    spread = pushed.std(axis=0, ddof=1)
+    bound = t_bound(error, NETWORK_REPLICATES - 1, spread, REPLICATES - 1, len(got))
+    assert np.all(np.abs(got - one) <= bound)
+
+
+@pytest.mark.parametrize("name", ["binary", "xor"])
+def test_shipped_network_configs_are_the_presets_of_the_hand_built_ones(name):
+    from hierarchy.config.documents import read_toml
+    from hierarchy.config.loader import load_config
+    root = "tools/configs"
+    preset = presets.preset_config(f"gmm-{name}", load_config(f"{root}/gmm_{name}.toml"))
+    assert read_toml(f"{root}/network_mixture_{name}.toml") == preset
+    assert load_config(f"{root}/network_mixture_{name}.toml")["model"]["family"] == "network"

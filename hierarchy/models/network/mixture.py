@@ -38,6 +38,8 @@ import numpy as np
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import SNR_MIN
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.network.field import Component
+from hierarchy.models.network.model import gram
 
 CONVENTIONS = ("network", "seed")
 KEYS = ("means", "weights", "labels", "snr", "convention")
@@ -116,6 +118,28 @@ class MixtureData:
     def noiseless(self):
         """True at ``snr = inf``."""
         return math.isinf(self.snr)
+
+    def components(self, net, u):
+        """The Gaussian components of the local fields at state ``u`` (:func:`field_moments`).
+
+        Parameters
+        ----------
+        net : hierarchy.models.network.model.Network
+            With ``net.mixture`` this mixture.
+        u : array_like, shape (len(net.labels),)
+
+        Returns
+        -------
+        list of hierarchy.models.network.field.Component
+            One per cluster: its weight, the mean and covariance of ``z = (lambda, nu)``, its
+            label and the corrector's factor :func:`variance_factor`.
+        """
+        c = gram(net, u)
+        K = net.K
+        means, covariance = field_moments(self, c[:K, :K], c[:K, K:])
+        factor = variance_factor(self)
+        return [Component(weight=p, mean=mean, covariance=covariance, label=y, variance=factor)
+                for p, mean, y in zip(self.weights, means, self.labels)]
 
 
 def mixture_from_config(config):
@@ -214,20 +238,6 @@ def _check_against_model(mixture, config):
 # The law of the local fields
 
 
-@dataclasses.dataclass(frozen=True)
-class Component:
-    """One Gaussian component of the law of the local fields ``z = (lambda, nu)``.
-
-    ``weight``: ``p_c``; ``mean`` ``(K + S,)``; ``covariance`` ``(K + S, K + S)`` (all zero
-    at ``snr = inf``); ``label``: the cluster's ``y_c`` (a constant given the cluster).
-    """
-
-    weight: float
-    mean: np.ndarray
-    covariance: np.ndarray
-    label: float
-
-
 def field_moments(mixture, q, r):
     """The moments of ``z = (lambda, nu)`` per cluster, as arrays.
 
@@ -251,13 +261,6 @@ def field_moments(mixture, q, r):
     means = np.concatenate([centres @ r.T, centres], axis=1)
     gram = np.block([[q, r], [r.T, np.eye(mixture.signals)]])
     return means, gram * variance_factor(mixture)
-
-
-def components(mixture, q, r):
-    """The list of :class:`Component` of the local fields (:func:`field_moments`)."""
-    means, covariance = field_moments(mixture, q, r)
-    return [Component(weight=p, mean=mean, covariance=covariance, label=y)
-            for p, mean, y in zip(mixture.weights, means, mixture.labels)]
 
 
 def variance_factor(mixture):

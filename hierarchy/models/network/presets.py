@@ -44,7 +44,8 @@ MIXTURES = {
 }
 #: keys copied unchanged (the seed convention keeps their meaning), by table, where the
 #: network family has them
-CARRIED = {"solve": ("t_final", "points"), "sgd": ("dimension", "step", "runs", "seed"),
+CARRIED = {"solve": ("t_final", "points", "rtol", "atol"),
+           "sgd": ("dimension", "step", "runs", "seed"),
            "study": ("dimensions", "runs", "seed")}
 
 
@@ -144,7 +145,7 @@ def _init(family_name, config, network_model):
     if student["second_layer"] == "trained":
         draw = np.random.default_rng(seed).standard_normal(student["width"])
         student["second_layer_values"] = [float(x) for x in draw]
-    return {"source": "gaussian", "statistics": {}, "scale": scale, "seed": seed}
+    return {"source": "gaussian", "scale": scale, "seed": seed}
 
 
 def statistics_map(family_name, config):
