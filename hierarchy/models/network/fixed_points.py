@@ -1,0 +1,222 @@
+"""Fixed points of the order-parameter ODE ``du/dalpha = f + g``, with their stability.
+
+Three kinds of points (``kind`` of each result):
+
+- ``"symmetric plateau"``: when the student units are exchangeable (equal fixed second layer,
+  or a trained one) and so are the teacher units (``T = a I + b (1 - I)``, equal ``v*``), the
+  subspace ``Q_ii = q``, ``Q_ik = c``, ``R_in = s`` (and ``v_i = v``) is invariant (``K > 1``);
+  the flow inside it from a small symmetric start (``Q = a I / 2``, ``R = 0``) ends at the
+  unspecialised plateau of Saad & Solla (1995), polished by Newton. It is a saddle: the
+  largest eigenvalue of its Jacobian, the *escape eigenvalue*, sets the rate at which a small
+  symmetry breaking grows, i.e. the length of the plateau (``~ log(1/breaking) / escape``);
+- ``"specialised"`` (``K = M``): the invariant subspace ``Q_ii = q``, ``Q_ik = c``,
+  ``R_ii = r``, ``R_in = s`` (``i != n``), searched from the teacher itself (``Q = R = T``). With
+  ``sigma = 0`` the teacher is a root for every ``eta`` (the loss is 0 on every sample);
+  with label noise the point moves by ``O(eta sigma^2)``;
+- ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
+  polished by Newton (scipy ``hybr``), when it is a root.
+
+The Jacobian is a central difference of the field (step :data:`H`); a point is stable when
+every eigenvalue has a real part below ``-TOL``. The ``eta -> 0`` points (the roots of the
+drift alone, ``f / eta``) come from :func:`committee_points` with ``vanishing_step=True``.
+"""
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.optimize import root
+
+#: central-difference step of the Jacobian
+H = 1e-6
+#: eigenvalues above ``-TOL`` are not contracting
+TOL = 1e-8
+#: largest ``|field|`` at a root
+RESIDUAL = 1e-9
+#: two roots closer than this are the same point
+SAME = 1e-6
+#: ``eta alpha`` of the symmetric flow that finds the plateau
+FLOW_HORIZON = 5000.0
+
+
+def field_function(system, vanishing_step=False):
+    """``u -> du/dalpha`` of ``system`` (``f + g``), or the ``eta -> 0`` field ``f / eta``."""
+    if not vanishing_step:
+        return lambda u: np.asarray(system.rhs(np.asarray(u, dtype=float), 0.0), dtype=float)
+    eta = float(system.net.step)
+    return lambda u: np.asarray(system.drift_and_corrector(np.asarray(u, dtype=float))[0],
+                                dtype=float) / eta
+
+
+def exchangeable(net):
+    """Whether the symmetric subspaces are invariant (see the module docstring)."""
+    if net.data != "teacher":
+        return False
+    t = net.overlap_matrix
+    off = t[~np.eye(net.M, dtype=bool)]
+    equal_t = np.allclose(np.diag(t), t[0, 0]) and (off.size == 0 or np.allclose(off, off[0]))
+    equal_vs = np.allclose(net.teacher_second_layer, net.teacher_second_layer[0])
+    equal_v = net.trained_second_layer or np.allclose(net.second_layer, net.second_layer[0])
+    return bool(equal_t and equal_vs and equal_v)
+
+
+def symmetry_classes(net, specialised):
+    """``{name: label positions}`` of the labels sharing one value: ``q`` (``Q_ii``), ``c``
+    (``Q_ik``), ``r`` (``R_ii``, specialised only), ``s`` (the other ``R_in``), ``v``; empty
+    classes dropped."""
+    names = {"q": [], "c": [], "r": [], "s": [], "v": []}
+    for j, label in enumerate(net.labels):
+        if label[0] == "v":
+            names["v"].append(j)
+            continue
+        i, n = (int(x) for x in label[1:].split("."))
+        if label[0] == "Q":
+            names["q" if i == n else "c"].append(j)
+        else:
+            names["r" if specialised and i == n else "s"].append(j)
+    return {name: np.array(members, dtype=int) for name, members in names.items() if members}
+
+
+def expand(net, classes, values):
+    """The state with the value of each class at its labels."""
+    u = np.zeros(net.size)
+    for members, value in zip(classes.values(), values):
+        u[members] = value
+    return u
+
+
+def solve_in_subspace(net, function, classes, guess):
+    """A root of ``function`` in the subspace of ``classes``, from ``guess`` (``{name:
+    value}``). The field at a symmetric state is symmetric, so the class means of the field
+    are its equations."""
+    def reduced(values):
+        with np.errstate(all="ignore"):
+            field = function(expand(net, classes, values))
+        out = np.array([field[members].mean() for members in classes.values()])
+        return np.where(np.isfinite(out), out, 1e6)
+
+    start = [guess[name] for name in classes]
+    solution = root(reduced, np.asarray(start, dtype=float), method="hybr",
+                    options={"xtol": 1e-14})
+    return expand(net, classes, solution.x)
+
+
+def polish(function, guess):
+    """Newton (scipy ``hybr``) from ``guess`` in the full state space."""
+    def safe(u):
+        with np.errstate(all="ignore"):
+            out = function(u)
+        return np.where(np.isfinite(out), out, 1e6)
+
+    return root(safe, np.asarray(guess, dtype=float), method="hybr",
+                options={"xtol": 1e-14}).x
+
+
+def residual(function, u):
+    """Largest ``|field|`` at ``u`` (inf when not finite)."""
+    with np.errstate(all="ignore"):
+        value = np.max(np.abs(function(u)))
+    return float(value) if np.isfinite(value) else float("inf")
+
+
+def jacobian(function, u, h=H):
+    """Central-difference Jacobian ``(n, n)`` of ``function`` at ``u``."""
+    u = np.asarray(u, dtype=float)
+    columns = [(function(u + h * e) - function(u - h * e)) / (2 * h) for e in np.eye(len(u))]
+    return np.array(columns).T
+
+
+def classify(net, system, function, u, kind):
+    """The result dict of a root ``u``: ``u``, ``stable``, ``eigenvalues`` (ascending real
+    part), ``kind``, ``eg``, ``residual``, ``escape_eigenvalue`` (the largest real part) and
+    a printed ``note``."""
+    u = np.asarray(u, dtype=float)
+    values = np.linalg.eigvals(jacobian(function, u))
+    values = values[np.argsort(values.real)]
+    listed = [float(e.real) if abs(e.imag) < 1e-9 else complex(e) for e in values]
+    top = float(values.real.max())
+    risk = float(system.eg(u))
+    note = f"{kind}; eg = {risk:.6g}; largest eigenvalue {top:.6g}"
+    return {"u": dict(zip(net.labels, map(float, u))), "stable": bool(top < -TOL),
+            "eigenvalues": listed, "kind": kind, "eg": risk, "escape_eigenvalue": top,
+            "residual": residual(function, u), "note": note}
+
+
+def symmetric_flow_end(net, function, classes, start, horizon=None):
+    """The end of the flow of ``function`` inside the subspace of ``classes`` (the reduced
+    ODE of the class values), from ``start`` (``{name: value}``) to ``alpha = horizon``.
+
+    Inside the unspecialised subspace the plateau attracts (it is a saddle only across the
+    subspace), so the flow from a small symmetric start ends there.
+    """
+    def reduced(t, values):
+        with np.errstate(all="ignore"):
+            field = function(expand(net, classes, values))
+        return [field[members].mean() for members in classes.values()]
+
+    horizon = FLOW_HORIZON / max(float(net.step), 1e-3) if horizon is None else horizon
+    solution = solve_ivp(reduced, (0.0, horizon), [start[name] for name in classes],
+                         method="LSODA", rtol=1e-9, atol=1e-12)
+    return dict(zip(classes, solution.y[:, -1]))
+
+
+def starts(net):
+    """The symmetric start of the plateau search (``Q = a I / 2``, ``R = 0``, ``T = a I +
+    b (1 - I)``) and the specialised one, the teacher itself (``Q = R = T``); ``v`` at its
+    start."""
+    t = net.overlap_matrix
+    a, b = float(t[0, 0]), float(t[0, 1]) if net.M > 1 else 0.0
+    v = float(np.mean(net.second_layer))
+    return {"q": a / 2, "c": 0.0, "s": 0.0, "v": v}, {"q": a, "c": b, "r": a, "s": b, "v": v}
+
+
+def committee_points(net, system, vanishing_step=False):
+    """The symmetric plateau and (``K = M``) the specialised point, classified.
+
+    Returns
+    -------
+    list of dict
+        The points found (a root with residual at most :data:`RESIDUAL`), as
+        :func:`classify` returns them; ``[]`` when the units are not exchangeable.
+    """
+    if not exchangeable(net):
+        return []
+    function = field_function(system, vanishing_step)
+    symmetric, teacher = starts(net)
+    plateau = symmetric_flow_end(net, function, symmetry_classes(net, False), symmetric)
+    searches = [("symmetric plateau", False, plateau)] if net.K > 1 else []
+    if net.K == net.M:
+        searches.append(("specialised", True, teacher))
+    found = []
+    for kind, specialised, guess in searches:
+        point = solve_in_subspace(net, function, symmetry_classes(net, specialised), guess)
+        if residual(function, point) < RESIDUAL:
+            found.append(classify(net, system, function, point, kind))
+    return found
+
+
+def distinct(points):
+    """The points, each root once (the first kind found is kept)."""
+    kept = []
+    for point in points:
+        u = np.array(list(point["u"].values()))
+        if not any(np.max(np.abs(u - np.array(list(k["u"].values())))) < SAME for k in kept):
+            kept.append(point)
+    return kept
+
+
+def fixed_points(net, system, end=None):
+    """The classified fixed points of ``net``'s ODE (module docstring).
+
+    Parameters
+    ----------
+    net : hierarchy.models.network.model.Network
+    system : hierarchy.models.network.field.NetworkSystem
+    end : array_like, optional
+        The end of the solve from the config's start, polished and kept when it is a root.
+    """
+    points = committee_points(net, system)
+    if end is not None and np.all(np.isfinite(end)):
+        function = field_function(system)
+        polished = polish(function, end)
+        if residual(function, polished) < RESIDUAL:
+            points.append(classify(net, system, function, polished, "end of the solve"))
+    return distinct(points)
