@@ -84,7 +84,8 @@ def finite_difference(function, point, k, h=1e-6):
 
 @pytest.mark.parametrize("activation", ["erf", "relu", "tanh"])
 def test_one_step_is_the_documented_update(activation):
-    """w_k' = (1 - eta alpha/N) w_k - eta dl/dlambda_k x/sqrt(N), v_k' = v_k - (eta_v/N) dl/dv_k,
+    """w_k' = (1 - eta alpha/N) w_k - eta dl/dlambda_k x/sqrt(N),
+    v_k' = v_k - (eta_v/N)(dl/dv_k + alpha v_k),
     with the derivatives taken here by finite differences of the loss itself."""
     eta, eta_v, ridge, n = 0.7, 1.3, 0.4, 30
     net = make_net(student={"activation": activation, "second_layer": "trained",
@@ -103,7 +104,8 @@ def test_one_step_is_the_documented_update(activation):
         dl_dv = finite_difference(lambda p: loss(lam, p, y), v0, k)
         expected_w = (1 - eta * ridge / n) * w0[:, k] - eta * dl_dlam[:, None] * x / np.sqrt(n)
         assert np.max(np.abs(ensemble.weights[:, k] - expected_w)) < 1e-7
-        assert np.max(np.abs(ensemble.v[:, k] - (v0[:, k] - eta_v / n * dl_dv))) < 1e-9
+        expected_v = v0[:, k] - eta_v / n * (dl_dv + ridge * v0[:, k])
+        assert np.max(np.abs(ensemble.v[:, k] - expected_v)) < 1e-9
 
 
 def test_teacher_labels_follow_the_teacher():

@@ -3,7 +3,7 @@
 One SGD step from weights with statistics ``u`` (``docs/network.md``: ``c = 1 - eta alpha/N``,
 ``d = dl/dlambda``, ``z = (lambda, nu)``):
 
-- ``R_in' - R_in = (c - 1) R_in - (eta/N) d_i nu_n`` and ``v' - v = -(eta_v/N) dl/dv``: the
+- ``R_in' - R_in = (c - 1) R_in - (eta/N) d_i nu_n`` and ``v' - v = -(eta_v/N)(dl/dv + alpha v)``: the
   mean is exactly ``f / N``;
 - ``Q_ik' - Q_ik = (c^2 - 1) Q_ik - c (eta/N)(d_i lambda_k + d_k lambda_i)
   + (eta^2/N^2) d_i d_k |x|^2``, whose mean is ``(f + g) / N`` plus a remainder of order

@@ -7,7 +7,8 @@ teacher data). The ensemble keeps them as arrays ``(runs, K, N)``, ``(runs, K)``
 ``docs/network.md``:
 
 - ``w_k <- (1 - eta alpha / N) w_k - eta (dl/dlambda_k) x / sqrt(N)`` (ridge ``alpha``);
-- ``v_k <- v_k - (eta_v / N) dl/dv_k`` when the second layer is trained,
+- ``v_k <- v_k - (eta_v / N) (dl/dv_k + alpha v_k)`` when the second layer is trained (the
+  penalty ``(alpha/2)(|w|^2/N + |v|^2)`` on every trained parameter),
 
 with ``dl/dlambda``, ``dl/dv`` from :class:`~hierarchy.models.network.gradients.SampleGradients`
 (the same derivatives the derivation differentiates: one formula, one place) and the labels
@@ -140,8 +141,8 @@ class NetworkEnsemble:
         lam = np.matmul(self.weights, x[:, :, None])[:, :, 0] / root
         coef = self.gradients.dl_dlambda(lam, self.v, y)
         if net.trained_second_layer:
-            self.v -= (net.step_second_layer / self.dimension) * self.gradients.dl_dv(
-                lam, self.v, y)
+            self.v -= (net.step_second_layer / self.dimension) * (
+                self.gradients.dl_dv(lam, self.v, y) + net.ridge * self.v)
         if net.ridge:
             self.weights *= 1.0 - net.step * net.ridge / self.dimension
         self.weights -= (net.step / root) * coef[:, :, None] * x[:, None, :]
