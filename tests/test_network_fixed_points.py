@@ -72,6 +72,21 @@ def test_noisy_specialised_risk_grows_linearly_in_the_step():
     assert abs(risks[1] / risks[0] - 2.0) < 0.1, risks
 
 
+def test_identical_students_point_is_a_root_above_the_plateau():
+    """K = M = 3, eta = 1: Q_ii = Q_ik (every student the same) is a root with a higher risk
+    than the symmetric plateau, unstable in the students' spread; at eta -> 0 the two meet."""
+    net, system = committee(3)
+    kinds = by_kind(fp.committee_points(net, system))
+    same, plateau = kinds["symmetric, identical students"], kinds["symmetric plateau"]
+    u = np.array(list(same["u"].values()))
+    q = [j for j, label in enumerate(net.labels) if label.startswith("Q")]
+    assert np.ptp(u[q]) < 1e-12 and same["residual"] < fp.RESIDUAL
+    assert same["eg"] > plateau["eg"] and not same["stable"]
+    small = by_kind(fp.committee_points(net, system, vanishing_step=True))
+    limit = small["symmetric, identical students"]["u"]
+    assert max(abs(limit[k] - small["symmetric plateau"]["u"][k]) for k in limit) < 1e-6
+
+
 def test_escape_eigenvalue_is_the_growth_rate_of_the_ode():
     """From the eta = 1 plateau pushed by 1e-7 along the escape eigenvector, the ODE's
     distance to the plateau grows like exp(escape alpha)."""
@@ -114,6 +129,6 @@ def test_family_fixed_points_of_a_config(tmp_path):
                     '[solve]\nt_final = 10.0\npoints = 3\n')
     points = family("network").fixed_points(load_config(path))
     kinds = {p["kind"]: p for p in points}
-    assert set(kinds) == {"symmetric plateau", "specialised"}
+    assert set(kinds) == {"symmetric plateau", "symmetric, identical students", "specialised"}
     assert not kinds["symmetric plateau"]["stable"] and kinds["specialised"]["stable"]
     assert all("note" in p and p["residual"] < fp.RESIDUAL for p in points)

@@ -9,6 +9,11 @@ Three kinds of points (``kind`` of each result):
   unspecialised plateau of Saad & Solla (1995), polished by Newton. It is a saddle: the
   largest eigenvalue of its Jacobian, the *escape eigenvalue*, sets the rate at which a small
   symmetry breaking grows, i.e. the length of the plateau (``~ log(1/breaking) / escape``);
+- ``"symmetric, identical students"``: the same inside the smaller invariant subspace
+  ``Q_ii = Q_ik`` (every student vector the same, as a start from tiny weights nearly is);
+  its root is the first plateau such a start meets (at ``eta -> 0`` it is the plateau
+  itself, ``Q = C = 1/(2K - 1)``; at finite ``eta`` the corrector spreads the students and
+  the flow moves on to the symmetric plateau);
 - ``"specialised"`` (``K = M``): the invariant subspace ``Q_ii = q``, ``Q_ik = c``,
   ``R_ii = r``, ``R_in = s`` (``i != n``), searched from the teacher itself (``Q = R = T``). With
   ``sigma = 0`` the teacher is a root for every ``eta`` (the loss is 0 on every sample);
@@ -58,10 +63,10 @@ def exchangeable(net):
     return bool(equal_t and equal_vs and equal_v)
 
 
-def symmetry_classes(net, specialised):
+def symmetry_classes(net, specialised, identical=False):
     """``{name: label positions}`` of the labels sharing one value: ``q`` (``Q_ii``), ``c``
     (``Q_ik``), ``r`` (``R_ii``, specialised only), ``s`` (the other ``R_in``), ``v``; empty
-    classes dropped."""
+    classes dropped. ``identical``: ``Q_ii`` and ``Q_ik`` share ``q`` (identical students)."""
     names = {"q": [], "c": [], "r": [], "s": [], "v": []}
     for j, label in enumerate(net.labels):
         if label[0] == "v":
@@ -69,7 +74,7 @@ def symmetry_classes(net, specialised):
             continue
         i, n = (int(x) for x in label[1:].split("."))
         if label[0] == "Q":
-            names["q" if i == n else "c"].append(j)
+            names["q" if i == n or identical else "c"].append(j)
         else:
             names["r" if specialised and i == n else "s"].append(j)
     return {name: np.array(members, dtype=int) for name, members in names.items() if members}
@@ -181,13 +186,18 @@ def committee_points(net, system, vanishing_step=False):
         return []
     function = field_function(system, vanishing_step)
     symmetric, teacher = starts(net)
-    plateau = symmetric_flow_end(net, function, symmetry_classes(net, False), symmetric)
-    searches = [("symmetric plateau", False, plateau)] if net.K > 1 else []
+    searches = []
+    if net.K > 1:
+        for kind, identical in (("symmetric plateau", False),
+                                ("symmetric, identical students", True)):
+            classes = symmetry_classes(net, False, identical)
+            start = dict(symmetric, c=0.0 if not identical else symmetric["q"])
+            searches.append((kind, classes, symmetric_flow_end(net, function, classes, start)))
     if net.K == net.M:
-        searches.append(("specialised", True, teacher))
+        searches.append(("specialised", symmetry_classes(net, True), teacher))
     found = []
-    for kind, specialised, guess in searches:
-        point = solve_in_subspace(net, function, symmetry_classes(net, specialised), guess)
+    for kind, classes, guess in searches:
+        point = solve_in_subspace(net, function, classes, guess)
         if residual(function, point) < RESIDUAL:
             found.append(classify(net, system, function, point, kind))
     return found
