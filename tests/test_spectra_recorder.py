@@ -113,12 +113,20 @@ def test_an_interrupted_recording_resumes_reusing_the_saved_snapshots(tmp_path, 
         np.testing.assert_array_equal(fresh[key], resumed[key], err_msg=key)
 
 
-def test_a_resume_with_another_config_reuses_nothing(tmp_path, monkeypatch):
+def test_a_resume_with_another_config_is_refused_and_reuses_nothing(tmp_path, monkeypatch,
+                                                                     capsys):
     with monkeypatch.context() as patch:
         interrupt_after(patch, 2)
         assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 130
+    before = (tmp_path / "o" / "result.json").read_text()
     other = write(tmp_path, seed=5, name="other.toml")
-    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--resume", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--resume", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sgd.seed differs" in err
+    assert (tmp_path / "o" / "result.json").read_text() == before   # the other run is intact
+    # a fresh run of the other config in that folder reuses none of the first's snapshots
+    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--quiet"]) == 0
     summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
     assert summary["spectra"]["reused"] == 0
 

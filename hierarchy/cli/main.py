@@ -76,7 +76,7 @@ def main(argv=None):
     except HierarchyError as error:
         # Bad input is one line; a failed compile carries the compiler's own lines after it.
         report(f"error: {str(error).strip()}")
-        return EXIT_BAD_INPUT
+        return getattr(error, "exit_status", EXIT_BAD_INPUT)  # 1 for a diverged study job
     except KeyboardInterrupt:
         report(interrupted_message(args, before))
         return EXIT_INTERRUPTED

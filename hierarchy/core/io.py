@@ -506,10 +506,12 @@ class Checkpoint:
         self.min_interval = float(min_interval)
         self._last_save = -math.inf
 
-    def save(self, *, t, mu, labels, summary=None, extra_arrays=None, state=None, force=False):
+    def save(self, *, t, mu, labels, summary=None, extra_arrays=None, state=None, force=False,
+             state_name="mu"):
         """Save a partial result (``complete: false``); skipped when saved recently unless
-        ``force``. ``state`` (dict of arrays) is what the run needs to continue. Returns
-        whether it saved.
+        ``force``. ``state`` (dict of arrays) is what the run needs to continue;
+        ``state_name`` names ``mu`` in the npz (:func:`write_result`). Returns whether it
+        saved.
 
         The state is written first under a name holding its hash, then the result whose
         json points to it, then older states are removed: at every instant the json on disk
@@ -522,17 +524,18 @@ class Checkpoint:
             _write_result(
                 self.out_dir, t=t, mu=mu, labels=labels, config=self.config, summary=summary,
                 extra_arrays=extra_arrays, complete=False, name=self.name, record_extra=pointer,
+                state_name=state_name,
             )
             _remove_states(self.out_dir, self.name, keep=None if pointer is None else pointer["state_file"])
         self._last_save = now
         return True
 
-    def finish(self, *, t, mu, labels, summary=None, extra_arrays=None):
+    def finish(self, *, t, mu, labels, summary=None, extra_arrays=None, state_name="mu"):
         """Write the final result (``complete: true``) and drop the resume state."""
         with hold_signals():
             path = write_result(
                 self.out_dir, t=t, mu=mu, labels=labels, config=self.config, summary=summary,
-                extra_arrays=extra_arrays, complete=True, name=self.name,
+                extra_arrays=extra_arrays, complete=True, name=self.name, state_name=state_name,
             )
             _remove_states(self.out_dir, self.name)
         return path

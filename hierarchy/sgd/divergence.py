@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from hierarchy.core.errors import HierarchyError
+
 #: A moment or pre-activation above this magnitude (or a non-finite one) counts as divergence.
 DIVERGENCE_THRESHOLD = 1e12
 
@@ -36,3 +38,13 @@ def divergence(values, labels=None, quantity="moment", threshold=DIVERGENCE_THRE
     value = flat[index]
     what = "non-finite" if not np.isfinite(value) else f"above {threshold:g} in magnitude"
     return f"{name} = {value:.6g} ({what})", value
+
+
+class DivergedError(HierarchyError):
+    """SGD diverged where no partial result file can hold the rows (a study job): exit 1.
+
+    The command line reports it in one line, like bad input, but with
+    :attr:`exit_status` 1 (a failed run), not 2.
+    """
+
+    exit_status = 1

@@ -1,27 +1,33 @@
-"""``hierarchy sgd`` with a ``[spectra]`` table: the SGD ensemble, run 0's spectra, and the
-spectra predicted from the summary statistics, written to ``spectra.npz``.
+"""``hierarchy sgd`` of an ensemble family, with a ``[spectra]`` table: the SGD ensemble,
+run 0's spectra, and the spectra predicted from the summary statistics, in ``spectra.npz``.
 
-A family hands :func:`sgd_with_spectra` its spectral adapter (see
-:class:`~hierarchy.spectra.recorder.SpectralRecorder`; it also provides
+:func:`run_ensemble` is the ``hierarchy sgd`` of the ensemble families: it hands the shared
+job (:func:`hierarchy.sgd.ensemble.run_ensemble_job`: step-count check, checkpoints,
+``--resume``, divergence, result files) the family's ``run(times, observer, **loop)`` and,
+when ``[spectra] times`` asks for them, the spectral recorder
+(:class:`~hierarchy.spectra.recorder.SpectralRecorder`) as the loop's observer, over the
+union of the output and spectra times. The family's spectral adapter also provides
 ``predicted(u0, times, table)``, the population outliers and alignment along the ballistic
-ODE from run 0's own initial statistics) and ``run(times, observer)``, its SGD loop.
+ODE from run 0's own initial statistics. A run without spectra removes a ``spectra.npz``
+left in the folder by an earlier run, so none is ever stale next to a new ``result.json``.
 
 ``spectra.npz`` holds ``t`` (the snapshot times), ``samples_used`` (``M̃`` per snapshot) and,
 for each matrix ``hessian``, ``G`` and block ``b``: ``{matrix}_{b}_eigenvalues`` (times x r,
 decreasing ``|value|``), ``{matrix}_{b}_alignment`` (times), ``{matrix}_{b}_bulk_edge``
 (times), ``{matrix}_{b}_eigenvectors_last`` (the last snapshot's vectors, n x r), and the
 predictions ``{matrix}_{b}_outliers_predicted`` (times x r), ``{matrix}_{b}_alignment_predicted``
-and ``{matrix}_{b}_bulk_predicted`` (times).
+and ``{matrix}_{b}_bulk_predicted`` (times). When run 0 diverged, only the snapshots before
+it are there.
 """
 
-import dataclasses
 import io
 import pathlib
 
 import numpy as np
 
-from hierarchy.core.io import atomic_write, interruptible
-from hierarchy.sgd.ensemble import ProgressObserver
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import atomic_write
+from hierarchy.sgd.ensemble import run_ensemble_job
 from hierarchy.spectra.config import sample_count
 from hierarchy.spectra.recorder import SpectralRecorder, inputs_hash
 from hierarchy.spectra.snapshot import MATRICES
@@ -38,61 +44,74 @@ def recording_times(output_times, spectra_times):
     return union, outputs, snapshots
 
 
-def sgd_with_spectra(adapter, config, out_dir, run, output_times, *, resume=False,
-                     progress=None):
-    """Run the family's SGD with the recorder; write ``spectra.npz``.
-
-    Returns
-    -------
-    (Trajectory, list of int, dict)
-        The SGD trajectory at the union of times, the rows of ``output_times`` in it, and
-        the spectra summary (snapshots, reused, recomputed, ``M̃``).
-    """
-    table = config["spectra"]
-    union, outputs, schedule = recording_times(output_times, table["times"])
-    samples = sample_count(table, int(config["sgd"]["dimension"]))
-    pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)
-    recorder = SpectralRecorder(adapter, table, samples, out_dir, inputs_hash(config),
-                                schedule, resume=resume, progress=progress)
-    with interruptible():
-        trajectory = run(union, ProgressObserver(progress, union[-1], recorder))
-    first = np.asarray(trajectory.u_runs)[0, 0]
-    predicted = adapter.predicted(first, np.asarray(table["times"], float), table)
-    write_spectra(out_dir, table, recorder, predicted)
-    recorder.discard_partial()
-    summary = {"snapshots": len(recorder.snapshots), "reused": recorder.reused,
-               "recomputed": recorder.recomputed, "samples": samples, "data": table["data"],
-               "run": 0, "file": RESULT}
-    return trajectory, outputs, summary
-
-
-def run_ensemble(config, out_dir, run, output_times, adapter=None, *, resume=False,
-                 progress=None):
-    """A family's SGD ensemble, with the spectra when ``[spectra] times`` asks for them.
+def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name="u",
+                 resume=False, progress=None, **summary):
+    """A family's ``hierarchy sgd``: the ensemble, with the spectra when ``[spectra] times``
+    asks for them; the result files and the summary.
 
     Parameters
     ----------
     run : callable
-        ``run(times, observer=None)``: the family's SGD loop, a Trajectory at ``times``.
+        ``run(times, observer=None, **loop)``: the family's SGD loop through
+        :func:`hierarchy.sgd.ensemble.simulate_ensemble` (``loop``: ``resume``,
+        ``on_checkpoint``, ``checkpoint_every``).
     adapter : object or None
         The family's spectral adapter; None for a family without spectra.
+    state_name : str
+        The family's name of the run mean in ``result.npz``.
+    **summary
+        More summary entries (sampler, dimension, ...).
 
     Returns
     -------
-    (Trajectory, dict)
-        The trajectory at ``output_times`` and the extra summary entries (``spectra``).
+    dict
+        The summary written to ``result.json`` (with ``spectra`` when recorded).
     """
+    if adapter is None or not config.get("spectra", {}).get("times"):
+        def start(resume, state):
+            (pathlib.Path(out_dir) / RESULT).unlink(missing_ok=True)  # another run's
+            return None
+        return run_ensemble_job(config, out_dir, run, output_times, state_name=state_name,
+                                observer=start, resume=resume, progress=progress, **summary)
+    table = config["spectra"]
+    union, outputs, schedule = recording_times(output_times, table["times"])
+    samples = sample_count(table, int(config["sgd"]["dimension"]))
+    held = {}
+
+    def start(resume, state):
+        (pathlib.Path(out_dir) / RESULT).unlink(missing_ok=True)
+        held["recorder"] = SpectralRecorder(adapter, table, samples, out_dir,
+                                            inputs_hash(config), schedule, resume=resume,
+                                            progress=progress)
+        return held["recorder"]
+
+    def finish(trajectory):
+        recorder = held["recorder"]
+        predicted, missing = prediction(adapter, trajectory, table)
+        write_spectra(out_dir, table, recorder, predicted)
+        recorder.discard_partial()
+        report = recorder.report(final=True)
+        report["spectra"]["file"] = RESULT
+        if missing:
+            report["spectra"]["prediction"] = missing
+        return report
+
+    return run_ensemble_job(config, out_dir, run, output_times, state_name=state_name,
+                            times=union, rows=outputs, observer=start, on_finish=finish,
+                            resume=resume, progress=progress, **summary)
+
+
+def prediction(adapter, trajectory, table):
+    """``(predicted, why_missing)``: the adapter's prediction from run 0's start, or ``{}``
+    and the reason it is missing (run 0 not finite at ``t = 0``, or the ODE of the
+    prediction failed: the SGD result and its snapshots are kept all the same)."""
+    first = np.asarray(trajectory.columns["u_runs"])[0, 0]
+    if not np.all(np.isfinite(first)):
+        return {}, "not computed: run 0 is not finite at t = 0"
     try:
-        if adapter is None or not config.get("spectra", {}).get("times"):
-            with interruptible():
-                return run(output_times, ProgressObserver(progress, output_times[-1])), {}
-        trajectory, rows, summary = sgd_with_spectra(adapter, config, out_dir, run,
-                                                     output_times, resume=resume,
-                                                     progress=progress)
-        return restrict(trajectory, rows), {"spectra": summary}
-    finally:
-        if progress is not None:
-            progress.close()  # end the status line before the command's own output
+        return adapter.predicted(first, np.asarray(table["times"], float), table), None
+    except HierarchyError as error:
+        return {}, f"not computed: {error}"
 
 
 def write_spectra(out_dir, table, recorder, predicted):
@@ -119,17 +138,4 @@ def write_spectra(out_dir, table, recorder, predicted):
     return atomic_write(pathlib.Path(out_dir) / RESULT, buffer.getvalue())
 
 
-def restrict(trajectory, rows):
-    """The SGD trajectory at ``rows`` of its times only (the ``[solve]`` output times)."""
-    rows = np.asarray(rows, int)
-    u_runs = np.asarray(trajectory.u_runs)[:, rows]
-    columns = dict(trajectory.columns)
-    columns["u_runs"] = u_runs
-    columns["steps"] = np.asarray(trajectory.steps)[rows]
-    return dataclasses.replace(trajectory, t=np.asarray(trajectory.t)[rows],
-                               y=np.asarray(trajectory.y)[rows], columns=columns,
-                               info=dict(trajectory.info))
-
-
-__all__ = ["MATRICES", "RESULT", "recording_times", "restrict", "run_ensemble",
-           "sgd_with_spectra", "write_spectra"]
+__all__ = ["MATRICES", "RESULT", "recording_times", "run_ensemble", "write_spectra"]

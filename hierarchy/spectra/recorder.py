@@ -1,31 +1,41 @@
 """The spectral recorder: an SGD observer that records run 0's spectra at chosen times.
 
-The SGD loops of the families that support spectra (``gmm-multiclass``, ``gmm-xor``) call
+The ensemble loop (:func:`hierarchy.sgd.ensemble.simulate_ensemble`) calls
 ``observer(index, t, x, recent)`` at every recording time (``x`` the ensemble's parameters,
-``recent`` the last ``observer.window`` samples of run 0 or None). At each time of
-``[spectra] times`` the recorder computes every selected block's top eigenpairs, alignment
-and bulk edge (:func:`hierarchy.spectra.snapshot.block_spectra`) and saves the snapshots so
-far to ``spectra.partial.npz`` (one atomic write per snapshot).
+``recent`` the last ``observer.window`` samples of run 0 or None); the recorder
+``watches`` run 0, so it is not called once run 0 has diverged. At each time of
+``[spectra] times`` it computes every selected block's top eigenpairs, alignment and bulk
+edge (:func:`hierarchy.spectra.snapshot.block_spectra`) and saves that snapshot alone as
+``spectra.partial/snapshot-J.npz`` (one atomic write of one snapshot: the I/O is linear in
+the number of snapshots).
 
-Interruption and resume. The SGD itself is not checkpointed: it is deterministic given its
-seed, so ``--resume`` reruns it and reuses a saved snapshot only if the inputs hash matches
-(model, start, SGD, ``[spectra]``) AND the fingerprint of run 0's parameters at that time
-is the one saved (a sum, a norm and a few entries); any mismatch recomputes the snapshot and
-says so. Snapshots are what costs (Lanczos on every block), so a resumed run repeats only
-the cheap part. Nothing is reused silently: the summary counts reused and recomputed ones.
+Interruption and resume. The SGD ensemble is checkpointed by its job
+(:func:`hierarchy.sgd.ensemble.run_ensemble_job`); the snapshots taken before the checkpoint
+are taken from the saved files (:meth:`SpectralRecorder.covers`), and a snapshot at or after
+it is reused only if the inputs hash matches (model, start, SGD, ``[spectra]``) AND the
+fingerprint of run 0's parameters at that time is the one saved (a sum, a norm and a few
+entries); any mismatch recomputes the snapshot. A damaged file (truncated, bit-flipped,
+zeroed, empty) or another config's is discarded with a warning on stderr. Nothing is reused
+silently: the summary counts the snapshots reused, recomputed and discarded.
 """
 
 import hashlib
 import io
 import json
 import pathlib
+import shutil
+import sys
 
 import numpy as np
 
-from hierarchy.core.io import atomic_write
+from hierarchy.core.io import atomic_write, hold_signals
 from hierarchy.spectra.snapshot import MATRICES, block_spectra
+from hierarchy.study.store import UNREADABLE
 
-PARTIAL = "spectra.partial.npz"
+#: The folder of the snapshots saved so far (one file each).
+PARTIAL = "spectra.partial"
+#: The one-file layout of earlier versions, removed with the folder.
+LEGACY_PARTIAL = "spectra.partial.npz"
 
 
 def inputs_hash(config):
@@ -56,25 +66,34 @@ class SpectralRecorder:
     samples : int
         ``M̃``.
     out_dir : path-like
-        Where ``spectra.partial.npz`` goes.
+        Where ``spectra.partial/`` goes.
     config_hash : str
         :func:`inputs_hash` of the config.
     schedule : dict
         Index of a recording time of the SGD loop -> index of its ``[spectra] times`` entry.
     resume : bool
-        Reuse matching saved snapshots.
+        Reuse matching saved snapshots; without it the saved ones are removed.
     progress : hierarchy.core.progress.Progress, optional
+    warn : callable, optional
+        Called with a one-line message per discarded damaged file (default: stderr).
     """
 
+    #: The run whose spectra are recorded (the loop stops calling once it diverged).
+    watches = 0
+
     def __init__(self, adapter, table, samples, out_dir, config_hash, schedule, *,
-                 resume=False, progress=None):
+                 resume=False, progress=None, warn=None):
         self.adapter, self.table, self.samples = adapter, table, int(samples)
         self.times = np.asarray(table["times"], float)
         self.window = self.samples if table["data"] == "train" else 0
-        self.path = pathlib.Path(out_dir) / PARTIAL
+        self.folder = pathlib.Path(out_dir) / PARTIAL
         self.hash, self.progress, self.schedule = config_hash, progress, dict(schedule)
+        self.warn = warn or (lambda message: print(message, file=sys.stderr))
         self.snapshots = {}       # snapshot index -> {"fingerprint", "used", spectra entries}
-        self.reused = self.recomputed = 0
+        self.reused = self.recomputed = self.discarded = 0
+        self._written = set()
+        if not resume:
+            self.discard_partial()
         self._saved = self._load() if resume else {}
         self._test = None
         if table["data"] == "test":
@@ -88,9 +107,10 @@ class SpectralRecorder:
         which = self.schedule[index]
         parameters = self.adapter.run_zero(x)
         mark = fingerprint(parameters)
-        saved = self._saved.get(which)
+        saved = self._saved.pop(which, None)
         if saved is not None and np.array_equal(saved["fingerprint"], mark):
             self.snapshots[which] = saved
+            self._written.add(which)
             self.reused += 1
         else:
             self.recomputed += saved is not None
@@ -99,6 +119,26 @@ class SpectralRecorder:
         if self.progress is not None:
             self.progress.update(f"spectra at t = {t:g} ({len(self.snapshots)}/"
                                  f"{len(self.times)})")
+
+    def covers(self, row):
+        """Take the saved snapshots of the recording rows before ``row`` (a checkpoint's):
+        whether every one of them was there (else SGD must start again from step 0)."""
+        before = [which for index, which in self.schedule.items() if index < row]
+        if any(which not in self._saved for which in before):
+            return False
+        for which in before:
+            self.snapshots[which] = self._saved.pop(which)
+            self._written.add(which)
+            self.reused += 1
+        return True
+
+    def report(self, final=False):
+        """The summary's ``spectra`` counts so far (``final``: the saved snapshots never
+        used count as discarded)."""
+        unused = len(self._saved) if final else 0
+        return {"spectra": {"snapshots": len(self.snapshots), "reused": self.reused,
+                            "recomputed": self.recomputed, "discarded": self.discarded + unused,
+                            "samples": self.samples, "data": self.table["data"], "run": 0}}
 
     def _snapshot(self, parameters, recent, mark):
         samples, labels = self._test if self._test is not None else recent
@@ -111,48 +151,70 @@ class SpectralRecorder:
                 entry[(matrix, block)] = value
         return entry
 
-    # -- the partial file ---------------------------------------------------------------
+    # -- the partial files --------------------------------------------------------------
+
+    def path(self, which):
+        """The file of snapshot ``which``."""
+        return self.folder / f"snapshot-{int(which):05d}.npz"
 
     def _save(self):
-        arrays = {"hash": np.array(self.hash), "done": np.array(sorted(self.snapshots))}
-        for i, entry in self.snapshots.items():
-            arrays[f"s{i}_fingerprint"] = entry["fingerprint"]
-            arrays[f"s{i}_used"] = np.array(entry["used"])
+        """Write the snapshots not yet on disk, one file each."""
+        for which in sorted(set(self.snapshots) - self._written):
+            entry = self.snapshots[which]
+            arrays = {"hash": np.array(self.hash), "index": np.array(which),
+                      "fingerprint": entry["fingerprint"], "used": np.array(entry["used"])}
             for key, value in entry.items():
                 if isinstance(key, tuple):
-                    name = f"s{i}_{key[0]}_{key[1]}"
+                    name = f"{key[0]}_{key[1]}"
                     arrays[name + "_eigenvalues"] = value["eigenvalues"]
                     arrays[name + "_vectors"] = value["vectors"]
                     arrays[name + "_alignment"] = np.array(value["alignment"])
                     arrays[name + "_bulk_edge"] = np.array(value["bulk_edge"])
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        atomic_write(self.path, buffer.getvalue())
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with hold_signals():
+                atomic_write(self.path(which), buffer.getvalue())
+            self._written.add(which)
 
     def _load(self):
-        if not self.path.exists():
-            return {}
-        try:
-            with np.load(self.path) as data:
-                if str(data["hash"]) != self.hash:
-                    return {}
-                return {int(i): self._read(data, int(i)) for i in data["done"]}
-        except (OSError, ValueError, KeyError):
-            return {}
+        """The saved snapshots of this config; damaged and foreign files are discarded."""
+        saved = {}
+        paths = sorted(self.folder.glob("snapshot-*.npz")) if self.folder.is_dir() else []
+        for path in paths:
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    digest, which = str(data["hash"]), int(data["index"])
+                    entry = self._read(data)
+            except (*UNREADABLE, TypeError) as error:
+                reason = " ".join(str(error).split())[:120] or type(error).__name__
+                self.warn(f"warning: {path} is damaged ({reason}); recomputing that snapshot")
+                self.discarded += 1
+                continue
+            if digest != self.hash or path != self.path(which) \
+                    or which not in self.schedule.values():
+                self.discarded += 1
+                continue
+            saved[which] = entry
+        return saved
 
-    def _read(self, data, i):
-        entry = {"fingerprint": data[f"s{i}_fingerprint"], "used": int(data[f"s{i}_used"])}
+    def _read(self, data):
+        fingerprint_ = np.asarray(data["fingerprint"], dtype=float)
+        if fingerprint_.shape != (5,):
+            raise ValueError(f"fingerprint of shape {fingerprint_.shape}")
+        entry = {"fingerprint": fingerprint_, "used": int(data["used"])}
         for names, _ in self.adapter.groups(self.table["top"], self.table["blocks"]):
             for block in names:
                 for matrix in MATRICES:
-                    name = f"s{i}_{matrix}_{block}"
+                    name = f"{matrix}_{block}"
                     entry[(matrix, block)] = {
-                        "eigenvalues": data[name + "_eigenvalues"],
-                        "vectors": data[name + "_vectors"],
+                        "eigenvalues": np.asarray(data[name + "_eigenvalues"], dtype=float),
+                        "vectors": np.asarray(data[name + "_vectors"], dtype=float),
                         "alignment": float(data[name + "_alignment"]),
                         "bulk_edge": float(data[name + "_bulk_edge"])}
         return entry
 
     def discard_partial(self):
-        """Remove ``spectra.partial.npz`` (after ``spectra.npz`` is written)."""
-        self.path.unlink(missing_ok=True)
+        """Remove ``spectra.partial/`` (after ``spectra.npz`` is written, or on a fresh run)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+        (self.folder.parent / LEGACY_PARTIAL).unlink(missing_ok=True)

@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from hierarchy.core.errors import HierarchyError
+from hierarchy.sgd.divergence import DivergedError
+from hierarchy.sgd.ensemble import check_step_count, nan_divergence
 from hierarchy.study.dimension_report import write_dimension_study
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
 
@@ -42,6 +43,15 @@ def run_columns(trajectory, labels):
     """``(runs, T, k)`` of ``labels`` from an ensemble trajectory's ``u_runs``."""
     columns = [list(trajectory.labels).index(label) for label in labels]
     return np.asarray(trajectory.u_runs)[:, :, columns]
+
+
+def study_divergence(runs, times, labels, dimension, step):
+    """The error (exit 1) of an SGD job with a diverged run: which run, step, time, statistic."""
+    first = nan_divergence(runs, np.asarray(times, float), labels)
+    steps = int(np.rint(first["t"] * dimension / float(step)))
+    return DivergedError(f"study: SGD at n = {dimension}: run {first['run']} diverged by step "
+                         f"{steps} (t = {first['t']:.6g}): {first['statistic']}; the finished "
+                         "jobs are kept; lower sgd.step", field="sgd.step")
 
 
 def dimension_seed(seed, dimension):
@@ -75,7 +85,10 @@ class DimensionStudy:
         return list(self._observables(config))
 
     def check(self, config):
-        """The family's check, before any job."""
+        """The family's check, and the SGD step count of every dimension, before any job."""
+        for dimension in config["study"]["dimensions"]:
+            check_step_count(config["solve"]["t_final"], dimension, config["sgd"]["step"],
+                             dimension_key="study.dimensions")
         if self._check is not None:
             self._check(config)
 
@@ -114,8 +127,7 @@ class DimensionStudy:
                                     dimension_seed(study["seed"], job.dimension), labels, times),
                           float)
         if not np.all(np.isfinite(runs)):
-            raise HierarchyError(f"study: an SGD run at n = {job.dimension} diverged; lower "
-                                 "sgd.step", field="sgd.step")
+            raise study_divergence(runs, times, labels, job.dimension, config["sgd"]["step"])
         result = {"mu": runs.mean(axis=0), "sd": runs.std(axis=0, ddof=1), "status": 0,
                   "dimension": int(job.dimension)}
         reference = self.per_run_reference(config)

@@ -42,7 +42,7 @@ from hierarchy.models.gmm.starts import from_table, gaussian_start
 from hierarchy.models.gmm.study import STUDY
 from hierarchy.models.gmm.system import system as mixture_system
 from hierarchy.ode.default_job import write_solved
-from hierarchy.sgd.ensemble import write_ensemble
+from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.spectra import config as spectra_config
 from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
@@ -185,17 +185,15 @@ class MixtureFamily(ModelFamily):
         start = start_table(init)
         model = self.mixture(config)
 
-        def run(times, observer=None):
+        def run(times, observer=None, **loop):
             return sgd.run_sgd(model, table["dimension"], table["runs"], times,
-                               seed=table["seed"], start=start, observer=observer)
+                               seed=table["seed"], start=start, observer=observer, **loop)
 
         adapter = (XorSpectra(model, table["dimension"], config["solve"])
                    if "spectra" in self.defaults else None)
-        trajectory, extra = run_ensemble(config, out_dir, run, self.output_times(config),
-                                         adapter, resume=resume, progress=progress)
-        return write_ensemble(out_dir, config, trajectory, trajectory.u_runs, self.state_name,
-                              dimension=int(table["dimension"]), sampler="network SGD",
-                              **extra)
+        return run_ensemble(config, out_dir, run, self.output_times(config), adapter,
+                            state_name=self.state_name, resume=resume, progress=progress,
+                            dimension=int(table["dimension"]), sampler="network SGD")
 
     # 8
     def run_solve(self, config, out_dir, progress):
@@ -205,8 +203,13 @@ class MixtureFamily(ModelFamily):
         times = self.output_times(config)
         solve = config["solve"]
         with interruptible():
-            trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
-                                         atol=solve["atol"])
+            try:
+                trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
+                                             atol=solve["atol"])
+            except SolveInterrupted as stop:  # keep the trajectory so far (complete: false)
+                write_solved(out_dir, config, stop.result, self.state_name,
+                             stop.result.info.get("method", ""))
+                raise
         return write_solved(out_dir, config, trajectory, self.state_name,
                             trajectory.info.get("method", ""))
 

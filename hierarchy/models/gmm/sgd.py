@@ -15,13 +15,12 @@ import math
 
 import numpy as np
 
-from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.gmm.ballistic import as_state
 from hierarchy.models.gmm.functionals import sqrt_psd
 from hierarchy.models.gmm.layout import pack, unpack
 from hierarchy.models.gmm.network import gradients
 from hierarchy.models.gmm.starts import init_scale
-from hierarchy.sgd.ensemble import check_ensemble, step_counts
+from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
 
 
 def statistics(model, weights, v):
@@ -72,7 +71,53 @@ def sgd_step(model, weights, v, x, labels, delta):
     v -= delta * (grad_v + model.ridge * v)
 
 
-def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
+class NetworkEnsemble:
+    """The :class:`~hierarchy.sgd.ensemble.Ensemble` of ``runs`` networks (see :func:`run_sgd`)."""
+
+    def __init__(self, model, dimension, runs, seed, start, window):
+        check_ensemble(dimension, runs, model.signals + 2)
+        self.model, self.labels = model, list(model.labels)
+        self.runs, self.dimension, self.step = int(runs), int(dimension), float(model.step)
+        self.rng = np.random.default_rng(seed)
+        if start is None:
+            self.weights, self.v = gaussian_parameters(model, dimension, runs, self.rng)
+        else:
+            self.weights, self.v = table_parameters(model, dimension, runs, self.rng,
+                                                    as_state(model, start))
+        self.size = self.weights.size + self.v.size
+        self.delta = model.step / dimension
+        self.window = SampleWindow(window, dimension)
+
+    def advance(self, count):
+        for _ in range(count):
+            x, labels = sample_batch(self.model, self.runs, self.dimension, self.rng)
+            self.window.push(x[0], labels[0])
+            sgd_step(self.model, self.weights, self.v, x, labels, self.delta)
+
+    def statistics(self):
+        return statistics(self.model, self.weights, self.v).T
+
+    def norms(self):
+        return np.einsum("rkn,rkn->r", self.weights, self.weights) + np.sum(self.v**2, axis=1)
+
+    def parameters(self):
+        return self.weights, self.v
+
+    def recent(self):
+        return self.window.contents()
+
+    def state(self):
+        return {"weights": self.weights, "v": self.v, "rng": rng_state(self.rng),
+                **self.window.state()}
+
+    def restore(self, state):
+        self.weights = np.array(state["weights"], dtype=float)
+        self.v = np.array(state["v"], dtype=float)
+        set_rng_state(self.rng, state["rng"])
+        self.window.restore(state)
+
+
+def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None, **loop):
     """Online SGD of ``runs`` independent networks in dimension ``N``.
 
     Parameters
@@ -85,41 +130,23 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
         ensemble's live arrays ``W (runs, K, N)``, ``v (runs, K)`` (not copies) and
         ``recent``: the last ``observer.window`` samples ``(X, y)`` of run 0 when the
         observer has a positive ``window`` attribute, else None (the spectral recorder).
+    **loop
+        ``resume``, ``on_checkpoint``, ``checkpoint_every`` of
+        :func:`hierarchy.sgd.ensemble.simulate_ensemble` (which also stops a diverging run).
 
     Returns
     -------
     Trajectory
-        ``y`` the run mean; columns ``u_runs`` ``(runs, T, d)`` (runs x times x
-        statistics, as the interface fixes; note its first axis is the run, not the time)
-        and ``steps``.
+        ``y`` the mean over the runs alive at each time; ``u_runs`` ``(runs, T, d)`` (runs x
+        times x statistics, as the interface fixes; note its first axis is the run, not the
+        time; NaN from where a run was stopped), columns ``steps`` and ``alive``.
     """
-    check_ensemble(dimension, runs, model.signals + 2)
-    steps = step_counts(times, dimension, model.step)
-    rng = np.random.default_rng(seed)
-    if start is None:
-        weights, v = gaussian_parameters(model, dimension, runs, rng)
-    else:
-        weights, v = table_parameters(model, dimension, runs, rng, as_state(model, start))
-    delta = model.step / dimension
-    window = SampleWindow(getattr(observer, "window", 0), dimension)
-    rows, done = [], 0
-    with np.errstate(over="ignore", invalid="ignore"):
-        for index, target in enumerate(steps):
-            for _ in range(int(target) - done):
-                x, labels = sample_batch(model, runs, dimension, rng)
-                window.push(x[0], labels[0])
-                sgd_step(model, weights, v, x, labels, delta)
-            done = int(target)
-            rows.append(statistics(model, weights, v).T)
-            if observer is not None:
-                observer(index, done * delta, (weights, v), window.contents())
-    u_runs = np.swapaxes(np.array(rows), 0, 1)                  # (runs, T, d)
-    status = Status.COMPLETE if np.all(np.isfinite(u_runs)) else Status.BLOWUP
-    return Trajectory(t=steps * model.step / dimension, y=u_runs.mean(axis=0),
-                      labels=list(model.labels), status=status,
-                      columns={"u_runs": u_runs, "steps": steps},
-                      info={"engine": "network-sgd", "dimension": dimension, "runs": runs,
-                            "seed": seed, "delta": delta})
+    ensemble = NetworkEnsemble(model, dimension, runs, seed, start,
+                               getattr(observer, "window", 0))
+    return simulate_ensemble(ensemble, times, observer=observer,
+                             info={"engine": "network-sgd", "dimension": dimension,
+                                   "runs": runs, "seed": seed, "delta": ensemble.delta},
+                             **loop)
 
 
 class SampleWindow:
@@ -144,3 +171,13 @@ class SampleWindow:
             return None
         kept = min(self.count, self.size)
         return self.x[:kept].copy(), self.y[:kept].copy()
+
+    def state(self):
+        """The window's arrays, for a checkpoint."""
+        return {"window_x": self.x, "window_y": self.y, "window_count": np.array(self.count)}
+
+    def restore(self, state):
+        """Refill from :meth:`state`."""
+        self.x = np.array(state["window_x"], dtype=float)
+        self.y = np.array(state["window_y"], dtype=float)
+        self.count = int(state["window_count"])

@@ -35,7 +35,7 @@ from hierarchy.models.multiclass.spectral import MulticlassSpectra
 from hierarchy.models.multiclass.starts import from_table, gaussian_start
 from hierarchy.models.multiclass.study import STUDY
 from hierarchy.ode.default_job import write_solved
-from hierarchy.sgd.ensemble import write_ensemble
+from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.spectra import config as spectra_config
 from hierarchy.spectra.job import run_ensemble
 from hierarchy.spectra.snapshot import block_names
@@ -176,16 +176,14 @@ class MulticlassFamily(ModelFamily):
         start = start_table(init)
         model = self.multiclass(config)
 
-        def run(times, observer=None):
+        def run(times, observer=None, **loop):
             return sgd.run_sgd(model, table["dimension"], table["runs"], times,
-                               seed=table["seed"], start=start, observer=observer)
+                               seed=table["seed"], start=start, observer=observer, **loop)
 
         adapter = MulticlassSpectra(model, table["dimension"], config["solve"])
-        trajectory, extra = run_ensemble(config, out_dir, run, self.output_times(config),
-                                         adapter, resume=resume, progress=progress)
-        return write_ensemble(out_dir, config, trajectory, trajectory.u_runs, self.state_name,
-                              dimension=int(table["dimension"]), sampler="multiclass SGD",
-                              **extra)
+        return run_ensemble(config, out_dir, run, self.output_times(config), adapter,
+                            state_name=self.state_name, resume=resume, progress=progress,
+                            dimension=int(table["dimension"]), sampler="multiclass SGD")
 
     # 8
     def run_solve(self, config, out_dir, progress):
@@ -194,9 +192,13 @@ class MulticlassFamily(ModelFamily):
         times = self.output_times(config)
         solve = config["solve"]
         with interruptible():
-            trajectory = field.integrate_field(model, self.initial_state(config), times,
-                                               rtol=solve["rtol"], atol=solve["atol"],
-                                               method=solve["method"])
+            try:
+                trajectory = field.integrate_field(model, self.initial_state(config), times,
+                                                   rtol=solve["rtol"], atol=solve["atol"],
+                                                   method=solve["method"])
+            except SolveInterrupted as stop:  # keep the trajectory so far (complete: false)
+                write_solved(out_dir, config, stop.result, self.state_name, solve["method"])
+                raise
         return write_solved(out_dir, config, trajectory, self.state_name, solve["method"])
 
     # 11

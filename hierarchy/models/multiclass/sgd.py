@@ -17,14 +17,15 @@ import numbers
 
 import numpy as np
 
-from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.multiclass.layout import pack, unpack
 from hierarchy.models.multiclass.loss import residuals
 from hierarchy.models.multiclass.starts import as_state
-from hierarchy.sgd.ensemble import check_ensemble, step_counts
+from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
 
-#: samples drawn at once (per run) to amortise the random generator's overhead
+#: steps of samples drawn at once (per run) to amortise the random generator's overhead
 CHUNK = 256
+#: largest block of samples drawn at once, in doubles (``steps x runs x d``)
+BLOCK_ELEMENTS = 1 << 22
 
 
 def statistics(model, x, means):
@@ -85,25 +86,109 @@ def _window(observer):
     return int(window) if ok else None
 
 
-def _advance(model, x, count, rng, delta, recent):
-    """``count`` SGD steps in place on every run, in chunks of fresh samples."""
-    runs, _, dimension = x.shape
+def sgd_steps(model, x, samples, labels, delta):
+    """SGD steps in place on every run, one per ``samples[s] (runs, d)``, ``labels[s]``."""
     shrink = 1.0 - delta * model.ridge
-    while count > 0:
-        size = min(CHUNK, count)
-        samples, labels = model.sample(size * runs, dimension, rng)
-        samples = samples.reshape(size, runs, dimension)
-        labels = labels.reshape(size, runs)
-        for y, label in zip(samples, labels):
-            r = residuals(x, y, label)                                   # (runs, k)
-            x *= shrink
-            x -= delta * r[:, :, None] * y[:, None, :]
-        if recent is not None:
-            recent.add(samples[:, 0], labels[:, 0])
-        count -= size
+    for y, label in zip(samples, labels):
+        r = residuals(x, y, label)                                       # (runs, k)
+        x *= shrink
+        x -= delta * r[:, :, None] * y[:, None, :]
 
 
-def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
+def _advance(model, x, count, rng, delta, recent):
+    """``count`` SGD steps in place on every run, their samples drawn at once."""
+    runs, _, dimension = x.shape
+    samples, labels = model.sample(count * runs, dimension, rng)
+    samples, labels = samples.reshape(count, runs, dimension), labels.reshape(count, runs)
+    sgd_steps(model, x, samples, labels, delta)
+    if recent is not None:
+        recent.add(samples[:, 0], labels[:, 0])
+
+
+def block_steps(runs, dimension):
+    """Steps per block of samples: :data:`CHUNK`, fewer when a block would exceed
+    :data:`BLOCK_ELEMENTS` doubles; fixed by ``runs`` and ``d`` alone."""
+    return int(max(1, min(CHUNK, BLOCK_ELEMENTS // max(int(runs) * int(dimension), 1))))
+
+
+class ClassifierEnsemble:
+    """The :class:`~hierarchy.sgd.ensemble.Ensemble` of ``runs`` classifiers (:func:`run_sgd`).
+
+    The samples come in blocks of :func:`block_steps` steps, each drawn whole from the
+    stream: which samples step ``s`` uses depends on ``s`` alone, not on the recording
+    times. A checkpoint holds the stream's state before the current block and how much of
+    it was used; resuming draws that block again.
+    """
+
+    def __init__(self, model, dimension, runs, seed, start, window):
+        check_ensemble(dimension, runs, 2 * model.classes)
+        self.model, self.labels = model, list(model.labels)
+        self.runs, self.dimension, self.step = int(runs), int(dimension), float(model.step)
+        self.rng = np.random.default_rng(seed)
+        state = None if start is None else as_state(model, start)
+        self.x = start_parameters(model, dimension, runs, self.rng, state)
+        self.size = self.x.size
+        self.means = model.means(dimension)
+        self.delta = model.step / dimension
+        self.block = block_steps(runs, dimension)
+        self.samples = self.classes = None
+        self.before_block, self.used = rng_state(self.rng), self.block
+        self.window = _Recent(window, dimension) if window else None
+
+    def draw_block(self):
+        """Draw the next block of samples (``(block, runs, d)`` and ``(block, runs)``)."""
+        self.before_block = rng_state(self.rng)
+        samples, labels = self.model.sample(self.block * self.runs, self.dimension, self.rng)
+        self.samples = samples.reshape(self.block, self.runs, self.dimension)
+        self.classes = labels.reshape(self.block, self.runs)
+        self.used = 0
+
+    def advance(self, count):
+        while count > 0:
+            if self.used == self.block:
+                self.draw_block()
+            size = min(count, self.block - self.used)
+            samples = self.samples[self.used:self.used + size]
+            classes = self.classes[self.used:self.used + size]
+            sgd_steps(self.model, self.x, samples, classes, self.delta)
+            if self.window is not None:
+                self.window.add(samples[:, 0], classes[:, 0])
+            self.used += size
+            count -= size
+
+    def statistics(self):
+        return statistics(self.model, self.x, self.means).T
+
+    def norms(self):
+        return np.einsum("rkd,rkd->r", self.x, self.x)
+
+    def parameters(self):
+        return self.x
+
+    def recent(self):
+        return self.window.ordered() if self.window is not None else None
+
+    def state(self):
+        state = {"x": self.x, "before_block": self.before_block, "used": np.array(self.used)}
+        if self.window is not None:
+            state.update(window_samples=self.window.samples, window_labels=self.window.labels,
+                         window_count=np.array(self.window.count))
+        return state
+
+    def restore(self, state):
+        self.x = np.array(state["x"], dtype=float)
+        set_rng_state(self.rng, state["before_block"])
+        used = int(state["used"])
+        if used < self.block:
+            self.draw_block()
+        self.used = used
+        if self.window is not None:
+            self.window.samples = np.array(state["window_samples"], dtype=float)
+            self.window.labels = np.array(state["window_labels"], dtype=np.int64)
+            self.window.count = int(state["window_count"])
+
+
+def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None, **loop):
     """Online SGD of ``runs`` independent classifiers in dimension ``d``.
 
     Parameters
@@ -118,32 +203,18 @@ def run_sgd(model, dimension, runs, times, seed=0, start=None, observer=None):
         state vector: every run starts from parameters realising it exactly.
     observer : callable, optional
         ``observer(index, t, x, recent)`` at each recording time (module docstring).
+    **loop
+        ``resume``, ``on_checkpoint``, ``checkpoint_every`` of
+        :func:`hierarchy.sgd.ensemble.simulate_ensemble` (which also stops a diverging run).
 
     Returns
     -------
     Trajectory
-        ``y`` the run mean; columns ``u_runs (runs, T, n)`` and ``steps``.
+        ``y`` the mean over the runs alive at each time; ``u_runs (runs, T, n)`` (NaN from
+        where a run was stopped), columns ``steps`` and ``alive``.
     """
-    check_ensemble(dimension, runs, 2 * model.classes)
-    steps = step_counts(times, dimension, model.step)
-    rng = np.random.default_rng(seed)
-    state = None if start is None else as_state(model, start)
-    x = start_parameters(model, dimension, runs, rng, state)
-    means = model.means(dimension)
-    delta = model.step / dimension
-    window = _window(observer) if observer is not None else None
-    recent = _Recent(window, dimension) if window else None
-    rows, done = [], 0
-    with np.errstate(over="ignore", invalid="ignore"):
-        for index, target in enumerate(steps):
-            _advance(model, x, int(target) - done, rng, delta, recent)
-            done = int(target)
-            rows.append(statistics(model, x, means).T)
-            if observer is not None:
-                observer(index, done * delta, x, recent.ordered() if recent else None)
-    u_runs = np.swapaxes(np.array(rows), 0, 1)                          # (runs, T, n)
-    status = Status.COMPLETE if np.all(np.isfinite(u_runs)) else Status.BLOWUP
-    return Trajectory(t=steps * delta, y=u_runs.mean(axis=0), labels=list(model.labels),
-                      status=status, columns={"u_runs": u_runs, "steps": steps},
-                      info={"engine": "multiclass-sgd", "dimension": int(dimension),
-                            "runs": int(runs), "seed": seed, "delta": delta})
+    ensemble = ClassifierEnsemble(model, dimension, runs, seed, start, _window(observer))
+    return simulate_ensemble(ensemble, times, observer=observer,
+                             info={"engine": "multiclass-sgd", "dimension": int(dimension),
+                                   "runs": int(runs), "seed": seed, "delta": ensemble.delta},
+                             **loop)

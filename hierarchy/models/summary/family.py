@@ -35,7 +35,6 @@ from hierarchy.config.statistics_start import (
     check_start,
 )
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.summary import ballistic, display, sgd
 from hierarchy.models.summary.fixed_points import (
@@ -44,7 +43,7 @@ from hierarchy.models.summary.fixed_points import (
 from hierarchy.models.summary.model import MAX_ORDER, SpikedPCA
 from hierarchy.models.summary.study import STUDY
 from hierarchy.models.summary.symbols import LABELS
-from hierarchy.sgd.ensemble import write_ensemble
+from hierarchy.spectra.job import run_ensemble
 from hierarchy.study import dimension_config
 
 #: ``n → ∞`` statistics of the Gaussian start ``x₀ ~ N(0, I/n)``
@@ -167,20 +166,26 @@ class SpikedPCAFamily(ModelFamily):
     def run_sgd(self, config, out_dir, *, resume=False, progress=None):
         """``hierarchy sgd``: ``runs`` exact-in-law SGD runs (the ``O(n)`` noise sampler).
 
-        Writes ``result.npz`` (``t``, ``u`` = run mean, ``labels``, ``u_runs``
-        (runs × times × statistics), ``steps``) and ``result.json``. The runs are simulated
-        together in one pass; an interrupted pass keeps nothing (``resume`` starts it again).
+        Writes ``result.npz`` (``t``, ``u`` = mean of the runs alive at each time,
+        ``labels``, ``u_runs`` (runs × times × statistics), ``alive``, ``diverged_step``,
+        ``steps``) and ``result.json`` through the shared ensemble job
+        (:func:`hierarchy.spectra.job.run_ensemble`: checkpoints, ``--resume``, divergence).
         """
         table = config["sgd"]
-        times = self.output_times(config)
         start = None if config["init"]["source"] == "gaussian" else self.start(config)
-        with interruptible():
-            trajectory = sgd.noise_sgd(self.model(config), table["dimension"], table["runs"],
-                                       times, seed=table["seed"], start=start)
-        return write_ensemble(out_dir, config, trajectory,
-                              np.transpose(trajectory.u_runs, (1, 0, 2)), self.state_name,
-                              dimension=int(table["dimension"]),
-                              sampler="noise (O(n), exact in law)")
+        model = self.model(config)
+
+        def run(times, observer=None, **loop):
+            trajectory = sgd.noise_sgd(model, table["dimension"], table["runs"], times,
+                                       seed=table["seed"], start=start, observer=observer,
+                                       **loop)
+            trajectory.columns["u_runs"] = np.transpose(trajectory.u_runs, (1, 0, 2))
+            return trajectory
+
+        return run_ensemble(config, out_dir, run, self.output_times(config),
+                            state_name=self.state_name, resume=resume, progress=progress,
+                            dimension=int(table["dimension"]),
+                            sampler="noise (O(n), exact in law)")
 
     # 11
     def study_model(self):

@@ -12,7 +12,10 @@
 
 Each records ``(m, r2)`` at the steps nearest the requested times ``t = l delta``
 (``delta = c_delta / n``) and returns a :class:`~hierarchy.core.trajectory.Trajectory` whose
-``y`` is the mean over runs, with column ``u_runs`` ``(T, runs, 2)``. The spike is
+``y`` is the mean over the runs alive at each time, with column ``u_runs`` ``(T, runs, 2)``,
+through the shared ensemble loop (:func:`hierarchy.sgd.ensemble.simulate_ensemble`: its
+divergence rule stops a run whose state explodes, its rows from then on are NaN; the keywords
+``observer``, ``resume``, ``on_checkpoint``, ``checkpoint_every`` go to it). The spike is
 ``v = e_1``. Starts: ``None`` for ``x_0 ~ N(0, I_n / n)``, or ``{"m": m0, "r2": r0}`` for
 ``x_0 = m0 v + sqrt(r0) w`` with ``w`` uniform on the unit sphere of ``v``'s complement.
 """
@@ -22,27 +25,10 @@ import string
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.summary.engine import sampler_law
 from hierarchy.models.summary.numeric import compile_exprs
 from hierarchy.models.summary.symbols import LABELS
-
-
-def _steps(times, dimension, step):
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or np.any(np.diff(times) < 0) or np.any(times < 0):
-        raise HierarchyError("times must be a non-decreasing list of times >= 0",
-                             field="times")
-    return np.rint(times * dimension / step).astype(np.int64)
-
-
-def _check_size(dimension, runs):
-    if int(dimension) < 2:
-        raise HierarchyError(f"sgd.dimension must be an integer >= 2; got {dimension!r}",
-                             field="sgd.dimension")
-    if int(runs) < 1:
-        raise HierarchyError(f"sgd.runs must be an integer >= 1; got {runs!r}",
-                             field="sgd.runs")
+from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
 
 
 def initial_points(dimension, runs, rng, start=None):
@@ -59,29 +45,59 @@ def statistics(x):
     return np.stack([x[:, 0], np.sum(x[:, 1:] ** 2, axis=1)], axis=1)
 
 
-def _record(name, model, dimension, runs, seed, times, steps, rows):
-    runs_array = np.array(rows)
-    status = Status.COMPLETE if np.all(np.isfinite(runs_array)) else Status.BLOWUP
-    return Trajectory(t=steps * model.step / dimension, y=runs_array.mean(axis=1),
-                      labels=list(LABELS), status=status, columns={"u_runs": runs_array,
-                                                                   "steps": steps},
-                      info={"engine": name, "dimension": dimension, "runs": runs,
-                            "seed": seed, "times": np.asarray(times, float)})
+class FunctionEnsemble:
+    """The :class:`~hierarchy.sgd.ensemble.Ensemble` of one of this module's samplers.
+
+    ``x`` is the ``(runs, n)`` state (``(runs, 2)`` for the reduced chain), ``advance(x,
+    rng)`` one step of every run, ``observe(x)`` the ``(runs, 2)`` statistics ``(m, r2)``.
+    """
+
+    labels = list(LABELS)
+
+    def __init__(self, model, dimension, runs, seed, state, advance, observe):
+        check_ensemble(dimension, runs, 2)
+        self.runs, self.dimension, self.step = int(runs), int(dimension), float(model.step)
+        self.rng = np.random.default_rng(seed)
+        self.x = state(self.rng)
+        self.size = self.x.size
+        self._advance, self._observe = advance, observe
+
+    def advance(self, count):
+        for _ in range(count):
+            self.x = self._advance(self.x, self.rng)
+
+    def statistics(self):
+        return self._observe(self.x)
+
+    def norms(self):
+        return np.sum(np.abs(self.x) ** 2, axis=1)
+
+    def parameters(self):
+        return self.x
+
+    def recent(self):
+        return None
+
+    def state(self):
+        return {"x": self.x, "rng": rng_state(self.rng)}
+
+    def restore(self, state):
+        self.x = np.array(state["x"], dtype=float)
+        set_rng_state(self.rng, state["rng"])
 
 
-def _run(name, model, dimension, runs, times, seed, start, state, advance, observe):
-    _check_size(dimension, runs)
-    steps = _steps(times, dimension, model.step)
-    rng = np.random.default_rng(seed)
-    x = state(rng)
-    rows, done = [], 0
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is part of the law
-        for target in steps:
-            for _ in range(int(target) - done):
-                x = advance(x, rng)
-            done = int(target)
-            rows.append(observe(x))
-    return _record(name, model, dimension, runs, seed, times, steps, rows)
+def _run(name, model, dimension, runs, times, seed, start, state, advance, observe,
+         observer=None, **loop):
+    """Simulate the ensemble (:func:`~hierarchy.sgd.ensemble.simulate_ensemble`); ``loop``:
+    its ``resume``, ``on_checkpoint`` and ``checkpoint_every``."""
+    ensemble = FunctionEnsemble(model, dimension, runs, seed, state, advance, observe)
+    trajectory = simulate_ensemble(
+        ensemble, times, observer=observer,
+        info={"engine": name, "dimension": dimension, "runs": runs, "seed": seed,
+              "times": np.asarray(times, float)}, **loop)
+    # this module's runs axis is the second one: (T, runs, 2)
+    trajectory.columns["u_runs"] = np.transpose(trajectory.columns["u_runs"], (1, 0, 2))
+    return trajectory
 
 
 def _law(model):
@@ -89,7 +105,7 @@ def _law(model):
     return lambda u: law(u, model.parameters)
 
 
-def noise_sgd(model, dimension, runs, times, seed=0, start=None):
+def noise_sgd(model, dimension, runs, times, seed=0, start=None, **loop):
     """Exact-in-law SGD with the O(n) gradient-noise sampler (see module docstring)."""
     law, delta = _law(model), model.step / dimension
 
@@ -103,7 +119,8 @@ def noise_sgd(model, dimension, runs, times, seed=0, start=None):
         return x - delta * (gradient + noise)
 
     return _run("noise-sampler", model, dimension, runs, times, seed, start,
-                lambda rng: initial_points(dimension, runs, rng, start), advance, statistics)
+                lambda rng: initial_points(dimension, runs, rng, start), advance, statistics,
+                **loop)
 
 
 def _contract_all_but(tensor, x, keep):
@@ -130,7 +147,7 @@ def tensor_gradient(x, y, ridge):
     return -2 * sum(_contract_all_but(residual, x, j) for j in range(y.ndim - 1)) + ridge * x
 
 
-def tensor_sgd(model, dimension, runs, times, seed=0, start=None):
+def tensor_sgd(model, dimension, runs, times, seed=0, start=None, **loop):
     """Online SGD with full data tensors ``Y = lambda v^{(x)k} + W`` (small ``n`` only)."""
     k, delta = model.order, model.step / dimension
     if runs * dimension**k > 5e7:
@@ -144,10 +161,11 @@ def tensor_sgd(model, dimension, runs, times, seed=0, start=None):
         return x - delta * tensor_gradient(x, y, model.ridge)
 
     return _run("full-tensor", model, dimension, runs, times, seed, start,
-                lambda rng: initial_points(dimension, runs, rng, start), advance, statistics)
+                lambda rng: initial_points(dimension, runs, rng, start), advance, statistics,
+                **loop)
 
 
-def chain_sgd(model, dimension, runs, times, seed=0, start=None):
+def chain_sgd(model, dimension, runs, times, seed=0, start=None, **loop):
     """The exact reduced chain on ``(m, r2)`` (O(1) per step, any ``n``)."""
     law, delta = _law(model), model.step / dimension
 
@@ -170,4 +188,4 @@ def chain_sgd(model, dimension, runs, times, seed=0, start=None):
         return np.stack([m_new, r2_new], axis=1)
 
     return _run("reduced-chain", model, dimension, runs, times, seed, start, state, advance,
-                lambda u: u.copy())
+                lambda u: u.copy(), **loop)
