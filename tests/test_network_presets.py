@@ -324,3 +324,102 @@ def test_shipped_network_configs_are_the_presets_of_the_hand_built_ones(name):
     preset = presets.preset_config(f"gmm-{name}", load_config(f"{root}/gmm_{name}.toml"))
     assert read_toml(f"{root}/network_mixture_{name}.toml") == preset
     assert load_config(f"{root}/network_mixture_{name}.toml")["model"]["family"] == "network"
+
+
+# ----------------------------------------------------------------------------- multiclass
+
+GRAMS = st.sampled_from(["orthonormal", [[1.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 1.0]]])
+WEIGHTS = st.sampled_from(["uniform", [0.2, 0.3, 0.5]])
+
+
+def multiclass_case(snr, ridge, step, convention, gram, weights, classes=3):
+    """``(hand-built model, generic system, statistics map, time factor)`` of one case."""
+    from hierarchy.models.multiclass.model import Multiclass
+    from hierarchy.models.network.field import network_system
+    hand_config = {"model": {"family": "gmm-multiclass", "classes": classes, "snr": snr,
+                             "ridge": ridge, "weights": weights, "means": gram},
+                   "init": {"source": "statistics", "statistics": {}}, "sgd": {"step": step}}
+    document = presets.preset_config("gmm-multiclass", hand_config)
+    document["model"]["mixture"]["convention"] = convention
+    net = FAMILY.network(validate_config(deep_merge(defaults_for(FAMILY), document)))
+    model = Multiclass(classes=classes, snr=math.inf if snr == "inf" else snr, ridge=ridge,
+                       weights=None if weights == "uniform" else tuple(weights),
+                       gram=None if gram == "orthonormal" else gram, step=step)
+    factor = step if convention == "network" else 1.0
+    return (model, network_system(net), presets.statistics_map("gmm-multiclass", hand_config),
+            factor)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 31 - 1), ridge=RIDGES, step=STEPS, convention=CONVENTIONS,
+       gram=GRAMS, weights=WEIGHTS)
+def test_multiclass_preset_equals_the_hand_built_field_at_snr_inf(seed, ridge, step,
+                                                                  convention, gram, weights):
+    from hierarchy.models.multiclass import field
+    model, system, smap, factor = multiclass_case("inf", ridge, step, convention, gram,
+                                                  weights)
+    u = multiclass_state(np.random.default_rng(seed), model.classes)
+    expected = factor * smap.rate_to_network(u[:, None], field.field(model, u)[:, None])[:, 0]
+    got = system.rhs(smap.to_network(u[:, None])[:, 0])
+    assert np.max(np.abs(got - expected)) <= EXACT
+
+
+@settings(max_examples=5, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 31 - 1), snr=st.sampled_from([0.5, 2.0, 10.0]), ridge=RIDGES,
+       step=STEPS, convention=CONVENTIONS, gram=GRAMS, weights=WEIGHTS)
+def test_multiclass_preset_equals_the_hand_built_field_at_finite_snr(seed, snr, ridge, step,
+                                                                     convention, gram, weights):
+    from hierarchy.models.multiclass import field
+    model, system, smap, factor = multiclass_case(snr, ridge, step, convention, gram, weights)
+    u = multiclass_state(np.random.default_rng(seed), model.classes)
+    net_u = smap.to_network(u[:, None])[:, 0]
+    got = system.rhs(net_u)
+    error = system.quadrature_error(net_u)[0]
+    replicates = factor * replicate_fields(field, "normal_points", lambda: field.field(model, u),
+                                           range(9000, 9000 + REPLICATES))
+    check_against_replicates(smap, u, replicates, got, error)
+
+
+def test_cross_entropy_gradients_are_the_sympy_derivatives():
+    """The numpy softmax path of ``SampleGradients`` against sympy's derivatives of
+    ``log sum exp(o) - sum y_k o_k`` with ``o_k = v_k g(lambda_k)`` (tanh units)."""
+    import sympy
+    from hierarchy.models.network.gradients import SampleGradients, symbolic_derivatives
+    cfg = mixture_config({"width": 3, "activation": "tanh", "second_layer": "trained"},
+                         means=[[1.0], [0.0], [-1.0]], labels=[1.0, 2.0, 3.0])
+    cfg["model"]["loss"] = "cross-entropy"
+    net = FAMILY.network(validate_config(cfg))
+    grads, d = SampleGradients(net), symbolic_derivatives(net)
+    rng = np.random.default_rng(5)
+    lam, v = rng.standard_normal((6, 3)), rng.standard_normal(3)
+    y = np.array([1.0, 2.0, 3.0, 3.0, 1.0, 2.0])
+    s = d["symbols"]
+    for b in range(6):
+        values = {**dict(zip(s["v"], v)), **dict(zip(s["L"], lam[b])),
+                  **dict(zip(s["G"], np.tanh(lam[b]))),
+                  **dict(zip(s["D"], 1 - np.tanh(lam[b]) ** 2)),
+                  **dict(zip(s["onehot"], (y[b] == np.arange(1, 4)).astype(float)))}
+        for k in range(3):
+            assert float(d["dl_dlambda"][k].subs(values)) == pytest.approx(
+                grads.dl_dlambda(lam, v, y)[b, k], rel=1e-12, abs=1e-14)
+            assert float(d["dl_dv"][k].subs(values)) == pytest.approx(
+                grads.dl_dv(lam, v, y)[b, k], rel=1e-12, abs=1e-14)
+        assert float(d["loss"].subs(values)) == pytest.approx(grads.loss(lam, v, y)[b],
+                                                                 rel=1e-12)
+    # outputs o = (1000, 1000, 2000) (tanh = 1): no overflow, loss = 2000 - 1000
+    huge = np.array([1000.0, 1000.0, 2000.0])
+    assert grads.loss(np.full((1, 3), 50.0), huge, np.array([1.0]))[0] == pytest.approx(1000.0)
+    assert np.allclose(grads.dl_dv(np.full((1, 3), 50.0), huge, np.array([3.0])), 0.0)
+    assert sympy.Matrix(d["yhat"]).shape == (3, 1)
+
+
+def test_cross_entropy_is_refused_for_teacher_data_and_non_class_labels():
+    with pytest.raises(HierarchyError) as error:
+        config(model={"loss": "cross-entropy"})
+    assert error.value.field == "model.loss"
+    with pytest.raises(HierarchyError) as error:
+        config(model={"data": "mixture", "loss": "cross-entropy", "student": {"width": 2},
+                      "mixture": {"labels": [1.0, -1.0]}})
+    assert error.value.field == "model.mixture.labels"

@@ -8,7 +8,10 @@ through the whitelisting parser :func:`hierarchy.core.expressions.expression_fro
 - activations: ``erf`` (``erf(x/sqrt 2)``, the soft committee machine's), ``relu``, ``tanh``,
   ``sigmoid``, ``linear``, ``quadratic``, or an expression in ``x``;
 - losses: ``mse`` (``(yhat - y)^2 / 2``), ``logistic`` (``log(1 + exp(-y yhat))``, labels
-  ``+-1``), or an expression in ``yhat`` and ``y``.
+  ``+-1``), or an expression in ``yhat`` and ``y``;
+- the vector loss ``cross-entropy`` (:func:`vector_loss`): softmax cross-entropy over the
+  ``K`` unit outputs ``o_k = v_k g(lambda_k)`` instead of their sum, with a class label
+  ``y in 1..K`` (one-hot ``y_1..y_K``): ``log sum_k exp(o_k) - sum_k y_k o_k`` (mixture data).
 """
 
 import sympy
@@ -34,6 +37,9 @@ LOSSES = {
     "mse": (YHAT - Y) ** 2 / 2,
     "logistic": sympy.log(1 + sympy.exp(-Y * YHAT)),
 }
+
+#: losses of the vector of unit outputs (not of their sum ``yhat``), class labels ``1..K``
+VECTOR_LOSSES = ("cross-entropy",)
 
 #: largest polynomial degree of an activation expression
 ACTIVATION_DEGREE = 8
@@ -67,6 +73,22 @@ def loss(text, field="model.loss"):
         return LOSSES[text]
     hint = f"a name ({' | '.join(LOSSES)}) or an expression in yhat and y"
     return expression_from_text(text, field, names={"yhat": YHAT, "y": Y}, hint=hint)
+
+
+def output_symbols(width):
+    """``o_1..o_K`` (the unit outputs) and ``y_1..y_K`` (the one-hot class label)."""
+    outputs = tuple(sympy.Symbol(f"o{k}", real=True) for k in range(1, width + 1))
+    onehot = tuple(sympy.Symbol(f"y{k}", real=True) for k in range(1, width + 1))
+    return outputs, onehot
+
+
+def vector_loss(name, width):
+    """The loss ``name`` of :data:`VECTOR_LOSSES` in the symbols of :func:`output_symbols`."""
+    outputs, onehot = output_symbols(width)
+    if name == "cross-entropy":
+        return (sympy.log(sum(sympy.exp(o) for o in outputs))
+                - sum(y * o for y, o in zip(onehot, outputs)))
+    raise ValueError(f"not a vector loss: {name!r}")
 
 
 def is_polynomial(expr, *symbols):

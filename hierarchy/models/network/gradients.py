@@ -8,6 +8,12 @@ sympy's, and writes the result in *atoms*: ``G_k = g(lambda_k)``, ``D_k = g'(lam
 (:data:`ATOMS`). :class:`SampleGradients` evaluates the same derivatives on batches with numpy:
 ``dl/dlambda_k = l'(yhat, y) v_k g'(lambda_k)`` and ``dl/dv_k = l'(yhat, y) g(lambda_k)``, with
 ``l' = dl/dyhat`` and ``g'`` lambdified from the same sympy expressions.
+
+A vector loss (``cross-entropy``, :data:`~.activations.VECTOR_LOSSES`) is a function of the
+unit outputs ``o_k = v_k g(lambda_k)`` and the one-hot class label, so
+``dl/dlambda_k = (dl/do_k) v_k g'(lambda_k)`` and ``dl/dv_k = (dl/do_k) g(lambda_k)`` with
+``dl/do_k = pi_k - 1{y = k}``, ``pi = softmax(o)``; numpy evaluates the softmax and the
+log-sum-exp in their overflow-free forms.
 """
 
 import functools
@@ -15,7 +21,9 @@ import functools
 import numpy as np
 import sympy
 
-from hierarchy.models.network.activations import X, Y, YHAT
+from scipy.special import logsumexp, softmax
+
+from hierarchy.models.network.activations import VECTOR_LOSSES, X, Y, YHAT, output_symbols
 
 #: atom name -> what it stands for, per student unit k or teacher unit n
 ATOMS = {"G": "g(lambda_k)", "D": "g'(lambda_k)", "L": "lambda_k", "H": "g*(nu_n)",
@@ -42,10 +50,12 @@ def symbolic_derivatives(net):
     dict
         ``"yhat"``: ``sum_k v_k G_k``; ``"label"``: ``sum_n vs_n H_n + sigma xi`` (teacher
         data; the symbol ``y`` for mixtures); ``"loss"``: ``l(yhat, y)``;
-        ``"dl_dyhat"``: ``l'(yhat, y)`` in ``yhat`` and ``y``;
+        ``"dl_dyhat"``: ``l'(yhat, y)`` in ``yhat`` and ``y``; for a vector loss
+        ``"yhat"`` is the column of unit outputs ``v_k G_k``, ``"label"`` the one-hot column
+        ``y1..yK`` and ``"dl_dyhat"`` the ``K`` derivatives ``dl/do_k`` in ``o1..oK``, ``y1..yK``;
         ``"dl_dlambda"``, ``"dl_dv"``: lists of ``K`` expressions in the atoms, ``v``, the
         label; ``"symbols"``: the symbols used (``v``, ``vs``, ``G``, ``D``, ``L``, ``H``,
-        ``N``, ``xi``, ``sigma``, ``y``).
+        ``N``, ``xi``, ``sigma``, ``y``, and the outputs ``o`` and ``onehot`` of a vector loss).
     """
     K, M = net.K, net.M
     v, vs = symbols("v", K), symbols("vs", M)
@@ -54,7 +64,15 @@ def symbolic_derivatives(net):
     g = sympy.Function("g")
     yhat_fn = sum(v[k] * g(L[k]) for k in range(K))
     label = Y if net.data == "mixture" else sum(vs[n] * H[n] for n in range(M)) + SIGMA * XI
-    loss_of_lambda = net.loss.subs({YHAT: yhat_fn, Y: label}, simultaneous=True)
+    outputs, onehot = output_symbols(K)
+    if net.loss_name in VECTOR_LOSSES:
+        units = [v[k] * g(L[k]) for k in range(K)]
+        yhat_fn, label = sympy.Matrix(units), sympy.Matrix(onehot)
+        loss_of_lambda = net.loss.subs(dict(zip(outputs, units)), simultaneous=True)
+        dl_dyhat = tuple(sympy.diff(net.loss, o) for o in outputs)
+    else:
+        loss_of_lambda = net.loss.subs({YHAT: yhat_fn, Y: label}, simultaneous=True)
+        dl_dyhat = sympy.diff(net.loss, YHAT)
     atoms = {g(L[k]): G[k] for k in range(K)}
     slopes = {sympy.Derivative(g(L[k]), L[k]): D[k] for k in range(K)}
 
@@ -64,9 +82,9 @@ def symbolic_derivatives(net):
     dl_dlambda = [in_atoms(sympy.diff(loss_of_lambda, L[k])) for k in range(K)]
     dl_dv = [in_atoms(sympy.diff(loss_of_lambda, v[k])) for k in range(K)]
     return {"yhat": in_atoms(yhat_fn), "label": label, "loss": in_atoms(loss_of_lambda),
-            "dl_dyhat": sympy.diff(net.loss, YHAT), "dl_dlambda": dl_dlambda, "dl_dv": dl_dv,
+            "dl_dyhat": dl_dyhat, "dl_dlambda": dl_dlambda, "dl_dv": dl_dv,
             "symbols": {"v": v, "vs": vs, "G": G, "D": D, "L": L, "H": H, "N": N, "xi": XI,
-                        "sigma": SIGMA, "y": Y}}
+                        "sigma": SIGMA, "y": Y, "o": outputs, "onehot": onehot}}
 
 
 def derivative(activation):
@@ -103,30 +121,48 @@ class SampleGradients:
         self.g_prime = numpy_function(derivative(net.student_activation), X)
         self.g_star = (numpy_function(net.teacher_activation, X) if net.data == "teacher"
                        else None)
-        self.loss_function = numpy_function(net.loss, YHAT, Y)
-        self.dl_dyhat = numpy_function(symbolic_derivatives(net)["dl_dyhat"], YHAT, Y)
+        self.vector = net.loss_name in VECTOR_LOSSES
+        if not self.vector:
+            self.loss_function = numpy_function(net.loss, YHAT, Y)
+            self.dl_dyhat = numpy_function(symbolic_derivatives(net)["dl_dyhat"], YHAT, Y)
         self.v_star = np.array(net.teacher_second_layer, dtype=float)
+        self.classes = np.arange(1, net.K + 1)
 
     def yhat(self, lam, v):
-        """``sum_k v_k g(lam_k)`` -> ``(B,)``."""
-        return np.sum(np.asarray(v) * self.g(lam), axis=-1)
+        """``sum_k v_k g(lam_k)`` -> ``(B,)``; for a vector loss the outputs ``(B, K)``."""
+        outputs = np.asarray(v) * self.g(lam)
+        return outputs if self.vector else np.sum(outputs, axis=-1)
+
+    def onehot(self, y):
+        """The one-hot ``(B, K)`` of class labels ``y (B,)`` in ``1..K``."""
+        return (np.asarray(y)[..., None] == self.classes).astype(float)
 
     def teacher_labels(self, nu, xi):
         """``sum_n v*_n g*(nu_n) + sigma xi`` -> ``(B,)``."""
         return np.sum(self.v_star * self.g_star(nu), axis=-1) + self.net.noise * np.asarray(xi)
 
     def loss(self, lam, v, y):
-        """``l(yhat, y)`` -> ``(B,)``."""
+        """``l(yhat, y)`` -> ``(B,)`` (cross-entropy: ``logsumexp(o) - o_y``)."""
+        if self.vector:
+            outputs = self.yhat(lam, v)
+            return logsumexp(outputs, axis=-1) - np.sum(self.onehot(y) * outputs, axis=-1)
         return self.loss_function(self.yhat(lam, v), np.asarray(y, dtype=float))
 
     def error(self, lam, v, y):
-        """``l'(yhat, y) = dl/dyhat`` -> ``(B,)``."""
+        """``l'(yhat, y) = dl/dyhat`` -> ``(B,)``; vector loss: ``dl/do_k = pi_k - 1{y=k}``
+        -> ``(B, K)``."""
+        if self.vector:
+            return softmax(self.yhat(lam, v), axis=-1) - self.onehot(y)
         return self.dl_dyhat(self.yhat(lam, v), np.asarray(y, dtype=float))
 
+    def _unit_error(self, lam, v, y):
+        error = self.error(lam, v, y)
+        return error if self.vector else error[..., None]
+
     def dl_dlambda(self, lam, v, y):
-        """``l'(yhat, y) v_k g'(lam_k)`` -> ``(B, K)``."""
-        return self.error(lam, v, y)[..., None] * np.asarray(v) * self.g_prime(lam)
+        """``l'(yhat, y) v_k g'(lam_k)`` -> ``(B, K)`` (vector loss: ``dl/do_k`` for ``l'``)."""
+        return self._unit_error(lam, v, y) * np.asarray(v) * self.g_prime(lam)
 
     def dl_dv(self, lam, v, y):
-        """``l'(yhat, y) g(lam_k)`` -> ``(B, K)``."""
-        return self.error(lam, v, y)[..., None] * self.g(lam)
+        """``l'(yhat, y) g(lam_k)`` -> ``(B, K)`` (vector loss: ``dl/do_k`` for ``l'``)."""
+        return self._unit_error(lam, v, y) * self.g(lam)

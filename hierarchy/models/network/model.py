@@ -37,7 +37,8 @@ class Network:
 
     ``K``, ``M``: student and teacher widths (``M``: the number ``S`` of signal directions for
     mixtures); activations and loss are sympy expressions (in ``activations.X`` and in
-    ``activations.YHAT``, ``activations.Y``) with their config text in ``*_name``;
+    ``activations.YHAT``, ``activations.Y``; a vector loss in
+    ``activations.output_symbols``) with their config text in ``*_name``;
     ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
     and ``eta_v``; ``mixture``: None for teacher data.
@@ -119,7 +120,15 @@ def network_from_config(config):
     layer = fields.choice(student, "model.student", "second_layer", SECOND_LAYERS)
     v = _values(student, "model.student", K)
     loss_name = fields.string(model, "model", "loss")
-    loss = activations.loss(loss_name)
+    if loss_name in activations.VECTOR_LOSSES:
+        if data != "mixture":
+            raise HierarchyError(f'model.loss = "{loss_name}" needs class labels: it is for '
+                                 'data = "mixture" (labels 1..K); allowed for teacher data: '
+                                 "mse | logistic | an expression in yhat and y",
+                                 field="model.loss")
+        loss = activations.vector_loss(loss_name, K)
+    else:
+        loss = activations.loss(loss_name)
     ridge = fields.real(model, "model", "ridge", 0.0, False, MAX_PARAMETER)
     sgd = config["sgd"]
     step = fields.real(sgd, "sgd", "step", 0.0, True, MAX_PARAMETER)
