@@ -265,14 +265,129 @@ def test_help_of_the_real_entry_point_mentions_docs():
 
 
 def _names_a_spec_outside_the_repo(text):
-    return re.search(r"\.\./shared|shared/spec|(?<![\w/])(?:MATH|INTERFACE)\.md", text) is not None
+    return re.search(r"\.\./shared|shared/spec|(?<![\w/])(?:MATH|INTERFACE|SUMMARY_MODELS)\.md",
+                     text) is not None
 
 
 def test_spec_reference_check_catches_the_shared_spec():
     assert _names_a_spec_outside_the_repo("the maths is in `../shared/spec/MATH.md`")
     assert _names_a_spec_outside_the_repo("(MATH.md §2)")
+    assert _names_a_spec_outside_the_repo("its contract is the project's `SUMMARY_MODELS.md`")
     assert not _names_a_spec_outside_the_repo("the maths is in [docs/math.md](docs/math.md)")
 
 
 def test_readme_names_no_spec_outside_the_repo():
     assert not _names_a_spec_outside_the_repo((ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------------------------------
+# Issue 24, item 7: docs that were wrong
+
+
+def _text_files():
+    """Every source, doc and config file of the repository a reader or --help shows."""
+    found = [ROOT / "README.md", *DOCS.glob("*.md")]
+    for folder in ("hierarchy", "tools"):
+        for pattern in ("*.py", "*.pyx", "*.toml"):
+            found += (ROOT / folder).rglob(pattern)
+    return sorted(found)
+
+
+def test_no_file_of_the_repo_cites_a_spec_outside_it():
+    offenders = [str(path.relative_to(ROOT)) for path in _text_files()
+                 if _names_a_spec_outside_the_repo(path.read_text(encoding="utf-8"))]
+    assert not offenders, offenders
+
+
+def test_the_console_and_docs_cite_no_outside_contract():
+    """"within the contract's <= -0.5" cited a file not in the repository."""
+    from hierarchy.study import dimension_report
+    source = pathlib.Path(dimension_report.__file__).read_text(encoding="utf-8")
+    assert "contract's" not in source
+    for path in (ROOT / "README.md", DOCS / "spectra.md", DOCS / "cli.md"):
+        assert "the contract's" not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_cli_md_counts_its_subcommands_and_lists_every_one_in_its_summary():
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    commands = _subcommands(build_parser())
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+    assert f"has {words[len(commands)]} subcommands" in text
+    summary = re.search(r"^```\nhierarchy \[--version\].*?^```", text, re.MULTILINE | re.DOTALL)
+    assert summary is not None
+    for name in commands:
+        assert f"hierarchy {name}" in summary.group(0), name
+    assert "hierarchy show     --config CONFIG.toml" in summary.group(0)
+
+
+def test_cli_md_fixed_points_section_names_every_family_that_has_them():
+    from hierarchy.core import registry
+    from hierarchy.models.base import ModelFamily
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    section = text.split("## `hierarchy fixed-points")[1].split("\n## ")[0]
+    with_points = [name for name in registry.family_names() if name != "network"  # in progress
+                   and type(registry.family(name)).fixed_points is not ModelFamily.fixed_points]
+    assert with_points and all(f"`{name}`" in section for name in with_points), with_points
+
+
+def test_every_command_in_the_docs_names_a_config_that_ships():
+    configs = set()
+    for path in _doc_files():
+        configs |= set(re.findall(r"hierarchy \w[\w-]* (?:--config )?(\S+\.toml)",
+                                  path.read_text(encoding="utf-8")))
+    missing = [config for config in configs
+               if "/" in config and not (ROOT / config).is_file()]
+    bare = [config for config in configs if "/" not in config
+            and config.strip("[]") != "CONFIG.toml"]
+    assert not missing and not bare, (missing, bare)
+    assert (ROOT / "tools" / "configs" / "pca_study.toml").is_file()
+
+
+def test_the_shipped_pca_study_config_is_a_valid_dimension_study():
+    from hierarchy.cli.commands import study_config
+    config = study_config(str(ROOT / "tools" / "configs" / "pca_study.toml"))
+    assert config["model"]["family"] == "spiked-pca" and len(config["study"]["dimensions"]) >= 2
+
+
+def test_docs_index_lists_every_page():
+    index = (DOCS / "README.md").read_text(encoding="utf-8")
+    pages = {path.name for path in DOCS.glob("*.md")} - {"README.md"}
+    assert pages and all(f"]({page})" in index for page in pages), pages
+
+
+def test_figure1_help_cites_the_repos_math():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "figure1.py"), "--help"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0
+    assert "docs/math.md" in proc.stdout and "MATH.md" not in proc.stdout.replace("math.md", "")
+
+
+def test_an_unknown_family_lists_every_registered_family(tmp_path, capsys):
+    from hierarchy.core import registry
+    config = tmp_path / "bad.toml"
+    config.write_text('[model]\nfamily = "no-such-family"\n')
+    assert main(["solve", str(config), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "model.family" in err
+    allowed = err.split("allowed:")[1]
+    assert [name.strip() for name in allowed.split("|")] == list(registry.family_names())
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands(build_parser())))
+def test_every_subcommand_help_says_what_it_does_writes_and_exits_with(name, capsys):
+    from hierarchy.cli import parser as cli_parser
+    with pytest.raises(SystemExit) as stop:
+        main([name, "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    description, _, statuses = cli_parser.DESCRIPTIONS[name]
+    assert " ".join(description.split()) in " ".join(out.split())
+    assert "writes:" in out and "exit status:" in out
+    for status in statuses:
+        assert re.search(rf"^  {status}\s+\S", out, re.MULTILINE), (name, status)
+    assert set(cli_parser.DESCRIPTIONS) == set(cli_parser.SUBCOMMANDS)
+
+
+def test_solve_help_mentions_exit_3():
+    from hierarchy.cli import parser as cli_parser
+    assert 3 in cli_parser.DESCRIPTIONS["solve"][2]

@@ -1,4 +1,4 @@
-"""Figure 1: tied softmax attention, ``L = 2`` — SGD against degree-``M`` truncations (MATH.md §2).
+"""Figure 1: tied softmax attention, ``L = 2`` — SGD against degree-``M`` truncations (docs/math.md §2).
 
 Loss ``½‖softmax(G_··1) − softmax(G_··2)‖²_F`` (row-wise softmax of the ``2×2`` score matrices of
 student 1 and teacher 2), tied ``S_k = W_kW_kᵀ``, trainable ``{1}``, ``C = I``, ``γ = 0``.

@@ -1,4 +1,4 @@
-"""Figure 2: tied ``S = WWᵀ`` against direct ``S`` — overlap growth vs. stuck (MATH.md §2, §4).
+"""Figure 2: tied ``S = WWᵀ`` against direct ``S`` — overlap growth vs. stuck (docs/math.md §2).
 
 Teacher–student MSE ``½(h(G_1) − h(G_2))²``, ``L = 1``, ``x ~ N(0, I)``, ``γ = 0``, activations
 ``h1, h2, h3``. Both models start uninformative from the same Gaussian ``W_1``: tied from

@@ -1,4 +1,4 @@
-"""Figure 3: untied ``S = UVᵀ``, ``h1/h2/h3`` — the symmetric overlap ``2(q⁽¹⁾_12 + q⁽²⁾_12)`` (MATH.md §3).
+"""Figure 3: untied ``S = UVᵀ``, ``h1/h2/h3`` — the symmetric overlap ``2(q⁽¹⁾_12 + q⁽²⁾_12)`` (docs/math.md §2, §8).
 
 Teacher–student MSE ``½(h(G_1) − h(G_2))²``, ``L = 1``, standard Gaussian ``U_k, V_k``,
 ``γ = 0``. Four panels:

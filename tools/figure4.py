@@ -1,4 +1,4 @@
-"""Figure 4: the exactly solvable case — SGD against truncation degrees M (MATH.md §2, D.3).
+"""Figure 4: the exactly solvable case — SGD against truncation degrees M (docs/math.md §7).
 
 Tied, ``L = 1``, ``K = 2``, trainable ``{1}``, linear-activation MSE ``½(G_1 − G_2)²`` (constant
 ``Γ = [[c, −c], [−c, c]]``, ``c = 1``), ``γ = 0``. Curves: online SGD (seed mean), the exact

@@ -1,6 +1,6 @@
 """Shared plumbing of the figure scripts (tools/figure1.py … figure4.py).
 
-Each script defines its settings twice — the paper's (MATH.md §5) and a ``--quick`` variant
+Each script defines its settings twice — the paper's (docs/math.md §11) and a ``--quick`` variant
 that runs in a few minutes on 2 cores — and writes PNG, CSV and ``result.json`` (config,
 package version, summary) into ``--out DIR``.
 """

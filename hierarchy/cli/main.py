@@ -1,4 +1,4 @@
-"""The ``hierarchy`` command line (INTERFACE.md, "CLI").
+"""The ``hierarchy`` command line (docs/cli.md).
 
 ::
 

@@ -5,6 +5,7 @@ function of the parsed arguments), so this module knows the flags but not the ru
 """
 
 import argparse
+import textwrap
 
 from hierarchy import __version__
 from hierarchy.config.loader import DEFAULTS
@@ -14,10 +15,60 @@ from hierarchy.models.attention.variants import PARAMETERIZATIONS
 # Printed under `hierarchy --help`: where a user finds examples and documentation.
 HELP_EPILOG = """\
 example configs: tools/configs/ in the source tree (one TOML file per example run)
-documentation:   docs/ in the source tree (cli.md, config.md, math.md)
-run 'hierarchy COMMAND --help' for the flags of one command"""
+documentation:   docs/ in the source tree (cli.md, config.md, math.md, summary_models.md,
+                 spectra.md, architecture.md)
+run 'hierarchy COMMAND --help' for what one command does, writes and exits with"""
 
-SUBCOMMANDS = ("show", "generate", "solve", "sgd", "study", "list")
+SUBCOMMANDS = ("show", "generate", "solve", "sgd", "study", "fixed-points", "list")
+
+#: exit status -> what it means (every subcommand's --help lists its own)
+EXIT_MEANINGS = {
+    0: "success",
+    1: "the run blew up or diverged; what it computed is kept, marked incomplete",
+    2: "bad input: one line naming the field or flag, before any expensive work",
+    3: "solved, but some time is beyond the validity horizon (written, marked not valid)",
+    130: "interrupted (Ctrl-C, SIGTERM); what was recorded is kept, marked incomplete",
+}
+
+#: subcommand -> (what it does, what it writes, its exit statuses): its --help text
+DESCRIPTIONS = {
+    "show": ("Print the truncated equations of an attention model given by the model flags, "
+             "or, with --config, the derived equations of any family's config.",
+             "nothing (stdout only)", (0, 2)),
+    "generate": ("Generate and compile the solver of an attention model (or find it in the "
+                 "cache); print its module name and path.",
+                 "the compiled module in the cache (hierarchy list shows it)", (0, 2)),
+    "solve": ("Solve the ODE of a config's model family: the truncated hierarchy (attention; "
+              "extrapolated across degrees, with its validity horizon) or the ballistic ODE "
+              "of the summary statistics.",
+              "DIR/result.npz, DIR/result.json, DIR/observables.png", (0, 1, 2, 3, 130)),
+    "sgd": ("Run online SGD of a config: every seed (attention) or an ensemble of runs "
+            "(summary-statistics families), recording the moments or statistics; with a "
+            "[spectra] table also run 0's Hessian and G-matrix outliers.",
+            "DIR/result.npz, DIR/result.json, DIR/sgd.png (and DIR/spectra.npz with "
+            "[spectra]); --resume continues an interrupted run", (0, 1, 2, 130)),
+    "study": ("Truncation error against the degree (attention; default: the embedded "
+              "exactly solvable study), or the ballistic ODE against SGD across the dimension "
+              "(summary-statistics families).",
+              "DIR/result.npz, DIR/result.json (with errors and rate), DIR/study_errors.png, "
+              "DIR/study_trajectories.png (attention) or DIR/study_table.txt (dimension "
+              "study), one file per finished job in DIR/jobs/", (0, 2, 130)),
+    "fixed-points": ("Find the fixed points of a config's ballistic ODE (summary-statistics "
+                     "families) and classify their stability.",
+                     "DIR/fixed_points.json", (0, 2, 130)),
+    "list": ("List the cached and generated compiled solvers.", "nothing (stdout only)",
+             (0,)),
+}
+
+
+def description_epilog(name):
+    """``(description, epilog)`` of a subcommand's --help: what it writes and exits with."""
+    what, outputs, statuses = DESCRIPTIONS[name]
+    exits = "\n".join(f"  {status:<4} {EXIT_MEANINGS[status]}" for status in statuses)
+    writes = textwrap.fill(f"writes: {outputs}", width=88, subsequent_indent="  ",
+                           break_on_hyphens=False)
+    return (textwrap.fill(what, width=88, break_on_hyphens=False),
+            f"{writes}\n\nexit status:\n{exits}")
 
 
 class UsageError(Exception):
@@ -52,7 +103,12 @@ def build_parser(handlers=None):
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
 
-    show = commands.add_parser("show", help="print the truncated equations")
+    def add(name, help):
+        description, epilog = description_epilog(name)
+        return commands.add_parser(name, help=help, description=description, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    show = add("show", help="print the truncated equations")
     add_field_arguments(show)
     show.add_argument("--format", choices=("text", "latex", "json"), default="text")
     show.add_argument("--why", metavar="LABEL", help="explain why a word is in the system: the "
@@ -61,21 +117,21 @@ def build_parser(handlers=None):
                       help="print the equations of the model of a config (any family) instead "
                       "of the model flags'")
 
-    generate = commands.add_parser("generate",
-                                   help="generate and compile a solver; print its module and path")
+    generate = add("generate",
+                   help="generate and compile a solver; print its module and path")
     add_field_arguments(generate)
 
-    solve = commands.add_parser("solve", help="solve the hierarchy of a config")
+    solve = add("solve", help="solve the hierarchy of a config")
     solve.add_argument("config", metavar="CONFIG.toml")
     _add_out(solve)
 
-    sgd = commands.add_parser("sgd", help="run online SGD and record its moments")
+    sgd = add("sgd", help="run online SGD and record its moments")
     sgd.add_argument("config", metavar="CONFIG.toml")
     _add_out(sgd)
     _add_resume(sgd)
 
-    study = commands.add_parser("study",
-                                help="truncation error against degree (default: the embedded study)")
+    study = add("study",
+                help="truncation error against degree (default: the embedded study)")
     study.add_argument("config", metavar="CONFIG.toml", nargs="?")
     _add_out(study)
     _add_resume(study)
@@ -84,12 +140,12 @@ def build_parser(handlers=None):
     study.add_argument("--scheduler", metavar="ADDRESS", default=None,
                        help="address of a running Dask scheduler (default: local worker processes)")
 
-    fixed = commands.add_parser("fixed-points",
-                                help="fixed points of a config's ODE and their stability")
+    fixed = add("fixed-points",
+                help="fixed points of a config's ODE and their stability")
     fixed.add_argument("config", metavar="CONFIG.toml")
     _add_out(fixed)
 
-    listing = commands.add_parser("list", help="list cached and generated solvers")
+    listing = add("list", help="list cached and generated solvers")
 
     subs = {"show": show, "generate": generate, "solve": solve, "sgd": sgd, "study": study,
             "fixed-points": fixed, "list": listing}

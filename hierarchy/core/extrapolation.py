@@ -1,6 +1,6 @@
 """Extrapolation across truncation degrees: the limit ``M → ∞`` at each output time.
 
-Without weight decay a degree-``M`` truncation is a short-time expansion (MATH.md §2): at a
+Without weight decay a degree-``M`` truncation is a short-time expansion (docs/math.md §9): at a
 fixed time the sequence ``μ^(m)(t), μ^(m+1)(t), …`` of truncations converges geometrically
 inside the convergence radius and diverges outside it — for a constant-``Γ`` loss these are
 the partial sums of the Taylor series. A nonlinear sequence transformation applied *across

@@ -1,7 +1,7 @@
 """What a study's trajectories say: errors against degree, rates, floors, the extrapolation.
 
 The error of an observable is the largest absolute difference over the output times
-(INTERFACE.md "Output files"). The ``rate`` is the fitted ratio of successive errors,
+(the README's "Output files"). The ``rate`` is the fitted ratio of successive errors,
 ``exp`` of the least-squares slope of ``log(error)`` against ``M`` (for ``sgd``, over the
 degrees whose error is above :data:`FLOOR_FACTOR` times the noise floor). The noise floor of
 an observable is ``max_t |mean SGD − flow|``, the distance below which no degree can get to
@@ -71,7 +71,7 @@ def analyse(degrees, labels, hierarchy_mu, flow_mu=None, sgd_mu_seeds=None, tole
     Returns
     -------
     dict
-        ``errors`` (INTERFACE.md list; ``sgd`` entries also carry ``seed_mean`` and
+        ``errors`` (the README's list; ``sgd`` entries also carry ``seed_mean`` and
         ``seed_spread``: mean and standard deviation over seeds of each seed's error),
         ``rate`` ``{reference: {label: ratio}}``, ``noise_floor``, ``sgd_spread`` and
         ``tolerance_floor`` ``{label: value}``.

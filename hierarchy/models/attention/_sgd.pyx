@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled steps of online SGD (MATH.md §2 eq. 7, §3 eq. 25, §4 eq. 395).
+"""Compiled steps of online SGD (docs/math.md §2; the paper's eqs. 7, 25, 395).
 
 Compiled on demand by ``hierarchy.jit.cache.compile_pyx`` from
 ``hierarchy/models/attention/sgd_steppers.py``; not a public module. All arrays are

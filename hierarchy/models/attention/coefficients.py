@@ -1,9 +1,9 @@
-"""Coefficient functions ``κ(μ)`` of a truncated field, from a loss (MATH.md §1–4).
+"""Coefficient functions ``κ(μ)`` of a truncated field, from a loss (docs/math.md §5).
 
 :func:`make_coefficients` returns a callable that reads the order parameters from the state
 ``μ`` and returns the coefficient vector ordered like ``field.coefficient_names``:
 
-- tied: ``Gamma[k,l] = Γ_kl(q)``, ``q_kl = μ`` at label ``"k.l"`` (MATH.md §2);
+- tied: ``Gamma[k,l] = Γ_kl(q)``, ``q_kl = μ`` at label ``"k.l"`` (docs/math.md §5);
 - untied: ``beta[k]``, ``a1[k,l]``, ``a2[k,l]`` at ``(m*(q), q⁽¹⁾, q⁽²⁾)`` with the slaved mean
   ``m*`` (Newton, warm-started) and ``β_k = −ψ_k/(t^A_k + t^B_k)``, ``ψ`` from eq. (27) (§3);
 - direct: ``A[k,l] = ∂Φ/∂Ω_kl``, ``B[k,l] = ∂Φ/∂Ψ_kl`` (§4);
@@ -142,7 +142,7 @@ class CoefficientFunction:
 
 
 class TiedCoefficients(CoefficientFunction):
-    """``Gamma[k,l] = Γ_kl(P(q))`` with ``q_kl = μ_(k,l)`` (MATH.md §2)."""
+    """``Gamma[k,l] = Γ_kl(P(q))`` with ``q_kl = μ_(k,l)`` (docs/math.md §5)."""
 
     parameterization = "tied"
 
@@ -163,7 +163,7 @@ class TiedCoefficients(CoefficientFunction):
 
 
 class DirectCoefficients(TiedCoefficients):
-    """``A[k,l] = ∂Φ/∂Ω_kl``, ``B[k,l] = ∂Φ/∂Ψ_kl`` at the projected ``(Ω, Ψ)`` (MATH.md §4)."""
+    """``A[k,l] = ∂Φ/∂Ω_kl``, ``B[k,l] = ∂Φ/∂Ψ_kl`` at the projected ``(Ω, Ψ)`` (docs/math.md §5)."""
 
     parameterization = "direct"
 
@@ -190,7 +190,7 @@ class DirectCoefficients(TiedCoefficients):
 
 
 class UntiedCoefficients(CoefficientFunction):
-    """``beta[k]``, ``a1[k,l]``, ``a2[k,l]`` at the slaved mean ``m*(q)`` (MATH.md §3).
+    """``beta[k]``, ``a1[k,l]``, ``a2[k,l]`` at the slaved mean ``m*(q)`` (docs/math.md §5).
 
     Parameters (besides the common ones)
     ------------------------------------

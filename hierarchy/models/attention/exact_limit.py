@@ -1,4 +1,4 @@
-"""The exact d→∞ reference of the tied quadratic case with a scalar teacher (MATH.md §2).
+"""The exact d→∞ reference of the tied quadratic case with a scalar teacher (docs/math.md §7).
 
 Tied model, ``K = 2``, student index 1 trainable, teacher ``S_2 = cI``, a constant-``Γ`` loss
 (quadratic ``(G_1 − G_2)²``: ``Γ_11 = 2``, ``Γ_12 = −2``), weight decay ``γ``. The matrix flow
@@ -26,7 +26,7 @@ import numpy as np
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.attention.limit_moments import free_poisson_moment
 
-QUADRATIC_GAMMA = (2.0, -2.0)   # (Γ_11, Γ_12) of L = (G_1 − G_2)², MATH.md §1
+QUADRATIC_GAMMA = (2.0, -2.0)   # (Γ_11, Γ_12) of L = (G_1 − G_2)², docs/math.md §7
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +104,7 @@ def riccati_eigenvalue(lam0, t, c=1.0, gamma=QUADRATIC_GAMMA, weight_decay=0.0):
     gamma : (float, float)
         ``(Γ_11, Γ_12)``; default the quadratic loss.
     weight_decay : float
-        ``γ`` of MATH.md §2.
+        ``γ`` of docs/math.md §2.
 
     Returns
     -------
@@ -206,7 +206,7 @@ def convergence_radius(law=None, c=1.0, gamma=QUADRATIC_GAMMA, weight_decay=0.0)
 
     The pole of an eigenvalue ``λ₀`` is where ``1 + bλ₀(e^{at} − 1)/a = 0``, i.e.
     ``at = log(1 − a/(bλ₀)) + 2πik``; the radius is the smallest ``|t|`` over the support
-    (the degree-``M`` truncations are these Taylor polynomials, MATH.md §2).
+    (the degree-``M`` truncations are these Taylor polynomials, docs/math.md §9).
     """
     law = marchenko_pastur() if law is None else law
     lam0 = law.nodes[law.nodes > 0]

@@ -1,8 +1,8 @@
-"""Exact finite-d matrix flows: the noise-free references of the hierarchy (MATH.md §2–4).
+"""Exact finite-d matrix flows: the noise-free references of the hierarchy (docs/math.md §6).
 
 For each parameterization the hierarchy is satisfied *exactly*, at any ``d``, by the moments
 of a deterministic matrix flow whose coefficients are evaluated at the current finite-d
-moments (MATH.md, the statements marked [exact at finite d]). Trainable indices ``k ∈ 𝒦``
+moments (docs/math.md §6). Trainable indices ``k ∈ 𝒦``
 move, the others stay fixed:
 
 - tied (time ``t``):      ``dW_k/dt = −(Σ_l Γ_kl S_l + (γ/4) I) W_k``
@@ -11,7 +11,7 @@ move, the others stay fixed:
 - direct (time ``t``):    ``dS_k/dt = −2 Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k``
 
 The coefficients are either constants (a dict ``name -> value`` with the names of
-INTERFACE.md, missing ones 0) or the SAME coefficient function the hierarchy is solved with
+``field.coefficient_names``, missing ones 0) or the SAME coefficient function the hierarchy is solved with
 (``hierarchy.models.attention.coefficients.make_coefficients(...)``: called on a moment vector aligned with
 ``field.labels``, of which only the entries ``.inputs`` are read); ``β`` of the untied flow
 is then the one that function computes from (27), (30). Comparing a truncated solve with the

@@ -1,4 +1,4 @@
-"""The Gaussian law of the pre-activations ``G`` and the admissible cone (MATH.md §1).
+"""The Gaussian law of the pre-activations ``G`` and the admissible cone (docs/math.md §5).
 
 ``G`` is flattened in C order of its ``(L, L, K)`` shape: entry ``G_{i+1,j+1,k+1}`` sits at
 ``(i*L + j)*K + k``. With ``C⁽¹⁾_{(ij),(i'j')} = C_ii' C_jj'`` and
@@ -103,7 +103,7 @@ def project_psd(a):
 
 
 def project_tied(q):
-    """Tied cone projection ``Π_PSD((q + qᵀ)/2)`` (MATH.md §1, eqs. 92–93)."""
+    """Tied cone projection ``Π_PSD((q + qᵀ)/2)`` (docs/math.md §5; the paper's eqs. 92–93)."""
     return project_psd(q)
 
 

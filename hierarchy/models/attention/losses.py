@@ -1,4 +1,4 @@
-"""Loss functions ``L(G)`` of the pre-activation tensor ``G ∈ R^{L×L×K}`` (MATH.md §1, §5).
+"""Loss functions ``L(G)`` of the pre-activation tensor ``G ∈ R^{L×L×K}`` (docs/math.md §5, §11).
 
 A :class:`Loss` is built once from a sympy expression in the entries ``G[i,j,k]`` and then
 evaluated with compiled numpy code only (no sympy at call time). Arrays follow one
@@ -502,7 +502,7 @@ def make_loss(spec, L, K):
     ----------
     spec : dict
         ``{"name": "quadratic"|"mse"|"softmax-mse"|"expression", "student": "h1",
-        "teacher": "h1", "expression": "..."}``; missing keys take the INTERFACE.md defaults.
+        "teacher": "h1", "expression": "..."}``; missing keys take the defaults of docs/config.md.
     L, K : int
         ``model.tokens`` and ``model.K``.
 

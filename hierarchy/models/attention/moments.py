@@ -109,7 +109,7 @@ def letter_matrices(parameterization, mats):
 
 
 def untied_means(mats):
-    """``m_k = Tr(U_k V_kᵀ)/√d`` of untied matrices ``[(U_k, V_k)]`` (MATH.md §3)."""
+    """``m_k = Tr(U_k V_kᵀ)/√d`` of untied matrices ``[(U_k, V_k)]`` (docs/math.md §2)."""
     d = np.asarray(mats[0][0]).shape[0]
     return np.array([float(np.sum(np.asarray(U) * np.asarray(V))) / np.sqrt(d) for U, V in mats])
 

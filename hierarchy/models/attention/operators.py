@@ -3,7 +3,7 @@
 For a word ``α`` and each position ``i`` holding a trainable letter, the substitution rules
 of :mod:`hierarchy.models.attention.rules` replace the letter by products of letters; the resulting words are
 canonicalised and looked up. Words longer than the truncation degree ``M`` are dropped
-(``μ_α ≡ 0`` for ``|α| > M``, MATH.md eq. 13). Each coefficient ``c`` (``Gamma[k,l]``,
+(``μ_α ≡ 0`` for ``|α| > M``, docs/math.md §3). Each coefficient ``c`` (``Gamma[k,l]``,
 ``beta[k]``, ``a1[k,l]``, ``gamma``, …) collects its terms into one sparse matrix ``A_c``
 whose entries are small integers (halves for the tied weight decay).
 
@@ -16,7 +16,7 @@ By default, the closure of the observables under the substitutions (truncated at
 The default observables are the words of degree ≤ 2 over the model's letters: every
 letter for tied and direct models; for untied models ``M_k, Mt_k`` for every index and
 ``A_k, B_k`` for trainable ``k`` only — the ``A_l, B_l`` of a fixed index never enter the
-field (MATH.md §3), so asking for them is a choice the user makes explicitly through
+field (docs/math.md §3), so asking for them is a choice the user makes explicitly through
 ``observables``. ``all_words=True`` keeps every canonical word up to degree ``M``.
 """
 

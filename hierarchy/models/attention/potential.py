@@ -1,4 +1,4 @@
-"""The Gaussian-equivalent potential ``Φ = E[L(G)]`` and its gradients (MATH.md §1).
+"""The Gaussian-equivalent potential ``Φ = E[L(G)]`` and its gradients (docs/math.md §5).
 
 :class:`Potential` computes, for ``G ~ N(mean, cov)`` (flat, length ``n = L·L·K``),
 
@@ -20,7 +20,7 @@ the ``L = 2`` softmax). Two evaluation methods:
   call. The node loop runs in a compiled kernel (:mod:`hierarchy.jit.expression_kernels`)
   when a compiler is available, otherwise in numpy (with a warning naming the reason).
 
-The Price-theorem conversions to the model's variables follow MATH.md's convention (every
+The Price-theorem conversions to the model's variables follow docs/math.md §5's convention (every
 covariance entry an independent variable; ``H = E[∇²L]`` reshaped ``(L², K, L², K)``):
 
     ∂Φ/∂q⁽ʳ⁾_kl = ½ Σ C⁽ʳ⁾_{(ij),(i'j')} H_{(ij)k,(i'j')l}      (:func:`covariance_gradients`)
@@ -371,7 +371,7 @@ class _PriceMaps:
 
 @dataclass
 class PriceGradients:
-    """``Φ`` and its gradients in the model variables (MATH.md §1 convention).
+    """``Φ`` and its gradients in the model variables (docs/math.md §5 convention).
 
     Attributes
     ----------

@@ -1,4 +1,4 @@
-"""Weak recovery from an uninformative start (MATH.md §2 eq. 17/20, §3 Cor. 4, §4 Cor. 7).
+"""Weak recovery from an uninformative start (docs/math.md §10; the paper's eqs. 17/20, Cor. 4, Cor. 7).
 
 A student index ``k`` (trainable) and a teacher index ``l`` (fixed) start *uninformative*
 when the two matrix algebras are free: every mixed moment is the free product of the
@@ -133,7 +133,7 @@ def uninformative_moments(field, mats, zero_mean_traces=True):
     """Free projection of the moments of finite-d matrices onto the uninformative manifold.
 
     Every word made of one index's letters keeps its exact finite-d value; every mixed word
-    gets the value it has when the per-index algebras are free (MATH.md §2 Assumption 3, §3
+    gets the value it has when the per-index algebras are free (the paper's Assumption 3, §3
     Assumption 6, §4 Assumption 10 hold exactly). Then the escape-velocity formulas are the
     field's own velocities, and an invariant manifold is kept to rounding.
 

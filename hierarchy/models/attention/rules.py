@@ -1,7 +1,7 @@
 """The substitution rules of each parameterization, derived by sympy.
 
 Differentiating ``μ_α = Tr[Z_1⋯Z_w]/d`` along a matrix flow replaces one letter at a time by
-its time derivative. Every flow of MATH.md maps a letter to a linear combination of products
+its time derivative. Every flow of docs/math.md §4 maps a letter to a linear combination of products
 of letters, so the whole truncated hierarchy is fixed by one small table per letter::
 
     Z_x  →  Σ  factor · κ_c · (product of letters)
@@ -9,7 +9,7 @@ of letters, so the whole truncated hierarchy is fixed by one small table per let
 This module derives that table from the matrix flows themselves, with noncommutative sympy
 symbols for the factor matrices (``W_k``; ``U_k, V_k``; ``S_k``) and their transposes:
 
-- tied (MATH.md §2): ``S_k = W_k W_kᵀ``, ``dW_k/dt = −(Σ_l Γ_kl S_l + (γ/4) I) W_k``;
+- tied (docs/math.md §2): ``S_k = W_k W_kᵀ``, ``dW_k/dt = −(Σ_l Γ_kl S_l + (γ/4) I) W_k``;
 - untied slow phase (§3): ``M_k = U_kV_kᵀ``, ``A_k = U_kU_kᵀ``, ``B_k = V_kV_kᵀ``,
   ``dU_k/dτ = −β_k V_k − 2Σ_{l,r} a⁽ʳ⁾_kl M_l⁽ʳ⁾ V_k − γ U_k`` and the ``V_k`` analogue;
 - direct (§4): ``dS_k/dt = −2Σ_l (A_kl S_l + B_kl S_lᵀ) − γ S_k``.
@@ -40,7 +40,7 @@ class Term:
 
 
 def coefficient_names(parameterization, K, trainable):
-    """The coefficient names of a field, in the order of INTERFACE.md.
+    """The coefficient names of a field, in a fixed order (docs/config.md lists them).
 
     Parameters
     ----------
@@ -93,7 +93,7 @@ def parse_coefficient_name(name):
 
 
 def _coef(name):
-    """A commutative sympy symbol whose name is the INTERFACE.md coefficient name."""
+    """A commutative sympy symbol whose name is the coefficient name (``Gamma[1,2]``, ``gamma``, ...)."""
     return sp.Symbol(name, real=True)
 
 

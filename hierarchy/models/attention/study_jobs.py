@@ -34,7 +34,7 @@ from hierarchy.models.attention.sgd_problem import (
 from hierarchy.models.attention.words import parse_label
 from hierarchy.sgd.simulate import check_horizon, simulate
 
-#: The embedded default study: the exactly solvable tied case of MATH.md §2 (see
+#: The embedded default study: the exactly solvable tied case of docs/math.md §7 (see
 #: :mod:`hierarchy.study.run` for why these values).
 DEFAULT_STUDY = {
     "model": {"parameterization": "tied", "K": 2, "trainable": [1], "tokens": 1,

@@ -1,4 +1,4 @@
-"""Untied fast–slow dynamics (MATH.md §3): the fast mean phase, then the slow moment phase.
+"""Untied fast–slow dynamics (docs/math.md §2, §8): the fast mean phase, then the slow moment phase.
 
 Online SGD of the untied model ``M_k = U_kV_kᵀ`` moves on two clocks:
 

@@ -1,7 +1,7 @@
 """Letters, canonical words and their labels.
 
 A *word* is a tuple of integer letters; its moment is ``μ_α = Tr[Z_{a_1} ⋯ Z_{a_w}] / d``.
-Each parameterization has an alphabet (MATH.md §2–4, INTERFACE.md "Word labels"):
+Each parameterization has an alphabet (docs/math.md §2; the README's "Words and labels"):
 
 ========== ================================ ========================= ================
 model      letter ``x`` (``k`` 1-based)     transpose                 label
@@ -16,7 +16,7 @@ direct     ``x = 2(k-1)+kind``,             ``S ↔ St``                ``t1``, 
 Trace moments are invariant under rotation and under *transpose-reversal* (reverse the word
 and transpose every letter). The canonical representative of a word is the lexicographically
 smallest tuple among all rotations of the word and of its transpose-reversal; for the untied
-alphabet the integer encoding makes integer order equal to INTERFACE.md's key
+alphabet the integer encoding makes integer order equal to the README's key
 ``(index, kind)``. For tied words transposition is the identity, so the canonical words are
 bracelets.
 
@@ -128,7 +128,7 @@ def canonical_word(word, alph):
 
 
 def word_label(word, alph):
-    """Label of a canonical word, exactly as INTERFACE.md fixes it."""
+    """Label of a canonical word, exactly as the README's "Words and labels" fixes it."""
     if alph.parameterization == "direct" and len(word) <= 2:
         return _direct_order_parameter(word, alph)
     if alph.parameterization == "tied":
