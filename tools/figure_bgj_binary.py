@@ -1,6 +1,6 @@
 """Binary Gaussian mixture, width-2 ReLU network: SGD endpoints and the basin law 1/2.
 
-Contract ``SUMMARY_MODELS.md`` B.2, D.1.5 (Figs. 6-8 of the effective-dynamics paper):
+The binary mixture of docs/summary_models.md §3 (Figs. 6-8 of the effective-dynamics paper):
 online SGD of the actual networks (``N = 250``, ``lambda = 100``, ``alpha = 0.1``,
 ``c_delta = 1``, ``v ~ N(0, I_2)``, ``W_i ~ N(0, I_N / (lambda N))``; at ``lambda = inf``
 ``W_i ~ N(0, I_N / N)``, see :mod:`hierarchy.models.gmm.starts`). Three panels:
@@ -90,7 +90,7 @@ def draw_endpoints(ax, final, paired, ode_final, radius, optimal):
     for start in (0.0, np.pi):                   # the quarter rings where v1 v2 > 0
         angle = np.linspace(start, start + np.pi / 2, 200)
         ax.plot(radius * np.cos(angle), radius * np.sin(angle), color="0.5", lw=1.0,
-                label=f"unstable ring |v|² = C_α = {radius**2:.4f}" if start == 0 else None)
+                label=rf"unstable ring $|v|^2 = C_\alpha$ = {radius**2:.4f}" if start == 0 else None)
     ax.plot([radius, -radius], [-radius, radius], "k*", ms=12, label="stable optimal points")
     ax.plot(ode_final[0], ode_final[1], "x", color="0.35", ms=4, alpha=0.5,
             label="ODE λ = ∞ endpoints (limit starts)")

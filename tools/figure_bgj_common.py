@@ -1,7 +1,7 @@
 """Shared helpers of the effective-dynamics figure scripts (tools/figure_bgj_*.py).
 
-The four scripts draw the summary-statistics families (contract ``SUMMARY_MODELS.md``
-B.4, D.1): spiked matrix and tensor PCA phase portraits in ``(m, r2)``, and the binary and
+The four scripts draw the summary-statistics families (docs/summary_models.md
+§2, §3): spiked matrix and tensor PCA phase portraits in ``(m, r2)``, and the binary and
 XOR Gaussian-mixture classifiers. Each takes ``--quick`` (minutes at most on 2 cores),
 ``--tiny`` (seconds, for the tests) and ``--out DIR``; without either flag it runs the
 contract's settings. The generic plumbing (CSV, PNG, ``result.json``) is imported from
@@ -336,7 +336,7 @@ def draw_fraction(ax, model, runs, margin, predicted, what):
     spread = 2.0 * binomial_se(predicted, count)
     ax.axhspan(predicted - spread, predicted + spread, color="0.5", alpha=0.15,
                label=f"± 2 binomial s.e. ({count} runs)")
-    ax.set_xlabel("t = steps · c_δ / N")
+    ax.set_xlabel(r"$t = {\rm steps} \cdot c_\delta / N$")
     ax.set_ylabel(f"fraction of runs optimal (margin ≥ {margin:.3g})")
     top = max(3 * predicted, float(np.max(sgd)), float(np.max(paired)), float(np.max(ode)))
     ax.set_ylim(-0.02, min(1.02, top + 0.05))

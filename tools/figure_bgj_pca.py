@@ -1,6 +1,6 @@
 """Matrix PCA (k = 2) phase portraits in (m, r2): ballistic ODE against online SGD.
 
-Contract ``SUMMARY_MODELS.md`` B.1, D.1.1 (Fig. 1 of the effective-dynamics paper): the
+Spiked PCA, docs/summary_models.md §2 (Fig. 1 of the effective-dynamics paper): the
 field ``du/dt = -f + g`` of spiked matrix PCA with ``c_delta = 1`` at ``lambda = 0.8``
 (below the dynamical BBP threshold ``lambda_c = 1``: the equator point ``(0, 1)`` is stable)
 and ``lambda = 1.2`` (above it: SGD escapes to ``(+-sqrt(lambda - 1), 1) = (+-0.447, 1)`` at
@@ -112,7 +112,7 @@ def main():
         print(f"  λ = {snr}: mean |m| = {found['mean_abs_final_m']:.3f} at "
               f"t = {cfg['t_final']:g}{extra} ({clock.elapsed():.1f} s)", flush=True)
     legend(axes[0][0], loc="lower left")
-    fig.suptitle(f"Spiked matrix PCA, c_δ = 1: ballistic ODE field and online SGD "
+    fig.suptitle(rf"Spiked matrix PCA, $c_\delta = 1$: ballistic ODE field and online SGD "
                  f"({cfg['mode']} mode)", fontsize=10)
     out = pathlib.Path(args.out)
     save_png(fig, out / f"{NAME}.png")

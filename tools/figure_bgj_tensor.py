@@ -1,6 +1,6 @@
 """Tensor PCA (k = 3, 4) phase portraits in (m, r2): ballistic ODE against online SGD.
 
-Contract ``SUMMARY_MODELS.md`` B.1, D.1.2: spiked tensor PCA with ``c_delta = 1`` above the
+Spiked tensor PCA of docs/summary_models.md §2: spiked tensor PCA with ``c_delta = 1`` above the
 warm-start threshold ``lambda_c(k)`` (``lambda = 4 > 3.0792`` at ``k = 3``,
 ``lambda = 8 > 6.75`` at ``k = 4``). The equator point ``(0, 1)`` is stable for ``k >= 3``,
 so a random start does not recover the spike; warm starts ``m0`` on both sides of the
@@ -113,7 +113,7 @@ def main():
               f"{[s['sgd_fraction_recovered'] for s in summary[key]['starts']]} "
               f"({clock.elapsed():.1f} s)", flush=True)
     legend(axes[0][0], loc="lower right")
-    fig.suptitle(f"Spiked tensor PCA, c_δ = 1, warm starts at r² = 1: ballistic ODE field "
+    fig.suptitle(rf"Spiked tensor PCA, $c_\delta = 1$, warm starts at r² = 1: ballistic ODE field "
                  f"and online SGD ({cfg['mode']} mode)", fontsize=10)
     out = pathlib.Path(args.out)
     save_png(fig, out / f"{NAME}.png")

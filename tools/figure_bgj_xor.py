@@ -1,6 +1,6 @@
 """XOR Gaussian mixture, width-K ReLU network: SGD endpoints and the basin law P_K.
 
-Contract ``SUMMARY_MODELS.md`` B.3, D.1.6 (Figs. 9-11 of the effective-dynamics paper):
+The XOR mixture of docs/summary_models.md §3 (Figs. 9-11 of the effective-dynamics paper):
 online SGD of the actual networks (``N = 250``, ``lambda = 1000``, ``alpha = 0.1``,
 ``K = 4``, ``c_delta = 1``, ``v ~ N(0, I_K)``, ``W_i ~ N(0, I_N / N)``). Four panels:
 
@@ -99,9 +99,9 @@ def draw_neurons(ax, model, final, paired, c_alpha):
             ax.plot(m[:, 0][pick], m[:, 1][pick], marker, color=shade, ms=size,
                     alpha=0.5 if source == "SGD" else 0.8, label=f"{source}, {text}")
     ax.plot([root, -root, 0, 0], [0, 0, root, -root], "k+", ms=12, mew=1.5,
-            label=f"one neuron per class: √C_α = {root:.4f}")
-    ax.set_xlabel("m^μ_i = ⟨W_i, μ⟩")
-    ax.set_ylabel("m^ν_i = ⟨W_i, ν⟩")
+            label=rf"one neuron per class: $\sqrt{{C_\alpha}}$ = {root:.4f}")
+    ax.set_xlabel(r"$m^\mu_i = \langle W_i, \mu\rangle$")
+    ax.set_ylabel(r"$m^\nu_i = \langle W_i, \nu\rangle$")
     ax.set_aspect("equal")
     legend(ax, loc="lower left", fontsize=6, title="ODE: at that λ, from each run's start",
            title_fontsize=6)

@@ -1,6 +1,6 @@
 """k-GMM multiclass logistic regression: Hessian and G outliers along SGD (seed 003).
 
-Contract ``SUMMARY_MODELS.md`` C.2, C.5 (Figs. 3.1-3.3, F.2) and D.2. One SGD run of the
+docs/spectra.md (the outlier spectra; Figs. 3.1-3.3, F.2 of the third seed paper). One SGD run of the
 classifier ``x = (x^1..x^k)``; at each snapshot time ``hierarchy sgd`` (``[spectra]`` of
 ``gmm-multiclass``) records the top ``k`` eigenpairs of the empirical test Hessian and G
 class blocks ``x1..xk`` (``d x d``), their Silverstein-Choi bulk edge, and the population
@@ -70,6 +70,11 @@ FULL_SECONDS = 140
 #: the targets: rho level reached by ALIGN_BY, rho tolerance from ALIGN_FROM, outlier tolerance
 ALIGN_LEVEL, ALIGN_BY, ALIGN_TOL, ALIGN_FROM, OUTLIER_TOL = 0.9, 30.0, 0.05, 10.0, 0.10
 MATRICES = (("hessian", "∇²R̂"), ("G", "Ĝ"))
+
+
+def block_tex(matrix, block):
+    """Mathtext of a matrix's block: ``\\nabla^2_{cc}\\hat R``, ``\\hat G_{cc}``."""
+    return rf"\nabla^2_{{{block}}}\hat R" if matrix == "hessian" else rf"\hat G_{{{block}}}"
 
 
 # ----------------------------------------------------------------------------- the run
@@ -230,17 +235,21 @@ def draw_alignment(axes, result):
     for ax, (matrix, text) in zip(axes, MATRICES):
         rho, pop = measured_rho(spectra, matrix, k), population_rho(spectra, matrix, k)
         for c in range(k):
-            ax.plot(t, rho[:, c], "o-", color=colours[c], ms=2.5, lw=1.0)
+            ax.plot(t, rho[:, c], "o-", color=colours[c], ms=2.5, lw=1.0,
+                    label=f"$c = {c + 1}$")
             ax.plot(result["t"], contract[:, c], "--", color=colours[c], lw=0.8)
             ax.plot(t, pop[:, c], ":", color=colours[c], lw=0.8)
         ax.plot([], [], "ko-", ms=2.5, label="measured (SGD run 0)")
-        ax.plot([], [], "k--", label="ρ_pred (D.2.2, ODE)")
-        ax.plot([], [], "k:", label="ρ(x^c, E_k(population block)), ODE")
-        ax.axhline(ALIGN_LEVEL, color="0.6", lw=0.6)
+        ax.plot([], [], "k--",
+                label=r"$\rho_{\rm pred}$ closed form, exact at $\lambda = \infty$ only (ODE)")
+        ax.plot([], [], "k:", label=r"$\rho(x^c, E_k)$ of the population block (ODE)")
+        ax.axhline(ALIGN_LEVEL, color="0.45", lw=0.8, ls="-.",
+                   label=f"target {ALIGN_LEVEL:g} (at $t = {ALIGN_BY:g}$, Hessian)")
         ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("t = ℓ δ")
-        ax.set_title(f"ρ(x^c, E_{k}({text}_cc)), c = 1..{k}", fontsize=9)
-        legend(ax, loc="lower right", fontsize=7)
+        ax.set_xlabel(r"$t = \ell\delta$")
+        ax.set_title(rf"$\rho(x^c, E_{{{k}}}({block_tex(matrix, 'cc')}))$, $c = 1..{k}$",
+                     fontsize=9)
+        legend(ax, loc="lower right", fontsize=6, ncol=2)
 
 
 def draw_vectors(axes, result):
@@ -250,13 +259,14 @@ def draw_vectors(axes, result):
     index = np.arange(1, dimension + 1)
     centres = np.argmax(model.means(dimension), axis=1) + 1
     axes[0].plot(index, result["x1"], color="k", lw=0.8)
-    axes[0].set_title("x¹ at the end of training", fontsize=9)
+    axes[0].set_title(r"$x^1$ at the end of training", fontsize=9)
     for ax, (matrix, text) in zip(axes[1:], MATRICES):
         vectors = oriented(spectra[f"{matrix}_x1_eigenvectors_last"], model, dimension)
         for j in range(vectors.shape[1]):
             ax.plot(index, vectors[:, j], lw=0.7, color=f"C{j % 10}",
                     label=f"v{j + 1}" if j < 10 else None)
-        ax.set_title(f"top {vectors.shape[1]} eigenvectors of {text}_11 (end)", fontsize=9)
+        ax.set_title(f"top {vectors.shape[1]} eigenvectors of ${block_tex(matrix, '11')}$ (end)",
+                     fontsize=9)
         legend(ax, loc="lower right", fontsize=6, ncol=5)
     for ax in axes:
         for c in centres:
@@ -270,19 +280,20 @@ def draw_outliers(axes, result):
     t = spectra["t"]
     measured = spectra["hessian_x1_eigenvalues"]
     predicted = spectra["hessian_x1_outliers_predicted"]
+    names = ("top eigenvalue (along $\\mu_1$)", "2nd..k-th (along $\\mu_b$, $b \\neq 1$)")
     for j in range(measured.shape[1]):
         colour = "tab:red" if j == 0 else "tab:blue"
         axes[0].plot(t, measured[:, j], "o-", color=colour, ms=2.5, lw=0.8,
-                     label="measured top k" if j == 0 else None)
+                     label=f"measured {names[min(j, 1)]}" if j <= 1 else None)
         axes[0].plot(t, predicted[:, j], "--", color=colour, lw=0.8,
-                     label="population outliers (ODE)" if j == 0 else None)
+                     label=f"population, ODE: {names[min(j, 1)]}" if j <= 1 else None)
     axes[0].plot(t, spectra["hessian_x1_bulk_edge"], "s-", color="0.4", ms=2.5,
                  label="bulk edge (Silverstein–Choi)")
     axes[0].plot(t, spectra["hessian_x1_bulk_predicted"], ":", color="0.4",
-                 label="population bulk (1/λ) E[w] (ODE)")
+                 label=r"population bulk $\lambda^{-1} E[w]$ (ODE)")
     axes[0].set_yscale("log")
-    axes[0].set_ylabel("eigenvalue of ∇²_11 R̂")
-    axes[0].set_title("eigenvalues of ∇²_11 R̂ over training", fontsize=9)
+    axes[0].set_ylabel(rf"eigenvalue of ${block_tex('hessian', '11')}$")
+    axes[0].set_title(rf"eigenvalues of ${block_tex('hessian', '11')}$ over training", fontsize=9)
     m_sgd, _, _ = unpack(result["u"].T, model.classes)
     m_ode, _, _ = unpack(result["ode"].T, model.classes)
     for b in range(model.classes):
@@ -292,9 +303,9 @@ def draw_outliers(axes, result):
     axes[1].plot([], [], "-", color="tab:red", label="SGD run 0, b = 1")
     axes[1].plot([], [], "-", color="tab:blue", label="SGD run 0, b = 2..k")
     axes[1].plot([], [], "k--", label="ballistic ODE")
-    axes[1].set_title("m_1b = ⟨x¹, μ_b⟩, b = 1..k", fontsize=9)
+    axes[1].set_title(r"$m_{1b} = \langle x^1, \mu_b\rangle$, $b = 1..k$", fontsize=9)
     for ax in axes:
-        ax.set_xlabel("t = ℓ δ")
+        ax.set_xlabel(r"$t = \ell\delta$")
         legend(ax, loc="best", fontsize=7)
 
 

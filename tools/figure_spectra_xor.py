@@ -1,6 +1,6 @@
 """XOR Gaussian mixture, width-K ReLU network: Hessian and G outliers along SGD (seed 003).
 
-Contract ``SUMMARY_MODELS.md`` C.3, C.5 (Figs. 4.1-4.3) and D.2.4. One SGD run of the
+docs/spectra.md (the outlier spectra; Figs. 4.1-4.3 of the third seed paper). One SGD run of the
 network on the XOR mixture; at each snapshot time ``hierarchy sgd`` (``[spectra]`` of
 ``gmm-xor``) records the top eigenpairs of the empirical test Hessian and G blocks ``W_i``
 (``d x d``, top 2) and ``v`` (``K x K``, top 4, the 5th as its bulk), and predicts them from
@@ -157,10 +157,15 @@ def neuron_colours(width):
     return [cmap(i % 20) for i in range(width)]
 
 
+def block_tex(matrix, block):
+    """Mathtext of a matrix's block: ``\\nabla^2_{vv}\\hat R``, ``\\hat G_{vv}``."""
+    return rf"\nabla^2_{{{block}}}\hat R" if matrix == "hessian" else rf"\hat G_{{{block}}}"
+
+
 def draw_alignment(axes, spectra, width):
     """Fig. 4.1: ``rho(W_i, E_2)`` per neuron and ``rho(v, E_4)``; Hessian and G."""
     t, colours = spectra["t"], neuron_colours(width)
-    for col, (matrix, text) in enumerate((("hessian", "∇²R̂"), ("G", "Ĝ"))):
+    for col, matrix in enumerate(("hessian", "G")):
         top, bottom = axes[0][col], axes[1][col]
         for i in range(width):
             name = f"{matrix}_W{i + 1}"
@@ -168,38 +173,43 @@ def draw_alignment(axes, spectra, width):
             top.plot(t, spectra[name + "_alignment_predicted"], "--", color=colours[i], lw=0.8)
         top.plot([], [], "k-", label="measured (solid)")
         top.plot([], [], "k--", label="predicted (dashed)")
-        top.set_title(f"ρ(W_i, E₂({text}_WiWi)), i = 1..{width}", fontsize=9)
+        for i in (0, 1):
+            top.plot([], [], "-", color=colours[i], label=f"neuron $i = {i + 1}$")
+        top.plot([], [], " ", label=f"... one colour per neuron, $i \\leq {width}$")
+        top.set_title(rf"$\rho(W_i, E_2({block_tex(matrix, 'W_iW_i')}))$, $i = 1..{width}$",
+                      fontsize=9)
         bottom.plot(t, spectra[f"{matrix}_v_alignment"], "o-", color="tab:red", ms=3,
                     label="measured")
         bottom.plot(t, spectra[f"{matrix}_v_alignment_predicted"], "--", color="k",
                     label="predicted")
-        bottom.set_title(f"ρ(v, E₄({text}_vv))", fontsize=9)
+        bottom.set_title(rf"$\rho(v, E_4({block_tex(matrix, 'vv')}))$", fontsize=9)
         for ax in (top, bottom):
             ax.set_ylim(-0.02, 1.02)
-            ax.set_xlabel("t = ℓ δ")
+            ax.set_xlabel(r"$t = \ell\delta$")
             legend(ax, loc="lower right")
 
 
 def draw_vv(axes, spectra, references):
     """Fig. 4.2: measured top-4 and 5th (bulk) ``vv`` eigenvalues against the predicted."""
     t = spectra["t"]
-    for ax, (matrix, text) in zip(axes, (("hessian", "∇²R̂_vv"), ("G", "Ĝ_vv"))):
+    for ax, matrix in zip(axes, ("hessian", "G")):
         measured = spectra[f"{matrix}_v_eigenvalues"]
         predicted = spectra[f"{matrix}_v_outliers_predicted"]
         for j in range(measured.shape[1]):
             ax.plot(t, measured[:, j], "o-", color=f"C{j}", ms=3,
-                    label="measured top 4" if j == 0 else None)
-            ax.plot(t, predicted[:, j], "--", color=f"C{j}", lw=1.0,
-                    label="predicted (population, ODE)" if j == 0 else None)
+                    label=f"eigenvalue {j + 1}")
+            ax.plot(t, predicted[:, j], "--", color=f"C{j}", lw=1.0)
+        ax.plot([], [], "ko-", ms=3, label="measured (solid)")
+        ax.plot([], [], "k--", label="predicted: population, ODE (dashed)")
         ax.plot(t, spectra[f"{matrix}_v_bulk_edge"], "s-", color="0.5", ms=3,
                 label="measured 5th (bulk)")
         ax.axhline(references[matrix], color="k", ls=":", lw=1.0,
-                   label=f"λ = ∞ per-class value {references[matrix]:.4g}")
+                   label=rf"$\lambda = \infty$ per-class value {references[matrix]:.4g}")
         ax.set_yscale("log")
-        ax.set_xlabel("t = ℓ δ")
+        ax.set_xlabel(r"$t = \ell\delta$")
         ax.set_ylabel("eigenvalue")
-        ax.set_title(f"eigenvalues of {text}", fontsize=9)
-        legend(ax, loc="lower right", fontsize=7)
+        ax.set_title(rf"eigenvalues of ${block_tex(matrix, 'vv')}$", fontsize=9)
+        legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)  # outside: covers no data
 
 
 def draw_planted(axes, planted, reference):
@@ -210,16 +220,18 @@ def draw_planted(axes, planted, reference):
         predicted = spectra["G_v_outliers_predicted"]
         for j in range(measured.shape[1]):
             ax.plot(t, measured[:, j], "o-", color=f"C{j}" if j < 4 else "0.55", ms=3,
-                    lw=1.0, label="measured" if j == 0 else None)
-            ax.plot(t, predicted[:, j], "--", color=f"C{j}" if j < 4 else "0.55", lw=0.8,
-                    label="predicted" if j == 0 else None)
-        ax.axhline(reference, color="k", ls=":", lw=1.0, label="λ = ∞ per-class value")
+                    lw=1.0, label=(f"eigenvalue {j + 1}" if j < 4 else
+                                   ("eigenvalue 5.. (bulk)" if j == 4 else None)))
+            ax.plot(t, predicted[:, j], "--", color=f"C{j}" if j < 4 else "0.55", lw=0.8)
+        ax.plot([], [], "ko-", ms=3, label="measured (solid)")
+        ax.plot([], [], "k--", label="predicted (dashed)")
+        ax.axhline(reference, color="k", ls=":", lw=1.0, label=r"$\lambda = \infty$ per-class value")
         ax.set_yscale("log")
-        ax.set_xlabel("t = ℓ δ")
+        ax.set_xlabel(r"$t = \ell\delta$")
         ax.set_title(f"planted {case['classes']}: discerned {case['served']}, "
                      f"outliers {case['count']} (pred. {case['count_predicted']})", fontsize=8)
         legend(ax, loc="lower right", fontsize=7)
-    axes[0].set_ylabel("eigenvalues of Ĝ_vv")
+    axes[0].set_ylabel(rf"eigenvalues of ${block_tex('G', 'vv')}$")
 
 
 # ----------------------------------------------------------------------------- tables
@@ -330,7 +342,7 @@ def main():
     draw_alignment(axes, spectra, width)
     fig.suptitle("Fig. 4.1 — " + title, fontsize=10)
     save_png(fig, out / f"{NAME}_alignment.png")
-    fig, axes = figure(1, 2, figsize=(11, 4.2))
+    fig, axes = figure(1, 2, figsize=(14, 4.2))
     draw_vv(axes[0], spectra, references)
     fig.suptitle("Fig. 4.2 — " + title, fontsize=10)
     save_png(fig, out / f"{NAME}_vv.png")

@@ -16,6 +16,7 @@ from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, 
 from hierarchy.config import loader
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core import run_report
 from hierarchy.core.io import atomic_write
 from hierarchy.models.attention import compiled, display, operators
 from hierarchy.study import run as study_run
@@ -169,6 +170,10 @@ def sgd(args, progress):
         report(f"{diverged['message']}; the rows before it are kept in {args.out} "
                "(marked incomplete)")
         return EXIT_INCOMPLETE
+    if isinstance(summary, dict) and summary.get("complete") is not False:
+        table = run_report.report_ensemble(config, args.out)  # sgd.png of an ensemble
+        if table and not is_quiet(args):
+            print(table)
     return finish_resumable(summary, args)
 
 

@@ -23,6 +23,7 @@ functions that draw: it is a heavy dependency that only plotting needs.
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
@@ -33,6 +34,10 @@ MIN_DPI = 150
 DEGREE_CMAP = "viridis"
 LEGEND_FONTSIZE = 8
 _SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+# matplotlib builds its font cache on first use and logs "generated new fontManager" at INFO;
+# the CLI logs at INFO, and that line is not the run's business.
+logging.getLogger("matplotlib.font_manager").setLevel(logging.WARNING)
 
 
 # ----------------------------------------------------------------------------- labels
@@ -129,16 +134,18 @@ def legend(ax, **kwargs):
     return ax.legend(**kwargs)
 
 
-def figure_legend(fig, axes, loc="outside right upper"):
+def figure_legend(fig, axes, loc="outside right upper", **kwargs):
     """One legend for the whole figure: every labelled curve of ``axes``, once, in order.
 
     A curve drawn in some panels only (e.g. an uncertified stretch) still gets its entry.
+    The default place is outside the panels, so it never covers data.
     """
     handles = {}
     for ax in axes:
         for handle, text in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(text, handle)
-    return fig.legend(list(handles.values()), list(handles), loc=loc, fontsize=LEGEND_FONTSIZE)
+    return fig.legend(list(handles.values()), list(handles), loc=loc, fontsize=LEGEND_FONTSIZE,
+                      **kwargs)
 
 
 def save_figure(fig, path, dpi=MIN_DPI):
@@ -307,8 +314,9 @@ def over_seeds(values, reduce=np.nanmean):
 
 
 def make_sgd_figure(t, mu_seeds, loss_seeds, labels, math_label=plain_label, time_label="t",
-                    max_panels=6):
-    """Online SGD: one panel per moving observable (seed mean, min–max band) and the loss.
+                    max_panels=6, title=""):
+    """Online SGD: one panel per moving observable (seed mean, every seed, min–max band) and
+    the loss.
 
     Parameters
     ----------
@@ -322,30 +330,146 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, math_label=plain_label, tim
     time_label : str
         Label of the time axis.
     max_panels : int
+    title : str
+        The run's model and settings (the figure's title).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        With up to :data:`MAX_CURVES` seeds each seed is drawn as a thin line as well, so
+        the spread shows even when the band is narrow (two seeds: the band is the two
+        curves).
+    """
+    mean, loss = over_seeds(mu_seeds), over_seeds(loss_seeds)
+    moving, _ = split_constant({label: mean[:, i] for i, label in enumerate(labels)})
+    shown = moving[:max_panels]
+    seeds = mu_seeds.shape[0]
+    fig, axes = new_figure(1, len(shown) + 1, figsize=(3.0 * (len(shown) + 1), 3.4))
+    xlabel = time_label
+    for ax, label in zip(axes[0], shown):
+        i = list(labels).index(label)
+        ax.plot(t, mean[:, i], color="C0", lw=1.6, label="seed mean")
+        if seeds > 1:
+            ax.fill_between(t, over_seeds(mu_seeds[:, :, i], np.nanmin),
+                            over_seeds(mu_seeds[:, :, i], np.nanmax),
+                            color="C0", alpha=0.3, lw=0, label="seed range (min–max)")
+        if 1 < seeds <= MAX_CURVES:
+            ax.plot(t, mu_seeds[:, :, i].T, color="C1", lw=0.6, alpha=0.8)
+            ax.plot([], [], color="C1", lw=0.6, label=f"each of {seeds} seeds")
+        name = math_label(label)
+        heading = name
+        if seeds > 1:  # a spread too narrow to see is still stated
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                width = np.nanmax(np.nanmax(mu_seeds[:, :, i], 0) - np.nanmin(mu_seeds[:, :, i], 0))
+            heading += f"  (seed range ≤ {width:.1e})"
+        ax.set(xlabel=xlabel, ylabel=name)
+        ax.set_title(heading, fontsize=9)
+    ax = axes[0][-1]
+    ax.plot(t, loss, color="C3")
+    ax.set(title="loss (minibatch)", xlabel=xlabel, ylabel="loss")
+    if shown and seeds > 1:
+        figure_legend(fig, list(axes[0]), loc="outside lower center", ncol=3)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+# ----------------------------------------------------------------------------- statistics
+
+#: Most curves a panel of statistics draws one by one (more: thin lines and their envelope)
+MAX_CURVES = 8
+
+
+def plain_log_axis(ax, values, axis="x"):
+    """A log axis with ticks at ``values`` and plain labels (``50, 100, 200, 400``).
+
+    matplotlib's default labels the minor ticks of a short log range in scientific form,
+    and they run together (``2×10³×10⁴×10²``); ticks at the data's own values do not.
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    which = ax.xaxis if axis == "x" else ax.yaxis
+    which.set_major_locator(FixedLocator(sorted(float(v) for v in values)))
+    which.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    which.set_minor_locator(NullLocator())
+    which.set_minor_formatter(NullFormatter())
+
+
+def plot_statistics_group(ax, t, values, labels, math_label=plain_label, spread=None):
+    """One group of statistics against time: each curve labelled if there are few.
+
+    Up to :data:`MAX_CURVES` curves are drawn in colour with their names (and, given
+    ``spread = (low, high)`` arrays like ``values``, a band of the same colour); more are
+    drawn as thin grey lines with the group's smallest, median and largest value at each
+    time.
+    """
+    values = np.asarray(values, float)
+    if len(labels) <= MAX_CURVES:
+        for j, label in enumerate(labels):
+            line, = ax.plot(t, values[:, j], lw=1.3, label=math_label(label))
+            if spread is not None:
+                ax.fill_between(t, spread[0][:, j], spread[1][:, j], color=line.get_color(),
+                                alpha=0.2, lw=0)
+        return
+    ax.plot(t, values, color="0.6", lw=0.5, alpha=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for reduce, style, color, name in ((np.nanmax, "-", "k", "largest"),
+                                           (np.nanmedian, "--", "C3", "median"),
+                                           (np.nanmin, "-", "C0", "smallest")):
+            ax.plot(t, reduce(values, axis=1), style, color=color, lw=1.3,
+                    label=f"{name} of {len(labels)}")
+
+
+def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_label="t",
+                           extra_panels=(), spread=None, spread_name=""):
+    """A run of many statistics: one panel per group of labels, then the family's panels.
+
+    Parameters
+    ----------
+    t : array (T,)
+    y : array (T, n)
+        The statistics ``labels`` at the times ``t``.
+    labels : list of str
+    title : str
+        The run: family and settings (:func:`hierarchy.core.summary_table.settings_title`).
+    math_label : callable
+    time_label : str
+    extra_panels : sequence of (str, dict)
+        More panels: a title and ``{curve name: array (T,)}`` on the same times (e.g. the
+        fraction of runs serving ``j`` classes).
+    spread : (array (T, n), array (T, n)), optional
+        A band about each curve of the small groups (e.g. the runs' 10 %–90 % range),
+        named ``spread_name`` in the title.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    mean, loss = over_seeds(mu_seeds), over_seeds(loss_seeds)
-    moving, _ = split_constant({label: mean[:, i] for i, label in enumerate(labels)})
-    shown = moving[:max_panels]
-    fig, axes = new_figure(1, len(shown) + 1, figsize=(3.0 * (len(shown) + 1), 3.2))
-    xlabel = time_label
-    for ax, label in zip(axes[0], shown):
-        i = list(labels).index(label)
-        ax.plot(t, mean[:, i], color="C0", label="seed mean")
-        if mu_seeds.shape[0] > 1:
-            ax.fill_between(t, over_seeds(mu_seeds[:, :, i], np.nanmin),
-                            over_seeds(mu_seeds[:, :, i], np.nanmax),
-                            color="C0", alpha=0.25, lw=0, label="seed range")
-        name = math_label(label)
-        ax.set(title=name, xlabel=xlabel, ylabel=name)
-    ax = axes[0][-1]
-    ax.plot(t, loss, color="C3")
-    ax.set(title="loss (minibatch)", xlabel=xlabel, ylabel="loss")
-    if shown and mu_seeds.shape[0] > 1:
-        legend(axes[0][0])
+    from hierarchy.core.summary_table import groups  # noqa: PLC0415 (one idea per module)
+
+    y = np.asarray(y, float)
+    grouped = groups(labels)
+    fig, axes = panel_grid(len(grouped) + len(extra_panels), width=3.6, height=3.2,
+                           max_columns=3)
+    index = {label: j for j, label in enumerate(labels)}
+    for ax, (name, members) in zip(axes, grouped.items()):
+        columns = [index[m] for m in members]
+        band = None if spread is None else (spread[0][:, columns], spread[1][:, columns])
+        plot_statistics_group(ax, t, y[:, columns], members, math_label, band)
+        ax.set(title=f"{name}: {len(members)} statistic{'s' * (len(members) > 1)}",
+               xlabel=time_label)
+    for ax, (name, curves) in zip(axes[len(grouped):], extra_panels):
+        for curve, values in curves.items():
+            ax.plot(t, values, lw=1.4, label=curve)
+        ax.set(title=name, xlabel=time_label)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[1]:
+            legend(ax)
+    fig.suptitle(title + (f"\nbands: {spread_name}" if spread is not None and spread_name
+                          else ""), fontsize=10)
     return fig
 
 
@@ -374,11 +498,15 @@ def make_errors_figure(analysis, degrees, labels, math_label=plain_label, extrap
     extra = (extrapolated or {}).get("observables", {})
     fig, axes = panel_grid(len(labels))
     references = (("matrix-flow", "o-", "matrix flow"), ("sgd", "s--", "SGD"))
+    shorts = {"matrix-flow": "flow", "sgd": "SGD"}
     for ax, label in zip(axes, labels):
+        ratios = []
         for ref, style, name in references:
+            short = shorts[ref]
             if ref in analysis["rate"]:
                 ax.semilogy(degrees, [by[(ref, label, M)] for M in degrees], style,
-                            label=f"vs {name} (ratio {analysis['rate'][ref][label]:.2f})")
+                            label=f"vs {name}")
+                ratios.append(f"{analysis['rate'][ref][label]:.2f} ({short})")
         for ref, style, name in references:
             error = extra.get(label, {}).get(ref, {}).get("error")
             if error is not None and np.isfinite(error) and error > 0:
@@ -387,10 +515,11 @@ def make_errors_figure(analysis, degrees, labels, math_label=plain_label, extrap
         if label in analysis.get("noise_floor", {}):
             ax.axhline(analysis["noise_floor"][label], color="gray", lw=0.8, ls=":",
                        label="SGD noise floor")
-        ax.set(title=math_label(label), xlabel="degree M",
-               ylabel="max |error| over time")
+        ax.set(xlabel="degree M", ylabel="max |error| over time")
+        ax.set_title(f"{math_label(label)}\nratio per degree: {', '.join(ratios)}", fontsize=9)
         ax.set_xticks(list(degrees))
-        legend(ax)
+    # one legend outside the panels: inside, it covered the low-degree points
+    figure_legend(fig, axes, loc="outside lower center", ncol=3)
     fig.suptitle("Truncation error against the degree M", fontsize=10)
     return fig
 

@@ -1,15 +1,21 @@
 """One progress reporter, passed explicitly to whatever runs long.
 
 Long runs (a solve, an SGD ensemble, a study) take a :class:`Progress` and call
-``update(text)`` as often as they like: the reporter rewrites one status line on stderr at
-most every ``interval`` seconds. ``line(text)`` prints a permanent line (one per finished
-study job, a warning-like notice); ``close()`` ends the status line. ``Progress.quiet()``
-reports nothing, so callers never test a flag: the CLI's ``--quiet`` chooses which reporter
-is passed, and nothing reads the environment.
+``update(text)`` as often as they like. On a terminal the reporter rewrites one status line
+on stderr at most every ``interval`` seconds, and ``close()`` erases it, so no stale status
+is left behind; into a file or a pipe (a log, a job's output) a status line is never
+rewritten with a carriage return, which would run the texts together: each update is a line
+of its own, at most every :data:`LOG_INTERVAL` seconds. ``line(text)`` prints a permanent
+line (one per finished study job, a warning-like notice). ``Progress.quiet()`` reports
+nothing, so callers never test a flag: the CLI's ``--quiet`` chooses which reporter is
+passed, and nothing reads the environment.
 """
 
 import sys
 import time
+
+#: Least seconds between two status lines written to a file or a pipe
+LOG_INTERVAL = 10.0
 
 
 class Progress:
@@ -42,28 +48,32 @@ class Progress:
         return self._stream if self._stream is not None else sys.stderr
 
     def update(self, text, force=False):
-        """Rewrite the status line with ``text`` (at most once per ``interval``)."""
+        """Show ``text`` as the status (at most once per ``interval``; see the module)."""
         if not self.enabled:
             return
         now = time.perf_counter()
-        if not force and now - self._last < self.interval:
+        terminal = self._isatty()
+        least = self.interval if terminal else max(self.interval, LOG_INTERVAL)
+        if not force and now - self._last < least:
             return
         self._last = now
-        print(f"\r{text}\033[K" if self._isatty() else f"\r{text}", end="", file=self.stream,
-              flush=True)
-        self._open = True
+        if terminal:
+            print(f"\r{text}\033[K", end="", file=self.stream, flush=True)
+            self._open = True
+        else:
+            print(text, file=self.stream, flush=True)
 
     def line(self, text):
-        """Print ``text`` as a line of its own (ending any status line first)."""
+        """Print ``text`` as a line of its own (erasing any status line first)."""
         if not self.enabled:
             return
         self.close()
         print(text, file=self.stream, flush=True)
 
     def close(self):
-        """End the status line, if one is on screen."""
+        """Erase the status line, if one is on screen."""
         if self._open:
-            print(file=self.stream, flush=True)
+            print("\r\033[K", end="", file=self.stream, flush=True)
             self._open = False
 
     def _isatty(self):

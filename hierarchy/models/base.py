@@ -55,6 +55,7 @@ A contract item a family does not provide raises, by default, a one-line
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.summary_table import final_table, significant
 from hierarchy.ode.default_job import solve_and_write
 from hierarchy.sgd import job as sgd_job
 
@@ -74,9 +75,9 @@ class ModelFamily:
     key_help = {}
     #: 2. ``docs/config.md``: ``"table" -> one line about the table``
     section_help = {}
-
     #: 2. the keys that set a run's size, named by resource and out-of-memory errors
     resource_keys = ("solve.points",)
+
     # 2
     def validate(self, config, sections=None):
         """Check this family's keys of a merged config (only ``sections`` when given)."""
@@ -127,12 +128,11 @@ class ModelFamily:
 
     # 10
     def format_summary(self, summary):
-        """The lines ``hierarchy solve`` prints: the final value of each label."""
+        """The lines ``hierarchy solve`` prints: the final values, by group when there are many
+        (:func:`hierarchy.core.summary_table.final_table`)."""
         final = summary.get("final", {})
-        width = max((len(label) for label in final), default=0)
-        lines = [f"final values at t = {summary.get('t_reached', float('nan')):.6g}:"]
-        lines += [f"  {label:<{width}}  {value:.6g}" for label, value in final.items()]
-        return "\n".join(lines)
+        head = f"final values at t = {significant(summary.get('t_reached', float('nan')), 6)}"
+        return final_table(list(final), list(final.values()), head)
 
     def horizon_line(self, summary):
         """Where the validity horizon of a solve is (for a ``beyond_horizon`` summary)."""

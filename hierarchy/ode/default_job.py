@@ -2,8 +2,11 @@
 
 :func:`solve_and_write` is what :meth:`hierarchy.models.base.ModelFamily.run_solve` does
 unless a family overrides it: take the family's system and initial state, integrate them over
-the family's output times with the shared loop, and write ``result.npz`` (``t``, the states
-under the family's ``state_name``, ``labels``) and ``result.json`` with :func:`hierarchy.core.io.write_result`.
+the family's output times with the shared loop, and write ``observables.png`` (the statistics
+by group, :func:`hierarchy.core.run_report.plot_solved`), then ``result.npz``
+(``t``, the states under the family's ``state_name``, ``labels``) and ``result.json`` with
+:func:`hierarchy.core.io.write_result`. :func:`write_solved` does the same for a family that
+integrates its ODE itself.
 """
 
 from pathlib import Path
@@ -11,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.run_report import plot_solved
 from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status
 from hierarchy.ode.integrate import SolveInterrupted
@@ -88,6 +92,7 @@ def trajectory_summary(result, interrupted=None):
 
 def _write(family, out, config, result, summary):
     out.mkdir(parents=True, exist_ok=True)
+    plot_solved(out, config, result)
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, complete=result.status == Status.COMPLETE,
                  state_name=family.state_name)
@@ -104,7 +109,9 @@ def write_solved(out_dir, config, trajectory, state_name, method):
                "method": method, "t_reached": float(trajectory.t[-1]),
                "final": {label: float(trajectory.y[-1, j])
                          for j, label in enumerate(trajectory.labels)}}
+    plot_solved(out_dir, config, trajectory)
     write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
                  config=config, summary=summary, complete=trajectory.success,
                  state_name=state_name)
     return summary
+

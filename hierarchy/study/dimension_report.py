@@ -5,15 +5,27 @@ into ``result.npz`` (``t``, ``mu`` = the ODE, ``labels``, ``dimensions``, ``mu_s
 ``sd_sgd`` ``(D, T, k)``: run mean and spread per dimension, ``errors`` ``(D, k)``; with
 per-run references also ``mu_reference`` and ``sd_difference`` ``(D, T, k)``) and
 ``result.json`` (through :class:`hierarchy.core.io.Checkpoint`; ``errors`` and ``rate`` also
-at its top level, as in the truncation study) and, for a complete study,
-``study_errors.png``: error against ``n`` (log-log) with the ``n^{-1/2}`` guide line.
+at its top level, as in the truncation study) and, for a complete study, ``study_table.txt``
+(every statistic's error at every ``n`` and its slope) and ``study_errors.png``: error
+against ``n`` (log-log) with the ``n^{-1/2}`` guide line.
+
+A model can have hundreds of statistics, so the figure and the printed summary are sized by
+the number of *groups* (:func:`hierarchy.core.summary_table.groups`: ``m``, ``R``, ``v``, ...),
+not of statistics: per group the worst and the median error against ``n``, and panels of
+their own only for the statistics ``[study] observables`` chooses
+(:func:`chosen_observables`).
 """
+
+import warnings
 
 import numpy as np
 
 from hierarchy.core import registry
-from hierarchy.core.plotting import legend, panel_grid, save_figure
-from hierarchy.study.dimension_analysis import CONTRACT_SLOPE, analyse_dimensions
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import atomic_write, hold_signals
+from hierarchy.core.plotting import figure_legend, panel_grid, plain_log_axis, save_figure
+from hierarchy.core.summary_table import groups, settings_title, significant
+from hierarchy.study.dimension_analysis import CONTRACT_SLOPE, analyse_dimensions, fitted_slope
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
 from hierarchy.study.report import write_report
 
@@ -52,8 +64,73 @@ def _paired(results):
     return any("reference" in result for job, result in results.items() if job.kind != ODE)
 
 
-def format_table(analysis, dimensions, labels):
-    """One row per statistic and dimension (error, noise level), then the fitted slope."""
+#: Statistics drawn one by one when ``[study] observables`` is empty and there are few
+FEW = 8
+#: ... else this many of the worst (largest error at the largest dimension)
+WORST = 3
+#: The full table's file
+TABLE_FILE = "study_table.txt"
+VERDICTS = {True: "within", False: "NOT within", None: "too few errors to compare with"}
+
+
+def chosen_observables(study, labels, analysis=None):
+    """The statistics shown one by one: ``[study] observables``, or a default.
+
+    The default is every statistic when there are at most :data:`FEW`, else (given the
+    ``analysis``) the :data:`WORST` with the largest error at the largest dimension.
+
+    Raises
+    ------
+    HierarchyError
+        ``study.observables`` not a list of labels of the model (checked before any job).
+    """
+    chosen = study.get("observables", [])
+    if not isinstance(chosen, list) or not all(isinstance(label, str) for label in chosen):
+        raise HierarchyError("study.observables must be a list of statistic labels",
+                             field="study.observables")
+    unknown = [label for label in chosen if label not in labels]
+    if unknown:
+        shown = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "")
+        raise HierarchyError(f"study.observables: {unknown[0]!r} is not a statistic of this "
+                             f"model ({shown})", field="study.observables")
+    if chosen or len(labels) <= FEW:
+        return list(chosen or labels)
+    if analysis is None:
+        return []
+    last = _error_matrix(analysis, labels)[-1]
+    order = np.argsort(np.where(np.isfinite(last), -last, np.inf), kind="stable")
+    return [labels[i] for i in order[:WORST]]
+
+
+def _error_matrix(analysis, labels, key="error"):
+    """``(D, k)`` of ``key`` (``error``, ``noise``) per dimension and statistic."""
+    return np.array([[e[key] for e in analysis["errors"] if e["observable"] == label]
+                     for label in labels], float).T
+
+
+def group_errors(analysis, labels):
+    """Per group of statistics: the worst and median error, and median noise, per dimension.
+
+    Returns
+    -------
+    dict
+        ``{group: {"labels", "worst", "median", "noise"}}`` (arrays over the dimensions).
+    """
+    errors, noise = _error_matrix(analysis, labels), _error_matrix(analysis, labels, "noise")
+    index = {label: j for j, label in enumerate(labels)}
+    out = {}
+    for name, members in groups(labels).items():
+        columns = [index[m] for m in members]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[name] = {"labels": members, "worst": np.max(errors[:, columns], axis=1),
+                         "median": np.median(errors[:, columns], axis=1),
+                         "noise": np.median(noise[:, columns], axis=1)}
+    return out
+
+
+def format_full_table(analysis, dimensions, labels):
+    """Every statistic and dimension (error, noise level), then its fitted slope."""
     by = {(e["observable"], e["dimension"]): e for e in analysis["errors"]}
     head = f"{'statistic':>12} {'n':>7} {'err vs sgd':>12} {'noise (se)':>12}"
     lines = [head, "-" * len(head)]
@@ -61,35 +138,98 @@ def format_table(analysis, dimensions, labels):
         for n in dimensions:
             entry = by[(label, n)]
             lines.append(f"{label:>12} {n:>7} {entry['error']:>12.3e} {entry['noise']:>12.3e}")
-        slope, stderr = analysis["rate"]["sgd"][label], analysis["slope_stderr"][label]
-        spread = "" if stderr is None else f" ± {stderr:.2f}"
-        verdict = {True: "within", False: "NOT within", None: "too few errors to compare with"}[
-            analysis["within_contract"][label]]
-        lines.append(f"{label:>12}   slope of log error vs log n = {slope:.3f}{spread} "
-                     f"({verdict} the contract's <= {CONTRACT_SLOPE:g})")
+        lines.append(f"{label:>12}   {_slope_text(analysis, label)}")
         lines.append("")
     return "\n".join(lines)
 
 
-def plot_errors(path, analysis, dimensions, labels, *, math_label=str):
-    """PNG: error against ``n`` (log-log) per statistic, the noise level, an ``n^{-1/2}`` guide."""
-    fig, axes = panel_grid(len(labels))
+def _slope_text(analysis, label):
+    slope, stderr = analysis["rate"]["sgd"][label], analysis["slope_stderr"][label]
+    spread = "" if stderr is None else f" ± {stderr:.2f}"
+    verdict = VERDICTS[analysis["within_contract"][label]]
+    return (f"slope of log error vs log n = {slope:.3f}{spread} ({verdict} the target "
+            f"<= {CONTRACT_SLOPE:g}, error O(n^-1/2))")
+
+
+def format_table(analysis, dimensions, labels, chosen):
+    """The printed summary (a few dozen lines at most, whatever the number of statistics).
+
+    One row per chosen statistic (its error at each ``n`` and the fitted slope); with more
+    statistics than chosen ones, two rows per group (worst and median error at each ``n``);
+    then how many slopes are within the target. The full table is :data:`TABLE_FILE`.
+    """
+    columns = "".join(f"{'n = ' + str(n):>11}" for n in dimensions)
+    lines = [f"max_t |mean SGD - ODE| against n ({len(labels)} statistics; every one in "
+             f"{TABLE_FILE} and result.json)", f"{'':<22}{columns}   slope"]
+    if len(chosen) < len(labels):
+        for name, group in group_errors(analysis, labels).items():
+            worst_slope = fitted_slope(dimensions, group["worst"])[0]
+            for row in ("worst", "median"):
+                cells = "".join(f"{significant(v, 3):>11}" for v in group[row])
+                slope = f"{worst_slope:.2f}" if row == "worst" else ""
+                lines.append(f"{name[:12] + ' ' + row:<22}{cells}   {slope}".rstrip())
+    errors = _error_matrix(analysis, labels)
+    for label in chosen:
+        cells = "".join(f"{significant(v, 3):>11}" for v in errors[:, labels.index(label)])
+        stderr = analysis["slope_stderr"][label]
+        spread = "" if stderr is None else f" ± {stderr:.2f}"
+        lines.append(f"{label:<22}{cells}   {analysis['rate']['sgd'][label]:.2f}{spread}")
+    verdicts = [analysis["within_contract"][label] for label in labels]
+    lines.append(f"slopes within the target <= {CONTRACT_SLOPE:g} (error O(n^-1/2)): "
+                 f"{sum(v is True for v in verdicts)} of {len(labels)}"
+                 + (f"; {sum(v is None for v in verdicts)} too few errors to fit"
+                    if None in verdicts else ""))
+    return "\n".join(lines)
+
+
+def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
+                math_label=str):
+    """PNG: error against ``n`` (log-log): each group's worst and median, the chosen
+    statistics one by one, the noise level and an ``n^{-1/2}`` guide; returns the figure."""
+    chosen = list(labels) if chosen is None else list(chosen)
     n = np.asarray(dimensions, float)
-    for ax, label in zip(axes, labels):
-        rows = [e for e in analysis["errors"] if e["observable"] == label]
-        errs = np.array([e["error"] for e in rows], float)
-        noise = np.array([e["noise"] for e in rows], float)
-        ax.loglog(n, errs, "o-", label="max_t |mean SGD − ODE|")
-        ax.loglog(n, noise, "x:", color="0.45", label="noise (standard error)")
-        if np.isfinite(errs[0]) and errs[0] > 0:
-            ax.loglog(n, errs[0] * (n / n[0]) ** CONTRACT_SLOPE, "--", color="0.3",
+    panels = []
+    if len(chosen) < len(labels):
+        for name, group in group_errors(analysis, labels).items():
+            panels.append((f"{name}: {len(group['labels'])} statistics",
+                           {"worst": group["worst"], "median": group["median"]},
+                           group["noise"]))
+    errors = _error_matrix(analysis, labels)
+    noise = _error_matrix(analysis, labels, "noise")
+    for label in chosen:
+        j = labels.index(label)
+        panels.append((f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}",
+                       {"error": errors[:, j]}, noise[:, j]))
+    fig, axes = panel_grid(len(panels), max_columns=4)
+    styles = {"worst": ("o-", "C0", "worst |mean SGD − ODE| of the group"),
+              "median": ("s--", "C1", "median of the group"),
+              "error": ("o-", "C2", "max$_t$ |mean SGD − ODE| of one statistic")}
+    for ax, (name, curves, level) in zip(axes, panels):
+        for key, values in curves.items():
+            style, color, text = styles[key]
+            ax.loglog(n, values, style, color=color, label=text)
+        ax.loglog(n, level, "x:", color="0.45", label="noise (standard error)")
+        first = curves.get("worst", curves.get("error"))
+        if np.isfinite(first[0]) and first[0] > 0:
+            ax.loglog(n, first[0] * (n / n[0]) ** CONTRACT_SLOPE, "--", color="0.3", lw=0.9,
                       label="$n^{-1/2}$ guide")
-        ax.set_title(f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}")
-        ax.set_xlabel("n")
-        ax.set_ylabel("error")
-    legend(axes[0])
+        plain_log_axis(ax, dimensions)
+        ax.set(title=name, xlabel="n", ylabel="error")
+        ax.grid(alpha=0.3, which="both")
+    figure_legend(fig, axes, loc="outside lower center", ncol=3)
+    if title:
+        fig.suptitle(title, fontsize=10)
     save_figure(fig, path)
     return fig
+
+
+def study_title(config, dimensions):
+    """The figure title: the family, its settings, the dimensions, runs, start and horizon."""
+    study, init = config["study"], config.get("init", {})
+    return settings_title(config, f"SGD against the ODE, n = {dimensions[0]}…{dimensions[-1]}, "
+                                  f"{study['runs']} runs per n, start "
+                                  f"{init.get('source', '?')}, t ≤ "
+                                  f"{significant(config['solve']['t_final'])}")
 
 
 def write_dimension_study(checkpoint, config, labels, results, *, complete, seconds,
@@ -119,29 +259,32 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
     dimensions = list(study["dimensions"])
     ode_mu, sgd_mu, sgd_sd, reference, spread = assemble(dimensions, times, labels, results)
     analysis = analyse_dimensions(dimensions, labels, reference, sgd_mu, spread, study["runs"])
+    chosen = chosen_observables(study, labels, analysis)
     summary = dict(analysis)
     summary.update({
         "reference": ("paired: each run against the ODE from its own initial statistics"
                       if _paired(results) else "one ODE from the config's statistics"),
         "study": "dimension", "dimensions": dimensions, "runs": int(study["runs"]),
-        "observables": list(labels), "seconds": seconds, "t_final": float(times[-1]),
-        "table": format_table(analysis, dimensions, labels),
+        "observables": list(labels), "chosen": chosen, "seconds": seconds,
+        "t_final": float(times[-1]), "table": format_table(analysis, dimensions, labels, chosen),
         "jobs": {job.key: {"seconds": float(np.asarray(r.get("seconds", np.nan))),
                            "status": int(np.asarray(r.get("status", 0)))}
                  for job, r in results.items()},
     })
     if resume_report is not None:
         summary["resume"] = resume_report
-    errors = np.array([[e["error"] for e in analysis["errors"] if e["observable"] == label]
-                       for label in labels]).T
     arrays = {"dimensions": np.array(dimensions), "mu_sgd": sgd_mu, "sd_sgd": sgd_sd,
-              "errors": errors}
+              "errors": _error_matrix(analysis, labels)}
     if _paired(results):
         arrays.update(mu_reference=reference, sd_difference=spread)
     family = registry.family_of(config)
 
     def draw():
+        with hold_signals():
+            atomic_write(checkpoint.out_dir / TABLE_FILE,
+                         format_full_table(analysis, dimensions, labels) + "\n")
         plot_errors(checkpoint.out_dir / "study_errors.png", analysis, dimensions, labels,
+                    chosen=chosen, title=study_title(config, dimensions),
                     math_label=family.math_label)
 
     write_report(checkpoint, t=times, mu=ode_mu, labels=labels, summary=summary, arrays=arrays,

@@ -26,8 +26,9 @@ from hierarchy.study.analysis import (
 from hierarchy.study.jobs import DEGREE, FLOW, REFERENCES, SGD, Job
 
 
-def format_extrapolation(extrapolated, labels):
-    """Table lines: per observable the extrapolated curve's errors and how far it is certified."""
+def format_extrapolation(extrapolated, labels, time_symbol="t"):
+    """Table lines: per observable the extrapolated curve's errors and how far it is certified
+    (in the family's time, ``time_symbol``: ``τ`` for untied models, as ``solve`` says)."""
     if not extrapolated:
         return ""
     degrees = extrapolated["degrees"]
@@ -43,7 +44,7 @@ def format_extrapolation(extrapolated, labels):
                     f"M = {e['best_degree']}: {e['best_degree_error']:.3e}"
                 cells.append(f"vs {ref} {e['error']:.3e} (best single degree {best})")
         until = entry["certified_until"]
-        until = "nowhere" if until is None else f"t = {until:.3g}"
+        until = "nowhere" if until is None else f"{time_symbol} = {until:.3g}"
         lines.append(f"{label:>12}   " + "; ".join(cells)
                      + f"; claimed <= {entry['claimed_error']:.1e}, certified until {until}")
     return "\n".join(lines)
@@ -167,8 +168,10 @@ def write_study(checkpoint, config, labels, degrees, times, results, *, complete
         extrapolated = analyse_extrapolation(times, degrees, labels, hierarchy_mu, *extrapolation,
                                              references)
     table = format_table(analysis, degrees, labels)
+    family = registry.family_of(config)
     if extrapolated:
-        table += "\n" + format_extrapolation(extrapolated, labels)
+        symbol = family.time_label(config).split("=")[0].strip() or "t"
+        table += "\n" + format_extrapolation(extrapolated, labels, symbol)
     summary = dict(analysis)
     summary["extrapolated"] = extrapolated
     summary.update({
@@ -189,7 +192,6 @@ def write_study(checkpoint, config, labels, degrees, times, results, *, complete
     if extrapolation is not None:
         arrays["mu_extrapolated"], arrays["error_extrapolated"] = extrapolation
     out = checkpoint.out_dir
-    family = registry.family_of(config)
 
     def draw():
         plot_errors(out / "study_errors.png", analysis, degrees, labels, extrapolated,

@@ -41,7 +41,7 @@ them in this process. One stderr line reports each finished job (through the
 :class:`~hierarchy.core.progress.Progress` passed in; none when ``quiet``).
 
 The embedded default study (no config, :data:`DEFAULT_STUDY`) is the exactly solvable case
-of MATH.md §2: ``K = 2``, student 1 trainable, teacher 2 fixed, quadratic loss
+of docs/math.md §7: ``K = 2``, student 1 trainable, teacher 2 fixed, quadratic loss
 ``(G_1 − G_2)²``, ``L = 1``. Without weight decay its truncations are the Taylor polynomials
 of the exact flow, which converge only inside the series' radius (about ``1/(4 λ_max(S_1))``
 for a large teacher spectrum), so the default keeps the horizon well inside it: student
@@ -65,6 +65,7 @@ from hierarchy.core.progress import Progress
 from hierarchy.core.registry import family, family_of
 from hierarchy.study import runner
 from hierarchy.study.compute import compute_job, job_hash
+from hierarchy.study.dimension_report import chosen_observables
 from hierarchy.study.hooks import own_hooks
 from hierarchy.study.jobs import DEGREE, REFERENCES, SGD, plan_jobs, study_times
 from hierarchy.study.report import write_study
@@ -122,12 +123,13 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     study = config["study"]
     field = "study.scheduler" if scheduler is None else "--scheduler"
     scheduler = check_scheduler(study.get("scheduler", "") if scheduler is None else scheduler, field)
+    labels = model.study_observables(config)
     if own_hooks(model):
         model.check(config)
+        chosen_observables(study, labels)  # [study] observables, before any job
     elif "sgd" in study.get("references", REFERENCES):
         model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
-    labels = model.study_observables(config)
     checkpoint = Checkpoint(out, config)
     planned = model.plan_jobs(config) if own_hooks(model) else plan_jobs(config)
     expected = {job: job_hash(config, job, labels) for job in planned}

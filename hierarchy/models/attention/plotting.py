@@ -43,7 +43,7 @@ def label_parameterization(label):
     Raises
     ------
     HierarchyError
-        If the label is none of the three kinds (INTERFACE.md "Word labels").
+        If the label is none of the three kinds (README "Words and labels").
     """
     parts = str(label).split(".")
     if all(p.isdigit() for p in parts):
@@ -70,7 +70,7 @@ def math_label(label, parameterization=None):
     Parameters
     ----------
     label : str
-        A word label (INTERFACE.md "Word labels").
+        A word label (README "Words and labels").
     parameterization : {"tied", "untied", "direct"}, optional
         Checked against the label; inferred from it when omitted.
 
@@ -159,6 +159,17 @@ __all__ = ["TIME_LABELS", "figure_options", "label_parameterization", "labeller"
 def figure_options(parameterization):
     """``math_label`` and ``time_label`` keyword arguments of the core figures."""
     return {"math_label": labeller(parameterization), "time_label": time_label(parameterization)}
+
+
+def sgd_title(config):
+    """The title of ``sgd.png``: the model, the loss and the SGD settings of a config."""
+    model, sgd, loss = config["model"], config["sgd"], config.get("loss", {})
+    trainable = ",".join(str(k) for k in model.get("trainable", []))
+    seeds = sgd.get("seeds", [])
+    count = len(seeds) if isinstance(seeds, list) else seeds
+    return (f"online SGD: {model['parameterization']}, K = {model['K']}, trainable {trainable}, "
+            f"loss {loss.get('name', '?')}; d = {sgd.get('d')}, α = {sgd.get('learning_rate'):g}, "
+            f"B = {sgd.get('batch')}, {count} seed{'s' * (count != 1)}")
 
 
 def make_observables_figure(t, series, parameterization=None, **options):

@@ -27,7 +27,7 @@ from hierarchy.models.attention.initial import initial_matrices
 from hierarchy.models.attention.losses import make_loss
 from hierarchy.models.attention.moments import trace_moments
 from hierarchy.models.attention.operators import build_field
-from hierarchy.models.attention.plotting import figure_options
+from hierarchy.models.attention.plotting import figure_options, sgd_title
 from hierarchy.models.attention.sgd_steppers import (
     STEPPERS,
     CythonStepper,
@@ -277,7 +277,7 @@ class SgdSetup:
     @property
     def plot_options(self):
         """Keyword arguments of :func:`hierarchy.core.plotting.make_sgd_figure`."""
-        return figure_options(self.field.parameterization)
+        return {**figure_options(self.field.parameterization), "title": sgd_title(self.config)}
 
 
 def sgd_setup(config):

@@ -53,3 +53,43 @@ def optimal_probability(model):
     if model.kind == "binary":
         return 1 - 2.0 ** (1 - k)
     return 1 - 4 * 0.75**k + 6 * 0.5**k - 4 * 0.25**k
+
+
+def served_over_time(model, u_runs, threshold=1e-2):
+    """``(T, classes + 1)``: per time, the fraction of runs serving ``0 … classes`` classes.
+
+    ``u_runs`` is ``(runs, T, statistics)``, as an SGD ensemble records it; runs that
+    diverged (non-finite) are left out.
+    """
+    u_runs = np.asarray(u_runs, float)
+    u_runs = u_runs[np.all(np.isfinite(u_runs), axis=(1, 2))]
+    classes = 2 if model.kind == "binary" else 4
+    rows = []
+    for i in range(u_runs.shape[1]):
+        counts = class_counts(model, u_runs[:, i, :].T, threshold)
+        rows.append(np.bincount(counts, minlength=classes + 1) / max(len(counts), 1))
+    return np.array(rows)
+
+
+def class_count_table(model, fractions, t_final, threshold=1e-2):
+    """What ``hierarchy sgd`` prints for a mixture: the classes its runs serve at the end,
+    beside the law from a Gaussian start (:func:`count_law`)."""
+    classes = 2 if model.kind == "binary" else 4
+    law = count_law(classes, model.width)
+    end = fractions[-1]
+    cells = "  ".join(f"{j}: {end[j]:.3f}" for j in range(1, classes + 1))
+    expected = "  ".join(f"{j}: {law[j - 1]:.3f}" for j in range(1, classes + 1))
+    lines = [f"classes served at t = {t_final:.4g} (fraction of runs; a neuron serves a class "
+             f"when |v_i| > {threshold:g}):", f"  {'SGD':<19} {cells}",
+             f"  {'Gaussian-start law':<19} {expected}"]
+    if end[0] > 0:
+        lines.append(f"  {end[0]:.3f} of the runs serve no class yet")
+    return "\n".join(lines)
+
+
+def class_count_panel(model, fractions):
+    """The panel of ``sgd.png``: the fraction of runs serving ``j`` classes against time."""
+    classes = 2 if model.kind == "binary" else 4
+    return ("fraction of runs serving j classes",
+            {f"j = {j}": fractions[:, j] for j in range(0, classes + 1)
+             if j > 0 or np.any(fractions[:, 0] > 0)})

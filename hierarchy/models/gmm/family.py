@@ -34,7 +34,7 @@ from hierarchy.config.statistics_start import (
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.gmm import ballistic, sgd, symbolic
+from hierarchy.models.gmm import ballistic, basins, sgd, symbolic
 from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_points
 from hierarchy.models.gmm.model import Mixture
 from hierarchy.models.gmm.spectral import XorSpectra
@@ -225,6 +225,15 @@ class MixtureFamily(ModelFamily):
 
     def show(self, config):
         return symbolic.show(self.mixture(config))
+
+    def ensemble_summary(self, config, t, u_runs):
+        """What ``hierarchy sgd`` prints and adds to ``sgd.png``: the classes the runs serve
+        (:mod:`hierarchy.core.run_report`), not the mean of statistics that are symmetric
+        across runs (about 0 for XOR)."""
+        model = self.mixture(config)
+        fractions = basins.served_over_time(model, u_runs)
+        return (basins.class_count_table(model, fractions, t[-1]),
+                [basins.class_count_panel(model, fractions)])
 
 
 

@@ -1,0 +1,82 @@
+"""The picture and the short table of a run of many statistics (``solve``, an SGD ensemble).
+
+Any family whose states are summary statistics gets these through the shared layers, with
+nothing of its own to write:
+
+- :func:`plot_solved`, called by :mod:`hierarchy.ode.default_job` before the result files of
+  a solve: ``observables.png``, the statistics by group
+  (:func:`hierarchy.core.plotting.make_statistics_figure`) under a title naming the family
+  and its settings;
+- :func:`report_ensemble`, called by ``hierarchy sgd`` once an ensemble's result files are on
+  disk: ``sgd.png`` (the run mean of each statistic with the runs' 10 %–90 % band) and the
+  table the command prints. By default that table is the run mean at the last time
+  (:func:`hierarchy.core.summary_table.final_table`); a family with a better summary of its
+  runs gives ``ensemble_summary(config, t, u_runs) -> (table, panels)`` (the mixtures: the
+  classes the runs serve, and their fractions against time as a panel of ``sgd.png``).
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from hierarchy.core import registry
+from hierarchy.core.io import read_result
+from hierarchy.core.plotting import make_statistics_figure, over_seeds, save_figure
+from hierarchy.core.summary_table import final_table, settings_title, significant
+
+#: The plot of a solve
+SOLVE_PLOT = "observables.png"
+#: The plot of an SGD ensemble
+ENSEMBLE_PLOT = "sgd.png"
+#: The band of an ensemble's plot (percentiles of the runs)
+BAND = (10, 90)
+
+
+def plot_solved(out_dir, config, trajectory):
+    """``observables.png`` of a solved trajectory (nothing for an empty one)."""
+    if len(trajectory.t) == 0:
+        return None
+    family = registry.family_of(config)
+    time = family.time_label(config)
+    title = settings_title(config, f"the ODE to {time} = {significant(trajectory.t[-1])}")
+    fig = make_statistics_figure(trajectory.t, trajectory.y, list(trajectory.labels), title,
+                                 math_label=family.math_label, time_label=time)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, Path(out_dir) / SOLVE_PLOT)
+
+
+def report_ensemble(config, out_dir):
+    """Draw ``sgd.png`` of the ensemble in ``out_dir`` and return the table to print.
+
+    Returns
+    -------
+    str or None
+        None when ``out_dir`` holds no ensemble (no ``u_runs``: the attention family's SGD
+        draws its own plot).
+    """
+    result = read_result(out_dir)
+    if "u_runs" not in result:
+        return None
+    family = registry.family_of(config)
+    t, labels = np.asarray(result["t"], float), list(result["labels"])
+    u_runs = np.asarray(result["u_runs"], float)
+    finite = u_runs[np.all(np.isfinite(u_runs), axis=(1, 2))]
+    mean = over_seeds(finite) if len(finite) else np.full(u_runs.shape[1:], np.nan)
+    custom = getattr(family, "ensemble_summary", None)
+    table, panels = custom(config, t, u_runs) if custom is not None else (None, ())
+    if table is None:
+        table = final_table(labels, mean[-1], f"mean of {len(finite)} of {len(u_runs)} runs "
+                                              f"at t = {significant(t[-1])}")
+    spread = None
+    if len(finite) > 1:
+        spread = tuple(np.percentile(finite, q, axis=0) for q in BAND)
+    sgd = config.get("sgd", {})
+    what = f"{len(u_runs)} SGD runs" + (f", dimension {sgd['dimension']}"
+                                        if "dimension" in sgd else "")
+    fig = make_statistics_figure(t, mean, labels, settings_title(config, what),
+                                 math_label=family.math_label,
+                                 time_label=family.time_label(config), extra_panels=panels,
+                                 spread=spread, spread_name=f"{BAND[0]} %–{BAND[1]} % of the "
+                                                           "runs; curves: the run mean")
+    save_figure(fig, Path(out_dir) / ENSEMBLE_PLOT)
+    return table

@@ -1,0 +1,171 @@
+"""Re-measure the README's timing and speed-up claims and print them beside the README's values.
+
+Each claim is one command the README names (a benchmark, a figure script in the mode the
+README quotes, a ``hierarchy`` run of a shipped config); the command runs in a fresh
+process, its own printed figures are read back (``Lanczos snapshot 10.9 s``, ``took 19.0 s``)
+or, for the ``hierarchy`` commands, its wall time is taken, and the row shows what the
+README says next to what was measured now, with the run's CPU seconds (on a shared machine
+the wall time is noisy; the CPU time says what the run costs).
+
+Usage::
+
+    python tools/readme_numbers.py               # the claims that take under a minute or so
+    python tools/readme_numbers.py --all         # also the long ones (bench_spectra, studies)
+    python tools/readme_numbers.py --only bench-gmm,main-study
+    python tools/readme_numbers.py --list
+
+Nothing here is a test: the numbers are machine-dependent. The README's figures were taken
+from this script's output (2 shared cores, see each row's CPU column).
+"""
+import argparse
+import dataclasses
+import os
+import pathlib
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+CONFIGS = REPO / "tools" / "configs"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A README claim: its name, what the README says, how to re-measure it."""
+
+    name: str
+    readme: str
+    command: tuple
+    patterns: tuple = ()   # (label, regex with one group: a number in the command's output)
+    slow: bool = False     # takes minutes: only with --all
+    wall: bool = False     # report the command's wall time (a ``hierarchy`` run)
+    ratios: tuple = ()     # (label, numerator label, denominator label) of measured rows
+
+
+def hierarchy(*args):
+    return (sys.executable, "-m", "hierarchy", *args)
+
+
+def tool(name, *args):
+    return (sys.executable, str(REPO / "tools" / name), *args)
+
+
+def took(name):
+    return ((f"{name} took (s)", r"took ([0-9.]+) s"),
+            (f"{name} CPU (s)", r"s \(after imports; ([0-9.]+) s CPU\)"))
+
+
+CLAIMS = (
+    Claim("main-study", "about 20 s cold, 8-12 s warm",
+          hierarchy("--quiet", "study", "--out", "{out}"), wall=True),
+    Claim("bench-gmm", "binary SGD 200 runs 21 s, 18x faster than one at a time; "
+                       "XOR ODE T=150 3.6 s (lambda=inf), 8.6 s (lambda=1000)",
+          tool("bench_gmm.py"),
+          (("SGD 200 runs (s)", r"binary SGD 200 runs N=250 T=100: +([0-9.]+) s"),
+           ("one at a time (s)", r"one run at a time \(scaled from \d+\) +([0-9.]+) s"),
+           ("one at a time / ensemble", r"scaled from \d+\) +[0-9.]+ s, ratio +([0-9.]+)"),
+           ("XOR ODE lambda=inf (s)", r"XOR ODE K=4 lambda=inf +T=150: +([0-9.]+) s"),
+           ("XOR ODE lambda=1000 (s)", r"XOR ODE K=4 lambda=1000 +T=150: +([0-9.]+) s"))),
+    Claim("bench-spectra", "batched Lanczos 10.9 s; per-block eigsh about 90 s; dense 194 s "
+                           "(17.9x)",
+          tool("bench_spectra.py", "--eigsh-blocks", "20"),  # every block timed, not scaled
+          (("Lanczos snapshot (s)", r"Lanczos snapshot +([0-9.]+) s"),
+           ("dense form + eigh (s)", r"dense \(form \+ eigh\) +([0-9.]+) s"),
+           ("dense / Lanczos", r"ratio dense / Lanczos +([0-9.]+)"),
+           ("per-block eigsh, snapshot (s)", r"([0-9.]+) s per snapshot scaled")),
+          slow=True, ratios=(("per-block eigsh / Lanczos", "per-block eigsh, snapshot (s)",
+                              "Lanczos snapshot (s)"),)),
+    Claim("figure-spectra-kgmm-quick", "--quick: 19 s", tool("figure_spectra_kgmm.py", "--quick",
+                                                             "--out", "{out}"),
+          took("figure_spectra_kgmm")),
+    Claim("figure-spectra-xor-quick", "--quick: 120 s", tool("figure_spectra_xor.py", "--quick",
+                                                             "--out", "{out}"),
+          took("figure_spectra_xor"), slow=True),
+    *(Claim(f"figure-bgj-{name}-quick", "quick 6-26 s",
+            tool(f"figure_bgj_{name}.py", "--quick", "--out", "{out}"), took(f"figure_bgj_{name}"))
+      for name in ("pca", "tensor", "binary", "xor")),
+    Claim("pca-solve", "1.5 s", hierarchy("--quiet", "solve", str(CONFIGS / "spiked_tensor.toml"),
+                                           "--out", "{out}"), wall=True),
+    Claim("pca-sgd", "14 s for 50 runs at n = 2000",
+          hierarchy("--quiet", "sgd", str(CONFIGS / "spiked_tensor.toml"), "--out", "{out}"),
+          wall=True),
+    Claim("multiclass-solve", "ODE to t = 50: 1.0 s",
+          hierarchy("--quiet", "solve", str(CONFIGS / "gmm_multiclass.toml"), "--out", "{out}"),
+          wall=True),
+    Claim("gmm-binary-study", "41 s",
+          hierarchy("--quiet", "study", str(CONFIGS / "gmm_binary.toml"), "--out", "{out}"),
+          wall=True, slow=True),
+    Claim("gmm-xor-study", "about 25 min on a loaded machine",
+          hierarchy("--quiet", "study", str(CONFIGS / "gmm_xor.toml"), "--out", "{out}"),
+          wall=True, slow=True),
+)
+
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(claim, scratch):
+    """Run ``claim``'s command; returns ``[(label, value text)]`` and the output."""
+    out = scratch / claim.name
+    shutil.rmtree(out, ignore_errors=True)
+    command = [part.replace("{out}", str(out)) for part in claim.command]
+    cpu, start = children_cpu(), time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+    text = done.stdout + done.stderr
+    rows = []
+    if done.returncode not in (0, 3):
+        rows.append(("exit status", f"{done.returncode} (failed: see the output below)"))
+    for label, pattern in claim.patterns:
+        found = re.search(pattern, text, re.MULTILINE)
+        rows.append((label, found.group(1) if found else "not printed"))
+    values = dict(rows)
+    for label, top, bottom in claim.ratios:
+        try:
+            rows.append((label, f"{float(values[top]) / float(values[bottom]):.2f}"))
+        except (KeyError, ValueError, ZeroDivisionError):
+            rows.append((label, "not measured"))
+    if claim.wall:
+        rows.append(("wall (s)", f"{wall:.1f}"))
+    rows.append(("process CPU (s)", f"{cpu:.1f}"))
+    return rows, text
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true", help="also the claims that take minutes")
+    parser.add_argument("--only", default="", help="comma-separated claim names")
+    parser.add_argument("--list", action="store_true", help="list the claims and exit")
+    parser.add_argument("--verbose", action="store_true", help="print each command's output")
+    args = parser.parse_args()
+    if args.list:
+        for claim in CLAIMS:
+            print(f"{claim.name:<28} {'slow  ' if claim.slow else '      '}README: {claim.readme}")
+        return 0
+    wanted = {name for name in args.only.split(",") if name}
+    unknown = wanted - {claim.name for claim in CLAIMS}
+    if unknown:
+        parser.error(f"--only: unknown claim {sorted(unknown)[0]!r} (see --list)")
+    chosen = [claim for claim in CLAIMS
+              if (claim.name in wanted if wanted else args.all or not claim.slow)]
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory(prefix="readme-numbers-") as scratch:
+        for claim in chosen:
+            rows, text = measure(claim, pathlib.Path(scratch))
+            print(f"\n{claim.name}\n  README: {claim.readme}", flush=True)
+            for label, value in rows:
+                print(f"  {label:<32} {value}", flush=True)
+            if args.verbose:
+                print("  | " + "\n  | ".join(text.strip().splitlines()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
