@@ -14,7 +14,7 @@ from hierarchy.core.errors import HierarchyError
 #: The ``[study]`` table: dimensions ``n`` of the SGD ensembles, runs per dimension, seed,
 #: and how the jobs are run (as in the attention study).
 DEFAULTS = {"dimensions": [100, 200, 400, 800, 1600], "runs": 100, "seed": 0,
-            "scheduler": "", "workers": 0}
+            "scheduler": "", "workers": 0, "observables": []}
 
 KEY_HELP = {
     "study.dimensions": (("Dimensions n of the SGD ensembles compared with the ballistic ODE "
@@ -28,6 +28,11 @@ KEY_HELP = {
                          "processes, `\"serial\"` runs the jobs in this process."),
                         '"" | "serial" | tcp://HOST:PORT'),
     "study.workers": ("Number of local worker processes; 0: one per CPU core.", "integer >= 0"),
+    "study.observables": (("Statistics drawn in panels of their own in `study_errors.png` "
+                           "and listed in the printed summary, besides the worst and median "
+                           "error of each group (`m`, `R`, `v`, ...); `[]`: every statistic "
+                           "when there are at most 8, else the 3 with the largest error."),
+                          "list of statistic labels of the model"),
 }
 
 

@@ -13,7 +13,7 @@ Ctrl-C or SIGTERM (the summary's ``interrupted`` says when), which then re-raise
 prints at the end.
 
 Without weight decay a truncated hierarchy converges only inside a radius that is not known
-in advance (MATH.md §2). With ``solve.check_truncation`` (the default) the run also solves
+in advance (docs/math.md §9). With ``solve.check_truncation`` (the default) the run also solves
 degree ``M − 1`` and reports, per observable, the largest difference between the two
 degrees over the output times; a relative difference above :data:`TRUNCATION_WARNING` is
 logged as a warning, because it means the horizon is near or beyond the radius.
