@@ -316,7 +316,7 @@ def test_two_layer_presets_equal_the_hand_built_field_at_finite_snr(case, seed, 
     assert np.all(np.abs(got - one) <= bound)
 
 
-@pytest.mark.parametrize("name", ["binary", "xor"])
+@pytest.mark.parametrize("name", ["binary", "xor", "multiclass"])
 def test_shipped_network_configs_are_the_presets_of_the_hand_built_ones(name):
     from hierarchy.config.documents import read_toml
     from hierarchy.config.loader import load_config
