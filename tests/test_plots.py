@@ -478,3 +478,11 @@ def test_figure_common_suptitle_gets_its_own_room(figures):
         ax.legend(fontsize=8)
     common.suptitle(fig, "A fairly long suptitle that sits above the panels", CFG)
     check_reader_figure(fig)
+
+
+def test_no_committed_figure_is_over_6000_pixels_on_a_side():
+    """Issue 24: the multiclass study figure was 2040 x 19935 px; a referee's limit."""
+    from matplotlib import image
+    sizes = {path.name: image.imread(str(path)).shape[:2]
+             for path in sorted((TOOLS / "figures").glob("*.png"))}
+    assert sizes and all(max(shape) <= 6000 for shape in sizes.values()), sizes
