@@ -209,7 +209,8 @@ def draw_vv(axes, spectra, references):
         ax.set_xlabel(r"$t = \ell\delta$")
         ax.set_ylabel("eigenvalue")
         ax.set_title(rf"eigenvalues of ${block_tex(matrix, 'vv')}$", fontsize=9)
-        legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)  # outside: covers no data
+        # outside the panel: inside, it covered the smaller eigenvalues
+        legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
 
 
 def draw_planted(axes, planted, reference):

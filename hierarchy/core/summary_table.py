@@ -71,7 +71,8 @@ def final_table(labels, values, head, limit=FULL_LIMIT, digits=6):
     values = dict(zip(labels, np.asarray(values, float)))
     if len(values) <= limit:
         width = max((len(label) for label in values), default=0)
-        rows = [f"  {label:<{width}}  {significant(value, digits)}" for label, value in values.items()]
+        rows = [f"  {label:<{width}}  {significant(value, digits)}"
+                for label, value in values.items()]
         return "\n".join([head + ":"] + rows)
     rows = [f"{head} ({len(values)} statistics, by group; every value is in result.npz):",
             f"  {'group':<8} {'count':>5}  {'min':>12} {'(at)':<8} {'median':>12}  "

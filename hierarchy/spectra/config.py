@@ -42,7 +42,8 @@ KEY_HELP = {
                            "only for M~ of tens of d).", "number > 0"),
     "spectra.data": ("`test`: a fixed independent test set; `train`: the last M~ samples SGD "
                      "used.", "test | train"),
-    "spectra.top": ("Eigenpairs per block; `auto`: the rank of its theorem (k for a class block, 2 for W_i, 4 for v).",
+    "spectra.top": ("Eigenpairs per block; `auto`: the rank of its theorem (k for a class "
+                    "block, 2 for W_i, 4 for v).",
                     '"auto" or integer >= 1'),
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (x1 .. xk; W1 .. WK, v).",
                        '"all" or list of block names'),
