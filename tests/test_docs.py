@@ -391,3 +391,52 @@ def test_every_subcommand_help_says_what_it_does_writes_and_exits_with(name, cap
 def test_solve_help_mentions_exit_3():
     from hierarchy.cli import parser as cli_parser
     assert 3 in cli_parser.DESCRIPTIONS["solve"][2]
+
+
+# ---------------------------------------------------------------------------------------
+# tools/readme_numbers.py: the README's timing claims, re-measured
+
+
+def _readme_numbers():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("readme_numbers",
+                                                  ROOT / "tools" / "readme_numbers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_numbers_runs_a_claim_and_prints_it_beside_the_readme():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "readme_numbers.py"), "--only",
+                           "pca-solve"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    claim = next(c for c in _readme_numbers().CLAIMS if c.name == "pca-solve")
+    assert f"README: {claim.readme}" in proc.stdout
+    wall = float(re.search(r"wall \(s\)\s+([0-9.]+)", proc.stdout).group(1))
+    assert 0 < wall < 300 and "exit status" not in proc.stdout
+
+
+def test_readme_numbers_reads_the_benchmarks_own_lines():
+    """Each pattern matches the line its script prints (formats copied from the scripts)."""
+    claims = {c.name: c for c in _readme_numbers().CLAIMS}
+    lines = {
+        "bench-gmm": ("binary SGD 200 runs N=250 T=100:  43.48 s (budget 60 s); one run at a time "
+                      "(scaled from 2)  242.8 s, ratio   5.6\n"
+                      "XOR ODE K=4 lambda=inf    T=150:   7.67 s (budget 10 s, ratio 0.77)\n"
+                      "XOR ODE K=4 lambda=1000   T=150:  11.46 s (budget 10 s, ratio 1.15)\n"
+                      "field binary lambda=inf   1000 states: ... ratio 321.0\n"),
+        "bench-spectra": ("Lanczos snapshot    8.27 s (0.41 s per block)\n"
+                          "dense (form + eigh)   58.65 s (2.93 s per block)\n"
+                          "ratio dense / Lanczos   7.09; max relative eigenvalue difference 1e-9\n"
+                          "per-block eigsh: 4.14 s per block (20 blocks timed), 82.8 s per "
+                          "snapshot scaled\n"),
+        "figure-spectra-kgmm-quick": "figure_spectra_kgmm (quick mode) took 37.8 s (after "
+                                     "imports; 17.5 s CPU)\n",
+    }
+    expected = {"bench-gmm": ["43.48", "242.8", "5.6", "7.67", "11.46"],
+                "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
+                "figure-spectra-kgmm-quick": ["37.8", "17.5"]}
+    for name, text in lines.items():
+        found = [re.search(pattern, text, re.MULTILINE).group(1)
+                 for _, pattern in claims[name].patterns]
+        assert found == expected[name], name

@@ -60,18 +60,18 @@ def took(name):
 
 
 CLAIMS = (
-    Claim("main-study", "about 20 s cold, 8-12 s warm",
+    Claim("main-study", "about 20 s cold, 8-12 s warm (quiet cores); 27-32 s warm, shared cores",
           hierarchy("--quiet", "study", "--out", "{out}"), wall=True),
-    Claim("bench-gmm", "binary SGD 200 runs 21 s, 18x faster than one at a time; "
-                       "XOR ODE T=150 3.6 s (lambda=inf), 8.6 s (lambda=1000)",
+    Claim("bench-gmm", "binary SGD 200 runs 43-85 s, 3.8x-5.6x faster than one at a time; "
+                       "XOR ODE T=150 7.7-14 s (lambda=inf), 8.9-11.5 s (lambda=1000)",
           tool("bench_gmm.py"),
           (("SGD 200 runs (s)", r"binary SGD 200 runs N=250 T=100: +([0-9.]+) s"),
            ("one at a time (s)", r"one run at a time \(scaled from \d+\) +([0-9.]+) s"),
            ("one at a time / ensemble", r"scaled from \d+\) +[0-9.]+ s, ratio +([0-9.]+)"),
            ("XOR ODE lambda=inf (s)", r"XOR ODE K=4 lambda=inf +T=150: +([0-9.]+) s"),
            ("XOR ODE lambda=1000 (s)", r"XOR ODE K=4 lambda=1000 +T=150: +([0-9.]+) s"))),
-    Claim("bench-spectra", "batched Lanczos 10.9 s; per-block eigsh about 90 s; dense 194 s "
-                           "(17.9x)",
+    Claim("bench-spectra", "batched Lanczos 8.3 s / 34 s; dense 7.1x / 7.6x slower; "
+                           "per-block eigsh 2.4x slower",
           tool("bench_spectra.py", "--eigsh-blocks", "20"),  # every block timed, not scaled
           (("Lanczos snapshot (s)", r"Lanczos snapshot +([0-9.]+) s"),
            ("dense form + eigh (s)", r"dense \(form \+ eigh\) +([0-9.]+) s"),
@@ -79,24 +79,25 @@ CLAIMS = (
            ("per-block eigsh, snapshot (s)", r"([0-9.]+) s per snapshot scaled")),
           slow=True, ratios=(("per-block eigsh / Lanczos", "per-block eigsh, snapshot (s)",
                               "Lanczos snapshot (s)"),)),
-    Claim("figure-spectra-kgmm-quick", "--quick: 19 s", tool("figure_spectra_kgmm.py", "--quick",
+    Claim("figure-spectra-kgmm-quick", "--quick: 38-302 s (17-20 s CPU)", tool("figure_spectra_kgmm.py", "--quick",
                                                              "--out", "{out}"),
           took("figure_spectra_kgmm")),
-    Claim("figure-spectra-xor-quick", "--quick: 120 s", tool("figure_spectra_xor.py", "--quick",
+    Claim("figure-spectra-xor-quick", "--quick: 115 s (73 s CPU)", tool("figure_spectra_xor.py", "--quick",
                                                              "--out", "{out}"),
           took("figure_spectra_xor"), slow=True),
-    *(Claim(f"figure-bgj-{name}-quick", "quick 6-26 s",
+    *(Claim(f"figure-bgj-{name}-quick", "quick: 20 s pca, 38 s tensor, 98-190 s binary, "
+                                        "115 s xor (14 / 18 / 42-45 / 64 s CPU)",
             tool(f"figure_bgj_{name}.py", "--quick", "--out", "{out}"), took(f"figure_bgj_{name}"))
       for name in ("pca", "tensor", "binary", "xor")),
-    Claim("pca-solve", "1.5 s", hierarchy("--quiet", "solve", str(CONFIGS / "spiked_tensor.toml"),
+    Claim("pca-solve", "4.5 s (3.1 s CPU)", hierarchy("--quiet", "solve", str(CONFIGS / "spiked_tensor.toml"),
                                            "--out", "{out}"), wall=True),
-    Claim("pca-sgd", "14 s for 50 runs at n = 2000",
+    Claim("pca-sgd", "33 s for 50 runs at n = 2000 (23 s CPU)",
           hierarchy("--quiet", "sgd", str(CONFIGS / "spiked_tensor.toml"), "--out", "{out}"),
           wall=True),
-    Claim("multiclass-solve", "ODE to t = 50: 1.0 s",
+    Claim("multiclass-solve", "solve to t = 50: 7 s (4.8 s CPU)",
           hierarchy("--quiet", "solve", str(CONFIGS / "gmm_multiclass.toml"), "--out", "{out}"),
           wall=True),
-    Claim("gmm-binary-study", "41 s",
+    Claim("gmm-binary-study", "41 s; 53 s on shared cores (34 s CPU)",
           hierarchy("--quiet", "study", str(CONFIGS / "gmm_binary.toml"), "--out", "{out}"),
           wall=True, slow=True),
     Claim("gmm-xor-study", "about 25 min on a loaded machine",
