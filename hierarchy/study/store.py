@@ -29,7 +29,8 @@ UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 # Config keys that may change between a run and its --resume: they decide no result.
 RESUME_IGNORES = ("study.scheduler", "study.workers", "study.connect_timeout")
 # The files of a study besides its job files (what --overwrite removes).
-STUDY_FILES = ("result.json", "result.npz", "study_errors.png", "study_trajectories.png")
+STUDY_FILES = ("result.json", "result.npz", "study_errors.png", "study_trajectories.png",
+               "study_table.txt")
 
 
 def jobs_folder(out_dir):
