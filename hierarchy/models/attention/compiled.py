@@ -491,8 +491,14 @@ class Solver:
     # ------------------------------------------------------------------ integration
 
     def solve(self, mu0, t_span, coefficients, t_eval=None, method="LSODA", rtol=1e-8,
-              atol=1e-10, blowup=DEFAULT_BLOWUP, progress=None, max_step=np.inf):
+              atol=1e-10, blowup=DEFAULT_BLOWUP, progress=None, max_step=np.inf,
+              extrapolate=False, min_degree=2, tolerance=1e-4):
         """Integrate the hierarchy with the shared loop :func:`hierarchy.ode.integrate.integrate`.
+
+        With ``extrapolate=True`` the answer is what ``hierarchy solve`` reports: every
+        degree from ``min_degree`` to :attr:`degree` is solved and each word extrapolated
+        across them, with an error estimate and a validity horizon
+        (:meth:`solve_extrapolated`, which takes the remaining arguments).
 
         Parameters
         ----------
@@ -533,6 +539,11 @@ class Solver:
         t0, t1 = float(t_span[0]), float(t_span[1])
         if not t1 > t0:
             raise HierarchyError(f"t_span must be increasing, got {t_span}", field="t_span")
+        if extrapolate:
+            times = np.linspace(t0, t1, 101) if t_eval is None else t_eval
+            return self.solve_extrapolated(mu0, times, coefficients, min_degree=min_degree,
+                                           tolerance=tolerance, method=method, rtol=rtol,
+                                           atol=atol, progress=progress)
         mu0 = self._state(mu0)
         method = method_that_fits(method, mu0.size)
         coef = _Coefficients(self, coefficients)
@@ -542,3 +553,97 @@ class Solver:
                          max_step=max_step, blowup=blowup, progress=progress,
                          labels=self.labels, index=self.index,
                          subject="the truncated hierarchy", entries="words")
+
+    def solve_extrapolated(self, mu0, t_eval, coefficients, min_degree=2, tolerance=1e-4,
+                           method="LSODA", rtol=1e-8, atol=1e-10, progress=None):
+        """The ``M -> infinity`` answer, its error estimate and its validity horizon.
+
+        Solves every degree from ``min_degree`` to :attr:`degree` from the same start (the
+        lower degrees built, or loaded from the cache, for this model) and extrapolates each
+        word across the degrees, exactly as ``hierarchy solve`` with ``[solve] extrapolate``
+        does (:func:`hierarchy.models.attention.solve_job.extrapolated_ladder`).
+
+        Parameters
+        ----------
+        mu0 : array_like, shape (n,)
+            Initial moments, ordered like :attr:`labels`.
+        t_eval : array_like
+            Increasing output times; the first is the start.
+        coefficients : dict, array_like or callable
+            As for :meth:`solve`. A callable must list the state positions it reads in
+            ``inputs`` (as :func:`~hierarchy.models.attention.coefficients.make_coefficients`
+            gives), so that it can be read on the lower degrees' states.
+        min_degree : int
+            Lowest degree of the ladder (at least 4 degrees are needed for an estimate).
+        tolerance : float
+            Relative tolerance of the validity horizon (``[solve] tolerance``).
+        method, rtol, atol, progress
+            As for :meth:`solve` (``rtol`` also sets the extrapolation's input accuracy).
+
+        Returns
+        -------
+        hierarchy.core.trajectory.Trajectory
+            ``y``: the extrapolated answer; columns ``error`` (its estimate, ``(T, n)``) and
+            ``valid`` (error within ``tolerance`` times the word's largest magnitude so far);
+            info ``valid_until`` (label -> last time of the validity horizon, NaN when even
+            the start is not valid), ``beyond_horizon``, ``degrees``, ``tolerance``.
+        """
+        from hierarchy.core.extrapolation import LADDER_BLOWUP, MIN_TERMS, valid_until
+        from hierarchy.core.trajectory import Trajectory
+        from hierarchy.models.attention.solve_job import extrapolated_ladder  # imports us
+
+        times = np.asarray(t_eval, dtype=float)
+        if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):
+            raise HierarchyError("t_eval must be at least two increasing times", field="t_eval")
+        degrees = range(int(min_degree), self.degree + 1)
+        if len(degrees) < MIN_TERMS or min_degree < 2:
+            raise HierarchyError(f"min_degree = {min_degree}: the extrapolation needs at least "
+                                 f"{MIN_TERMS} degrees from min_degree >= 2 up to the solver's "
+                                 f"degree {self.degree}", field="min_degree")
+        mu0 = self._state(mu0)
+        runs = []
+        for degree in degrees:
+            lower = self if degree == self.degree else self._lower(degree)
+            begin = mu0[[self.index(label) for label in lower.labels]]
+            run = lower.solve(begin, (times[0], times[-1]), _on_lower(coefficients, self, lower),
+                              t_eval=times, method=method, rtol=rtol, atol=atol,
+                              blowup=LADDER_BLOWUP, progress=progress)
+            runs.append((lower, run))
+        _, estimate, error = extrapolated_ladder(self, runs, times.size, rtol)
+        valid, until = valid_until(times, estimate, error, tolerance)
+        return Trajectory(
+            t=times, y=estimate, labels=list(self.labels),
+            message=f"extrapolated across degrees {degrees[0]}..{degrees[-1]}",
+            columns={"error": error, "valid": valid},
+            info={"valid_until": dict(zip(self.labels, until.tolist())),
+                  "beyond_horizon": bool(not valid.all()), "degrees": list(degrees),
+                  "tolerance": float(tolerance)},
+            index=self.index)
+
+    def _lower(self, degree):
+        """The solver of this model at a lower ``degree`` (observables that fit kept)."""
+        observables = [label for label in self.observables
+                       if len(self.words[self.index(label)]) <= degree]
+        return build(self.parameterization, self.K, self.trainable, degree,
+                     observables=observables, all_words=self.all_words)
+
+
+def _on_lower(coefficients, top, lower):
+    """``coefficients`` of ``top`` read on ``lower``'s states (constants pass through)."""
+    if not callable(coefficients):
+        return coefficients
+    inputs = getattr(coefficients, "inputs", None)
+    if inputs is None:
+        raise HierarchyError("extrapolate needs constant coefficients or a coefficient "
+                             "function with inputs (the state positions it reads)",
+                             field="coefficients")
+    inputs = np.asarray(inputs, dtype=np.int64)
+    positions = np.array([lower.index(top.labels[j]) for j in inputs], dtype=np.int64)
+
+    def on_lower(mu):
+        full = np.zeros(len(top))
+        full[inputs] = np.asarray(mu)[positions]
+        return coefficients(full)
+
+    on_lower.inputs = positions
+    return on_lower

@@ -273,6 +273,23 @@ def _padded(result, n_times):
     return mu
 
 
+def extrapolated_ladder(solver, runs, n_times, rtol):
+    """``(ladder, estimate, error)``: every word of ``solver`` extrapolated across ``runs``.
+
+    ``runs`` are the ``(Solver, Trajectory)`` pairs of :func:`solve_ladder` (increasing
+    degrees, one start), ``rtol`` the solves' relative tolerance. A word only the top degree
+    has, or a time only one degree reached, keeps its last value with an infinite error.
+    """
+    ladder = stack_words(runs, solver.labels, n_times)
+    single = _single_degree(ladder)
+    estimate, error = extrapolate_across_degrees(
+        np.where(single[None], np.nan, ladder), method="best", rtol=LADDER_RTOL_FACTOR * rtol)
+    # words of degree M alone (or a point only one degree reached): its value, no estimate
+    estimate = np.where(single, _last_finite(ladder), estimate)
+    error = np.where(single, np.inf, error)
+    return ladder, estimate, error
+
+
 def hierarchy_answer(config, solver, result, runs, t_eval):
     """The hierarchy's answer on every word and its error estimate.
 
@@ -294,14 +311,8 @@ def hierarchy_answer(config, solver, result, runs, t_eval):
     degree_m = _padded(result, t_eval.size)
     if not runs:
         return {"answer": degree_m, "error": None, "arrays": {}, "radius": None, "degrees": []}
-    ladder = stack_words(runs, solver.labels, t_eval.size)
-    single = _single_degree(ladder)
-    estimate, error = extrapolate_across_degrees(
-        np.where(single[None], np.nan, ladder), method="best",
-        rtol=LADDER_RTOL_FACTOR * float(settings["rtol"]))
-    # words of degree M alone (or a point only one degree reached): its value, no estimate
-    estimate = np.where(single, _last_finite(ladder), estimate)
-    error = np.where(single, np.inf, error)
+    ladder, estimate, error = extrapolated_ladder(solver, runs, t_eval.size,
+                                                  float(settings["rtol"]))
     columns = [solver.index(label) for label in horizon_labels(solver, config)]
     radius = estimate_radius(t_eval, ladder[:, :, columns])
     out = {"radius": radius if np.isfinite(radius) else None,
