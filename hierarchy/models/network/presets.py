@@ -42,6 +42,10 @@ MIXTURES = {
                 "weights": [0.25] * 4, "labels": [1.0, 1.0, -1.0, -1.0],
                 "signals": ("_mu", "_nu")},
 }
+#: the solver tolerances, carried only at finite snr: there they sit near the quadrature
+#: error of both fields; at snr = inf the hand-built solve ignores them (fixed-step
+#: Heun-Filippov) and the generic field is exact, so the network defaults apply
+NOISY_ONLY = ("rtol", "atol")
 #: keys copied unchanged (the seed convention keeps their meaning), by table, where the
 #: network family has them
 CARRIED = {"solve": ("t_final", "points", "rtol", "atol"),
@@ -88,9 +92,11 @@ def preset_config(family_name, config):
         out["model"].update(_two_layer_model(family_name, model))
     out["init"] = _init(family_name, config, out["model"])
     known = defaults_for(NETWORK)
+    noiseless = math.isinf(float(model["snr"]))
     for table, keys in CARRIED.items():
         carried = {key: config[table][key] for key in keys
-                   if key in config.get(table, {}) and key in known.get(table, {})}
+                   if key in config.get(table, {}) and key in known.get(table, {})
+                   and not (noiseless and key in NOISY_ONLY)}
         if carried:
             out[table] = carried
     out.setdefault("sgd", {})["step_second_layer"] = "step"
