@@ -1,6 +1,6 @@
 """The XOR network's face to the spectral diagnostics (``[spectra]`` of ``gmm-xor``).
 
-The adapter the recorder and :func:`hierarchy.spectra.job.sgd_with_spectra` need: the
+The adapter the recorder and :func:`hierarchy.spectra.job.run_ensemble` need: the
 blocks ``W1 .. WK`` (``d x d``, first layer) and ``v`` (``K x K``, second layer), their
 contract ranks (2 and 4: ``E_2(W_i)`` and ``E_4(v)``, Theorem 4.1), the noise variance
 ``1/lambda``, the signal span ``span{mu, nu, W_1..W_K}`` removed from the bulk, the test

@@ -4,7 +4,10 @@ Each run holds ``x (k, d)``; a step draws a fresh sample ``(Y, y)`` per run
 (:meth:`~hierarchy.models.multiclass.model.Multiclass.sample`) and updates
 ``x <- x - delta((pi_Y - y) (x) Y + beta x)`` with ``delta = c_delta / d`` (residuals from
 :mod:`~hierarchy.models.multiclass.loss`). The statistics ``m = x M^T`` and
-``R_perp = x x^T - m G^{-1} m^T`` are recorded at the steps nearest ``t = l delta``.
+``R_perp = x x^T - m G^{-1} m^T`` are recorded at the steps nearest ``t = l delta``. The
+samples are drawn in blocks of a fixed number of steps (:func:`block_steps`), so the random
+stream of step ``s`` does not depend on the recording times; the loop, its divergence rule
+and checkpoints are :func:`hierarchy.sgd.ensemble.simulate_ensemble`'s.
 
 An ``observer`` (the spectral recorder) is called at every recording time as
 ``observer(index, t, x, recent)``: ``x`` is the live ``(runs, k, d)`` array (not a copy),

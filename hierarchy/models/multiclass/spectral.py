@@ -1,7 +1,7 @@
 """The multiclass logistic model's face to the spectral diagnostics (``[spectra]``).
 
 The adapter :class:`hierarchy.spectra.recorder.SpectralRecorder` and
-:func:`hierarchy.spectra.job.sgd_with_spectra` need: the class blocks ``x1 .. xk``
+:func:`hierarchy.spectra.job.run_ensemble` need: the class blocks ``x1 .. xk``
 (``d x d``), their contract rank ``k`` (Theorem 3.1: ``x^c`` lives in ``E_k``), the noise
 variance ``1/lambda``, the signal span ``span{mu_1..mu_k, x^1..x^k}`` (``2k``) removed from
 the bulk, the test samples, and the predictions: the population outliers
