@@ -24,6 +24,7 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.gmm import sgd as gmm_sgd
 from hierarchy.models.gmm import starts as gmm_starts
 from hierarchy.models.multiclass import starts as multiclass_starts
+from hierarchy.sgd.ensemble import MAX_STEPS
 from hierarchy.study.jobs import Job
 from hierarchy.study.store import load_jobs, save_job
 
@@ -246,8 +247,6 @@ def test_item09_resource_estimate_names_the_family_keys(tmp_path, capsys, no_wor
 
 
 def test_item09_study_steps_bounded_before_any_job(tmp_path, capsys, no_work):
-    from hierarchy.sgd.ensemble import MAX_STEPS  # the one step-count cap (sgd.ensemble)
-
     step = 5.0 * 200 / MAX_STEPS / 10  # t_final 5: ten times too many steps at n = 200
     config = write_config(tmp_path, f'[model]\nfamily = "spiked-pca"\n[sgd]\nstep = {step}\n'
                                     "[study]\ndimensions = [100, 200]\nruns = 2\n")

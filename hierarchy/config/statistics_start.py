@@ -17,6 +17,7 @@ import numpy as np
 from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.resources import check_ensemble_fits
+from hierarchy.sgd.ensemble import check_step_count
 
 INIT_SOURCES = ("gaussian", "statistics")
 #: largest ``|value|`` of a starting statistic (beyond it the ODE's functionals overflow)
@@ -143,7 +144,5 @@ def check_sgd_ensemble(config, dimension, runs, *, width, statistics, keys,
     check_ensemble_fits(runs=runs, points=int(solve["points"]), statistics=statistics,
                         parameters=dimension * width, keys=keys, field=field)
     if steps:
-        from hierarchy.sgd.ensemble import check_step_count  # the one step-count check
-
         check_step_count(solve["t_final"], dimension, config["sgd"]["step"],
                          dimension_key=field if field != "sgd.runs" else "sgd.dimension")

@@ -16,10 +16,16 @@ from hierarchy.core.errors import HierarchyError
 DEFAULTS = {"dimensions": [100, 200, 400, 800, 1600], "runs": 100, "seed": 0,
             "scheduler": "", "workers": 0, "observables": []}
 
+#: Largest entry of ``study.dimensions`` (the ensembles' memory check refuses far less).
+MAX_DIMENSION = 10**8
+
 KEY_HELP = {
     "study.dimensions": (("Dimensions n of the SGD ensembles compared with the ballistic ODE "
-                          "(error against n, fitted log-log slope)."),
-                         "list of at least 2 distinct integers >= 2"),
+                          "(error against n, fitted log-log slope); `hierarchy study` checks "
+                          "each against the family's smallest `sgd.dimension` and the "
+                          "ensemble's memory and steps before its first job."),
+                         "list of at least 2 distinct integers >= the family's smallest "
+                         "sgd.dimension"),
     "study.runs": ("SGD runs per dimension (the error is that of their mean).",
                    "integer >= 2"),
     "study.seed": ("Seed of the study's SGD streams (one stream per dimension, derived from it).",
@@ -36,17 +42,17 @@ KEY_HELP = {
 }
 
 
-def validate_study(table, size_per_run=1, limit=None):
+def validate_study(table):
     """Check and normalise a ``[study]`` table of the dimension study (in place).
+
+    Only the table's form: what the family's SGD needs of each dimension (its smallest
+    dimension, memory, steps) is checked by the study alone (:func:`check_study_dimensions`),
+    so that a ``solve`` or ``sgd`` config is not refused for its ``[study]`` defaults.
 
     Parameters
     ----------
     table : dict
         The merged ``[study]`` table.
-    size_per_run : int
-        Doubles one run holds per unit of dimension (the network width; 1 for a vector).
-    limit : int, optional
-        Largest ``runs x max(dimensions) x size_per_run`` (one ensemble's state in memory).
 
     Returns
     -------
@@ -59,17 +65,16 @@ def validate_study(table, size_per_run=1, limit=None):
         One line naming the field.
     """
     dimensions = fields.int_list(table, "study", "dimensions")
-    if len(dimensions) < 2 or len(set(dimensions)) != len(dimensions) or min(dimensions) < 2:
-        raise HierarchyError("study.dimensions must list at least 2 distinct integers >= 2 "
-                             f"(got {dimensions})", field="study.dimensions")
+    if (len(dimensions) < 2 or len(set(dimensions)) != len(dimensions)
+            or not all(2 <= n <= MAX_DIMENSION for n in dimensions)):
+        raise HierarchyError(f"study.dimensions must list at least 2 distinct integers in "
+                             f"2..{MAX_DIMENSION:.0e} (got {fields.show(dimensions)})",
+                             field="study.dimensions")
     table["dimensions"] = sorted(dimensions)
     table["runs"] = fields.integer(table, "study", "runs", 2)
     table["seed"] = fields.integer(table, "study", "seed", 0)
     table["workers"] = fields.integer(table, "study", "workers", 0)
     table["scheduler"] = check_scheduler(fields.string(table, "study", "scheduler"))
-    if limit is not None and table["runs"] * max(dimensions) * size_per_run > limit:
-        raise HierarchyError(f"study.runs x max(study.dimensions) exceeds {limit} (one "
-                             "ensemble's state must fit in memory)", field="study.runs")
     return table
 
 
