@@ -21,8 +21,6 @@ import math
 import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 
-from hierarchy.models.gmm.quadrature import normal_points
-
 #: Gauss-Hermite points per dimension, by the number of dimensions
 ORDERS = {1: 48, 2: 32, 3: 16, 4: 10}
 #: the second order of the error estimate is ``n + STEP``
@@ -122,6 +120,8 @@ def qmc_error(functions, c):
 @functools.cache
 def qmc_points(dimension, replicates=REPLICATES, count=QMC_POINTS):
     """``(replicates, 2 count, dimension)`` standard-normal points (antithetic Sobol scrambles)."""
+    # imported here: scipy.stats costs a second of start-up that closed-form solves never need
+    from hierarchy.models.gmm.quadrature import normal_points
     points = np.stack([normal_points(dimension, count, seed=1000 + r) for r in range(replicates)])
     points.setflags(write=False)
     return points
