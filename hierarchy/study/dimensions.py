@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from hierarchy.core.registry import family_of
 from hierarchy.sgd.divergence import DivergedError
 from hierarchy.sgd.ensemble import check_step_count, nan_divergence
 from hierarchy.study.dimension_report import write_dimension_study
@@ -86,8 +87,10 @@ class DimensionStudy:
 
     def check(self, config):
         """The family's check, and the SGD step count of every dimension, before any job."""
+        # the step constant c of a step of time c / n (sgd.step for the summary families)
+        constant = family_of(config).time_per_step(config) * float(config["sgd"]["dimension"])
         for dimension in config["study"]["dimensions"]:
-            check_step_count(config["solve"]["t_final"], dimension, config["sgd"]["step"],
+            check_step_count(config["solve"]["t_final"], dimension, constant,
                              dimension_key="study.dimensions")
         if self._check is not None:
             self._check(config)
