@@ -317,3 +317,25 @@ def test_symmetric_square_root_at_widths_above_two(width):
     clipped = sqrt_psd(((vectors * values) @ vectors.T)[None])[0]
     values[0] = 0.0
     np.testing.assert_allclose(clipped @ clipped, (vectors * values) @ vectors.T, atol=1e-12)
+
+
+# ----------------------------------------------------------------- ring diffusion
+
+def test_ring_diffusion_is_the_covariance_of_the_cluster_gradients_off_the_ring():
+    """``Sigma~ = c_delta Cov_theta(<grad L, grad u_i>)`` at a state that is not a fixed point
+    (where the mean gradient is not 0): two equiprobable binary clusters give exactly
+    ``c_delta (1/4) (g_+ - g_-)(g_+ - g_-)^T``, ``g_theta = (e g(h) + a v, e v 1{h>0} s + a m)``."""
+    from hierarchy.models.gmm.diffusion import ring_diffusion
+    model = BINARY.replace(step=0.7)
+    v, m = np.array([0.9, -0.4]), np.array([0.5, -0.3])
+    rows = []
+    for sign, label in ((1.0, 1.0), (-1.0, 0.0)):
+        h = sign * m
+        on = h > 0
+        e = expit(np.sum(np.where(on, h, 0.0) * v)) - label
+        rows.append(np.concatenate([e * np.where(on, h, 0.0) + ALPHA * v,
+                                    e * v * on * sign + ALPHA * m]))
+    gap = rows[0] - rows[1]
+    u = np.concatenate([v, m, [0.3, 0.0, 0.2]])
+    np.testing.assert_allclose(ring_diffusion(model, u), 0.7 * 0.25 * np.outer(gap, gap),
+                               atol=1e-14)

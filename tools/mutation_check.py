@@ -1,0 +1,451 @@
+"""Mutation check: do the tests fail when the mathematics is made slightly wrong?
+
+Each entry of :data:`MUTATIONS` is one small plausible error (a factor 2, a sign, a dropped
+term, a swapped index) in the package source: the file(s), the exact original snippet, its
+replacement, the tests that cover that formula, and what the error means. The runner
+
+1. copies the checkout (package, templates, tests, tools) to a temporary folder, so the
+   working tree is never touched; the templates are placed inside the copied package, so
+   ``hierarchy.templates`` resolves to the copy too (checked before anything runs);
+2. runs every selection once on the unmodified copy (a test that fails without a mutation
+   cannot vouch for catching one), then
+3. applies each mutation alone to the copy, runs its selection with ``PYTHONPATH`` at the
+   copy and ``HIERARCHY_GENERATED`` at a temporary kernel cache (compiled kernels of mutants
+   never reach the real cache; the cache's alias index is emptied before every run, so a
+   mutant's kernel is always rebuilt from its own source), and restores the file.
+
+It prints ``caught by TEST`` (the first failing test) or ``NOT caught`` per mutation, and
+ends with ``N of M caught``. An original snippet that is missing from its file, or present
+more than once, is an ``ERROR`` (the list drifted from the source), never skipped. Exit
+status: 0 when every mutation is caught, 1 otherwise, 2 for bad arguments.
+
+This is a release check, not part of the default tests (it runs for a while on two cores)::
+
+    python tools/mutation_check.py            # every mutation
+    python tools/mutation_check.py --list     # the mutations only
+    python tools/mutation_check.py -k xor     # those whose name contains "xor"
+"""
+
+import argparse
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: what the copy holds (the rest of the checkout is not needed by the tests)
+COPIED = ("hierarchy", "templates", "tests", "tools", "docs", "README.md", "pyproject.toml",
+          "setup.py")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.so", "*.c", "build", ".hypothesis",
+                                 ".pytest_cache", "*.egg-info", "figures", "generated")
+#: seconds one selection may run before it counts as not caught
+TIMEOUT_S = 900
+
+
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    """Replace ``original`` (exactly once in ``path``, relative to the checkout) by ``new``."""
+
+    path: str
+    original: str
+    new: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    """One plausible error: its edits, the pytest arguments that cover it, its meaning."""
+
+    name: str
+    edits: tuple
+    tests: tuple
+    description: str
+
+
+def mutation(name, path, original, new, tests, description):
+    """A :class:`Mutation` with one edit."""
+    return Mutation(name, (Edit(path, original, new),), tuple(tests), description)
+
+
+HOLES = "tests/test_mutation_holes.py"
+GMM = "hierarchy/models/gmm"
+MC = "hierarchy/models/multiclass"
+ATT = "hierarchy/models/attention"
+PCA = "hierarchy/models/summary"
+
+MUTATIONS = (
+    # ---- the seven mutations of issue 23 that passed the whole suite
+    Mutation("gmm-corrector-halved-both-engines",
+             (Edit(f"{GMM}/field.py", "g_r = model.step * v[:, :, None]",
+                   "g_r = 0.5 * model.step * v[:, :, None]"),
+              Edit("templates/gmm_field.pyx.j2", "out[row] = step * v[i] * v[j]",
+                   "out[row] = 0.5 * step * v[i] * v[j]")),
+             (f"{HOLES}::test_sgd_matches_the_ode_within_standard_errors_where_the_corrector"
+              "_is_large",),
+             "the Gaussian-mixture corrector c_delta v v B / lambda halved in numpy and C"),
+    mutation("gmm-gaussian-start-R-lambda", f"{GMM}/starts.py",
+             "np.eye(k) / scale", "np.eye(k) * scale",
+             [f"{HOLES}::test_gaussian_start_law_is_the_limit_of_the_sgd_start"],
+             "finite-lambda binary Gaussian start R(0) = lambda I instead of I / lambda"),
+    mutation("gmm-filippov-repelling-leaves-plus", f"{GMM}/field.py",
+             "np.where((phi_p > FLAT) & (phi_m >= -FLAT), phi_p,", "np.where(phi_p > FLAT, phi_p,",
+             [f"{HOLES}::test_filippov_repelling_zero_stays_an_unstable_equilibrium"],
+             "Filippov rule: a repelling zero (phi+ > 0 > phi-) leaves to the + side"),
+    mutation("gmm-kink-jacobian-plus-side", f"{GMM}/stability.py",
+             "steps[kinks] = np.asarray(sides) * H", "steps[kinks] = H",
+             [f"{HOLES}::test_xor_origin_spectrum_is_the_closed_form_in_every_orthant"],
+             "one-sided Jacobian at a kink always steps to the + side"),
+    mutation("multiclass-jacobian-doubled", f"{MC}/fixed_points.py",
+             "field(model, minus, points)) / (2 * H)", "field(model, minus, points)) / H",
+             [f"{HOLES}::test_multiclass_low_noise_jacobian_has_the_exact_r_block"],
+             "multiclass fixed-point Jacobian twice too large"),
+    mutation("extrapolation-no-runner-up-check", "hierarchy/core/extrapolation.py",
+             "return estimate, np.fmax(error, np.where(np.isfinite(check), check, 0.0))",
+             "return estimate, error",
+             ["tests/test_extrapolation.py::test_best_error_bounds_the_true_error_on_the_exact"
+              "_case_at_the_documented_factors"],
+             "'best' keeps the smallest error estimate without the runner-up cross-check"),
+    mutation("continuation-wishart-1-over-d2", f"{ATT}/continuation.py",
+             "+ (3 * r + 3) / d + 4 / d ** 2)", "+ (3 * r + 3) / d)",
+             [f"{HOLES}::test_wishart_moments_at_d_1_are_chi_square_moments"],
+             "the 4/d^2 term of E tr S^3 / d dropped"),
+    # ---- the three caught only narrowly
+    mutation("bulk-edge-weight-power", "hierarchy/spectra/bulk.py",
+             "np.sum((w / (1.0 + w * m)) ** 2)", "np.sum(w / (1.0 + w * m) ** 2)",
+             [f"{HOLES}::test_bulk_edge_is_homogeneous_of_degree_one_in_the_weights"],
+             "bulk edge: w / (1 + w m)^2 for w^2 / (1 + w m)^2 (equal at w = 1)"),
+    mutation("gmm-corrector-halved-numpy", f"{GMM}/field.py",
+             "g_r = model.step * v[:, :, None]", "g_r = 0.5 * model.step * v[:, :, None]",
+             [f"{HOLES}::test_numpy_corrector_is_the_sampled_second_moment_of_the_error"],
+             "the numpy corrector alone halved"),
+    mutation("gmm-sqrt-psd-not-symmetric", f"{GMM}/functionals.py",
+             '"bij,bj,bkj->bik"', '"bij,bj,bjk->bik"',
+             [f"{HOLES}::test_symmetric_square_root_at_widths_above_two"],
+             "V D V instead of V D V^T in the symmetric square root (equal for 2x2 eigh)"),
+    # ---- gmm-binary and gmm-xor
+    mutation("gmm-drift-R-ridge", f"{GMM}/field.py",
+             "f_r = va + np.swapaxes(va, 1, 2) + 2 * a * r", "f_r = va + np.swapaxes(va, 1, 2) + a * r",
+             ["tests/test_gmm_binary.py::test_low_noise_field_is_the_printed_orthant_form",
+              f"{HOLES}::test_binary_origin_spectrum_is_the_closed_form"],
+             "weight decay of R_perp: alpha R for 2 alpha R"),
+    mutation("gmm-drift-v-aperp-dropped", f"{GMM}/field.py",
+             '+ np.einsum("bii->bi", fun.Aperp) + a * v', "+ a * v",
+             [f"{HOLES}::test_sgd_matches_the_ode_within_standard_errors_where_the_corrector"
+              "_is_large"],
+             "the Aperp_ii term of f_v dropped (zero at lambda = inf)"),
+    mutation("gmm-onestep-noise-count", f"{GMM}/onestep.py",
+             "(dimension - s - k) / model.snr", "(dimension - s) / model.snr",
+             ["tests/test_gmm_binary.py::test_one_step_identity_at_finite_dimension"],
+             "chi^2 degrees of freedom N - S - K off by K in the exact one-step identity"),
+    mutation("gmm-noise-scale", f"{GMM}/functionals.py",
+             "scale = 1.0 / math.sqrt(snr)", "scale = 1.0 / snr",
+             ["tests/test_gmm_binary.py::test_one_step_identity_at_finite_dimension"],
+             "noise of the reduced law 1/lambda instead of 1/sqrt(lambda) in std"),
+    mutation("xor-sliding-sign", f"{GMM}/field.py",
+             "mask[rows] = zero & (phi_p < -FLAT) & (phi_m > FLAT)",
+             "mask[rows] = zero & (phi_p > FLAT) & (phi_m < -FLAT)",
+             ["tests/test_gmm_xor.py::test_sliding_mode_is_frozen_at_zero"],
+             "the sliding mask marks repelling zeros instead of attracting ones"),
+    mutation("xor-count-law-surjections", f"{GMM}/basins.py",
+             "(j - i) ** n for i in range(j + 1)", "(j - i) ** (n - 1) for i in range(j + 1)",
+             ["tests/test_gmm_xor.py::test_overparametrization_formula_matches_the_law"],
+             "number of surjections of K neurons onto j classes: (j - i)^(K - 1)"),
+    mutation("xor-optimal-probability", f"{GMM}/basins.py",
+             "6 * 0.5**k", "6 * 0.5**(k + 1)",
+             ["tests/test_gmm_xor.py::test_overparametrization_formula_matches_the_law"],
+             "inclusion-exclusion term 6 (1/2)^K of P_K halved"),
+    mutation("gmm-radial-variance", f"{GMM}/diffusion.py",
+             '"radial_variance": float(w @ sigma @ w / (2 * kappa))',
+             '"radial_variance": float(w @ sigma @ w / kappa)',
+             ["tests/test_gmm_binary.py::test_ring_diffusion_rank_one_and_radial_variance"],
+             "stationary OU variance w.Sigma.w / kappa for / (2 kappa)"),
+    mutation("gmm-diffusion-uncentred", f"{GMM}/diffusion.py",
+             "centred = rows - mean", "centred = rows",
+             [f"{HOLES}::test_ring_diffusion_is_the_covariance_of_the_cluster_gradients_off"
+              "_the_ring"],
+             "the diffusion as the second moment, not the covariance, of the gradients"),
+    mutation("gmm-network-hessian-weight", f"{GMM}/network.py",
+             "curvature = y_hat * (1.0 - y_hat)", "curvature = y_hat * (1.0 - y_hat) ** 2",
+             ["tests/test_spectra_operators.py::test_xor_per_sample_derivatives_match_finite"
+              "_differences"],
+             "Hessian weight sigma (1 - sigma)^2 for sigma' = sigma (1 - sigma)"),
+    mutation("gmm-network-first-layer-gradient", f"{GMM}/network.py",
+             "(e[..., None] * v) * active, e", "(e[..., None] * np.abs(v)) * active, e",
+             [f"{HOLES}::test_sgd_matches_the_ode_within_standard_errors_where_the_corrector"
+              "_is_large"],
+             "first-layer gradient with |v_i| for v_i (SGD only)"),
+    # ---- gmm-multiclass
+    mutation("multiclass-loss-G-weight", f"{MC}/loss.py",
+             'out[("G", f"x{c + 1}")] = r[..., c] ** 2',
+             'out[("G", f"x{c + 1}")] = np.abs(r[..., c])',
+             ["tests/test_spectra_operators.py::test_multiclass_per_sample_derivatives_match"
+              "_finite_differences"],
+             "G-block weight |pi - y| for (pi - y)^2"),
+    mutation("multiclass-R-ridge", f"{MC}/field.py",
+             "dr = -2.0 * beta * r", "dr = -beta * r",
+             ["tests/test_gmm_multiclass.py::test_low_noise_flow_targets"],
+             "the printed -beta R_perp instead of the derived -2 beta R_perp"),
+    mutation("multiclass-corrector-halved", f"{MC}/field.py",
+             "+ model.step / lam * corrector", "+ 0.5 * model.step / lam * corrector",
+             ["tests/test_gmm_multiclass.py::test_field_matches_real_space_sampling"],
+             "the multiclass corrector (c_delta / lambda) C halved"),
+    mutation("multiclass-m-noise-sign", f"{MC}/field.py",
+             "dm -= (p_bar[:, None] * m - s_bar @ m) / lam",
+             "dm += (p_bar[:, None] * m - s_bar @ m) / lam",
+             ["tests/test_gmm_multiclass.py::test_field_matches_real_space_sampling"],
+             "sign of the 1/lambda integration-by-parts term of m'"),
+    mutation("multiclass-logit-noise-scale", f"{MC}/field.py",
+             "normal_points(model.classes, points).T / math.sqrt(model.snr)",
+             "normal_points(model.classes, points).T / model.snr",
+             ["tests/test_gmm_multiclass.py::test_field_matches_real_space_sampling"],
+             "logit noise with covariance Gram / lambda^2 instead of Gram / lambda"),
+    mutation("multiclass-closed-form-root", f"{MC}/fixed_points.py",
+             "return beta * m * tail + beta * m * math.exp(m) - p * tail",
+             "return beta * m * tail + beta * m * math.exp(m) - 2 * p * tail",
+             ["tests/test_gmm_multiclass.py::test_closed_form_fixed_point"],
+             "the closed-form fixed-point equation with 2p for p"),
+    mutation("multiclass-gaussian-start-R", f"{MC}/starts.py",
+             "return pack(np.zeros((1, k, k)), np.eye(k)[None])[:, 0]",
+             "return pack(np.zeros((1, k, k)), 0.5 * np.eye(k)[None])[:, 0]",
+             [f"{HOLES}::test_multiclass_gaussian_start_is_the_limit_of_the_sgd_start"],
+             "the multiclass Gaussian start with R_perp(0) = I/2"),
+    # ---- spiked PCA (summary statistics, sympy engine)
+    mutation("pca-second-order-half", f"{PCA}/engine.py",
+             "second = tuple(sp.expand(noise.pair(h) / 2) for h in hessians)",
+             "second = tuple(sp.expand(noise.pair(h)) for h in hessians)",
+             ["tests/test_summary_pca.py::test_drift_corrector_diffusion_match_contract"],
+             "the 1/2 of L u = (1/2) <V, grad^2 u> dropped"),
+    mutation("pca-ridge-half", f"{PCA}/engine.py",
+             "return loss.population + ridge / 2 * q, loss.noise_kernel",
+             "return loss.population + ridge * q, loss.noise_kernel",
+             ["tests/test_summary_pca.py::test_ballistic_ode_with_step_and_ridge_settles_on_the"
+              "_equator"],
+             "ridge alpha |x|^2 instead of (alpha / 2) |x|^2"),
+    # ---- attention-indexed family
+    mutation("attention-tied-weight-decay", f"{ATT}/rules.py",
+             'dW[k] = -drive * W[k] - _coef("gamma") / 4 * W[k]',
+             'dW[k] = -drive * W[k] - _coef("gamma") / 2 * W[k]',
+             ["tests/test_rules.py::test_tied_rule_is_the_symmetric_product_with_a_quarter_decay"],
+             "weight decay gamma/2 for gamma/4 in the tied flow of W"),
+    mutation("attention-riccati-denominator", f"{ATT}/exact_limit.py",
+             "return lam0 * np.exp(at) / (1.0 + b * lam0 * growth)",
+             "return lam0 * np.exp(at) / (1.0 + 0.5 * b * lam0 * growth)",
+             ["tests/test_exact_limit.py::test_riccati_closed_form_solves_the_ode"],
+             "Riccati closed form lambda(t) with b/2"),
+    mutation("attention-free-poisson-rate", f"{ATT}/limit_moments.py",
+             "narayana(n, j) * c ** j for j", "narayana(n, j) * c ** (j - 1) for j",
+             ["tests/test_limit_moments.py::test_narayana_triangle_and_polynomials"],
+             "free Poisson moment with c^(j-1) (equal at c = 1)"),
+    mutation("attention-hermite-weights", f"{ATT}/potential.py",
+             "w = w / np.sqrt(2 * np.pi)", "w = w / np.sqrt(np.pi)",
+             ["tests/test_potential.py::test_rules_integrate_gaussian_moments"],
+             "Gauss-Hermite weights normalised for exp(-x^2) instead of N(0, 1)"),
+    # ---- long horizons: continuation and extrapolation
+    mutation("continuation-wishart-1-over-d", f"{ATT}/continuation.py",
+             "+ (3 * r + 3) / d + 4 / d ** 2)", "+ (3 * r + 2) / d + 4 / d ** 2)",
+             [f"{HOLES}::test_wishart_moments_at_d_1_are_chi_square_moments"],
+             "the 1/d term of E tr S^3 / d: 3r + 2 for 3r + 3"),
+    mutation("continuation-fit-weights", f"{ATT}/continuation.py",
+             "w = 1.0 / se ** 2", "w = 1.0 / se",
+             ["tests/test_continuation.py::test_extrapolation_error_is_two_standard_errors_of_the"
+              "_intercept_for_two_dims"],
+             "least-squares weights 1/se instead of 1/se^2 in the 1/d' fit"),
+    mutation("extrapolation-no-tail-factor", "hierarchy/core/extrapolation.py",
+             "spread = step * np.where(ratio > 0.5, ratio / (1.0 - ratio), 1.0)",
+             "spread = step",
+             ["tests/test_extrapolation.py::test_levin_sums_a_logarithmically_convergent_series"],
+             "the tail factor r/(1 - r) of slowly converging columns dropped"),
+    mutation("extrapolation-no-column-below", "hierarchy/core/extrapolation.py",
+             "spread = np.maximum(spread, np.abs(newest - below[-1]))", "spread = spread",
+             ["tests/test_extrapolation.py::test_a_column_settled_away_from_the_one_below_is"
+              "_not_trusted"],
+             "the distance to the column below left out of the error"),
+    mutation("extrapolation-no-input-sensitivity", "hierarchy/core/extrapolation.py",
+             "error = np.fmax(error, np.where(np.isfinite(sensitivity), sensitivity, np.inf))",
+             "error = error",
+             ["tests/test_extrapolation.py::test_levin_error_covers_input_noise_through_the"
+              "_perturbed_table"],
+             "the response to the inputs' own error left out of the error"),
+    # (a sign or a factor on every 1/difference of the epsilon recurrence is an equivalent
+    # mutant: it scales the odd, auxiliary columns only)
+    mutation("extrapolation-wynn-index", "hierarchy/core/extrapolation.py",
+             "nxt = older[1:current.shape[0]] + 1.0 / (current[1:] - current[:-1])",
+             "nxt = older[:current.shape[0] - 1] + 1.0 / (current[1:] - current[:-1])",
+             ["tests/test_extrapolation.py::test_divergent_geometric_series_is_summed"],
+             "epsilon recurrence with eps_{k-1}^(n) for eps_{k-1}^(n+1)"),
+    # ---- spectra
+    mutation("spectra-multiclass-shift", "hierarchy/spectra/population_multiclass.py",
+             "scale = 0.0 if np.isinf(snr) else 1.0 / snr",
+             "scale = 0.0 if np.isinf(snr) else 1.0 / np.sqrt(snr)",
+             ["tests/test_spectra_population.py::test_contract_values_snr_10_fixed_point"],
+             "identity part of a class block (1/sqrt(lambda)) E[w] for (1/lambda) E[w]"),
+    mutation("spectra-xor-second-layer", "hierarchy/spectra/population_xor.py",
+             "(probabilities[:, None] / w.shape[1])", "(probabilities[:, None] / (2 * w.shape[1]))",
+             ["tests/test_spectra_population.py::test_xor_reduction_matches_brute_force"],
+             "the v block of the XOR population halved"),
+)
+
+
+def check_edits(mutations, root):
+    """``{name: message}`` for mutations whose snippets are missing or repeated in ``root``."""
+    problems = {}
+    for item in mutations:
+        for edit in item.edits:
+            path = Path(root) / edit.path
+            text = path.read_text() if path.is_file() else None
+            count = 0 if text is None else text.count(edit.original)
+            if count != 1:
+                where = "file missing" if text is None else (
+                    "snippet not found" if count == 0 else f"snippet found {count} times")
+                problems[item.name] = f"{edit.path}: {where} (the list drifted from the source)"
+                break
+    return problems
+
+
+def make_copy(root, folder):
+    """Copy the checkout into ``folder``; the templates also inside the copied package."""
+    for name in COPIED:
+        source = Path(root) / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=IGNORED)
+        elif source.is_file():
+            shutil.copy2(source, folder / name)
+    shutil.copytree(Path(root) / "templates", folder / "hierarchy" / "templates", ignore=IGNORED)
+
+
+def environment(copy, cache):
+    """The environment of a test run in ``copy`` with its own kernel cache."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(copy) + os.pathsep + env.get("PYTHONPATH", "")
+    env["HIERARCHY_GENERATED"] = str(cache)
+    env.pop("PYTEST_ADDOPTS", None)
+    return env
+
+
+def check_isolation(copy, env):
+    """Raise unless the package and its templates are imported from ``copy``."""
+    probe = ("import hierarchy, importlib.resources as r; print(hierarchy.__file__); "
+             "print(r.files('hierarchy.templates') / 'gmm_field.pyx.j2')")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=copy, env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    if not all(Path(p).resolve().is_relative_to(Path(copy).resolve()) for p in out):
+        raise RuntimeError(f"the copy is not what gets imported: {out}")
+
+
+def run_tests(copy, env, cache, tests, timeout):
+    """``(passed, first failing test or reason)`` of one pytest run in the copy."""
+    shutil.rmtree(Path(cache) / ".index", ignore_errors=True)
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "--no-header",
+               "-p", "no:cacheprovider", *tests]
+    try:
+        done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timeout after {timeout} s"
+    if done.returncode == 0:
+        return True, ""
+    found = re.search(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.MULTILINE)
+    if found:
+        return False, found.group(1)
+    tail = (done.stdout + done.stderr).strip().splitlines()
+    return False, f"pytest exit {done.returncode}: {tail[-1] if tail else 'no output'}"
+
+
+def apply(copy, item):
+    """Apply ``item`` to the copy; return the original texts to restore."""
+    saved = {}
+    for edit in item.edits:
+        targets = [edit.path]
+        if edit.path.startswith("templates/"):   # the copy imports the package's templates
+            targets.append("hierarchy/" + edit.path)
+        for relative in targets:
+            path = copy / relative
+            text = path.read_text()
+            saved.setdefault(relative, text)
+            path.write_text(text.replace(edit.original, edit.new, 1))
+    return saved
+
+
+def restore(copy, saved):
+    for relative, text in saved.items():
+        (copy / relative).write_text(text)
+
+
+def check(mutations, root=ROOT, timeout=TIMEOUT_S, out=print, baseline=True):
+    """Run every mutation; print one line each and the summary. Returns ``(caught, total)``."""
+    problems = check_edits(mutations, root)
+    caught = 0
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:
+        copy, cache = Path(tmp) / "repo", Path(tmp) / "kernels"
+        copy.mkdir()
+        cache.mkdir()
+        make_copy(root, copy)
+        env = environment(copy, cache)
+        check_isolation(copy, env)
+        runnable = [m for m in mutations if m.name not in problems]
+        if baseline and runnable:
+            selection = sorted({t for m in runnable for t in m.tests})
+            ok, why = run_tests(copy, env, cache, selection, timeout * 2)
+            if not ok:
+                out(f"baseline: the unmutated tests fail ({why}); nothing can be vouched for")
+                out(f"0 of {len(mutations)} caught")
+                return 0, len(mutations)
+        for item in mutations:
+            if item.name in problems:
+                out(f"{item.name}: ERROR {problems[item.name]}")
+                continue
+            start = time.perf_counter()
+            saved = apply(copy, item)
+            try:
+                ok, why = run_tests(copy, env, cache, item.tests, timeout)
+            finally:
+                restore(copy, saved)
+            seconds = time.perf_counter() - start
+            if ok is False:
+                caught += 1
+                out(f"{item.name}: caught by {why} ({seconds:.0f} s)")
+            else:
+                reason = f" ({why})" if why else ""
+                out(f"{item.name}: NOT caught{reason} ({seconds:.0f} s)")
+    out(f"{caught} of {len(mutations)} caught")
+    return caught, len(mutations)
+
+
+def describe(item):
+    """The ``--list`` lines of one mutation."""
+    lines = [f"{item.name}: {item.description}"]
+    for edit in item.edits:
+        lines.append(f"    {edit.path}: {edit.original!r} -> {edit.new!r}")
+    lines.append(f"    tests: {' '.join(item.tests)}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="print the mutations only")
+    parser.add_argument("-k", dest="select", default="",
+                        help="only the mutations whose name contains this text")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT_S,
+                        help="seconds per test run (default %(default)s)")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if args.select in m.name]
+    if not chosen:
+        print(f"-k: no mutation name contains {args.select!r}", file=sys.stderr)
+        return 2
+    if args.list:
+        for item in chosen:
+            print(describe(item))
+        print(f"{len(chosen)} mutations")
+        return 0
+    start = time.perf_counter()
+    caught, total = check(chosen, timeout=args.timeout)
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 0 if caught == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
