@@ -116,7 +116,7 @@ class TableField:
     def quadrature_error(self, u):
         """Bound on the quadrature error of ``[f, g, eg]`` at ``u`` (0 where all is closed form).
 
-        The sum over quadrature rows of ``|weight|`` times the row's error: ``|E_n - E_{n+4}|``
+        The sum over quadrature rows of ``|weight|`` times the row's error: ``|E_n - E_{2n}|``
         of Gauss-Hermite for smooth functions, the QMC replicates' standard error for
         non-smooth ones (``relu``).
         """
