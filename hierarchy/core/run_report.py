@@ -32,11 +32,14 @@ ENSEMBLE_PLOT = "sgd.png"
 BAND = (10, 90)
 
 
-def plot_solved(out_dir, config, trajectory):
-    """``observables.png`` of a solved trajectory (nothing for an empty one)."""
+def plot_solved(out_dir, config, trajectory, family=None):
+    """``observables.png`` of a solved trajectory (nothing for an empty one).
+
+    ``family`` is the family that solved it (default: the one the config names).
+    """
     if len(trajectory.t) == 0:
         return None
-    family = registry.family_of(config)
+    family = family if family is not None else registry.family_of(config)
     time = family.time_label(config)
     title = settings_title(config, f"the ODE to {time} = {significant(trajectory.t[-1])}")
     fig = make_statistics_figure(trajectory.t, trajectory.y, list(trajectory.labels), title,

@@ -92,7 +92,7 @@ def trajectory_summary(result, interrupted=None):
 
 def _write(family, out, config, result, summary):
     out.mkdir(parents=True, exist_ok=True)
-    plot_solved(out, config, result)
+    plot_solved(out, config, result, family)
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, complete=result.status == Status.COMPLETE,
                  state_name=family.state_name)
