@@ -463,7 +463,10 @@ def test_item16_resume_checks_the_config_reuses_a_finished_run_counts_discarded(
     partial = tmp_path / "cut" / recorder_module.PARTIAL
     (partial / "snapshot-00002.npz").write_bytes(
         (tmp_path / "foreign" / recorder_module.PARTIAL / "snapshot-00000.npz").read_bytes())
-    assert sgd(config, tmp_path / "cut", "--resume") == 0
+    capsys.readouterr()
+    assert main(["sgd", config, "--out", str(tmp_path / "cut"), "--resume"]) == 0
+    assert ("spectral snapshots 1 reused, 0 recomputed, 1 discarded"
+            in capsys.readouterr().err)
     spectra = summary_of(tmp_path / "cut")["summary"]["spectra"]
     assert (spectra["reused"], spectra["recomputed"], spectra["discarded"]) == (1, 0, 1)
     assert_same_files(fresh, tmp_path / "cut")

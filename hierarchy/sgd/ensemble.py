@@ -501,7 +501,22 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
     if trajectory.status == Status.INTERRUPTED:
         return job.summary(trajectory, **report())
     extra = on_finish(trajectory) if on_finish is not None else {}
-    return job.finish(trajectory, **{**report(), **extra})
+    summary = job.finish(trajectory, **{**report(), **extra})
+    if resume and progress is not None:
+        progress.line(resume_line(summary))
+    return summary
+
+
+def resume_line(summary):
+    """The resume report on stderr: where the run continued, and the snapshots' fate."""
+    step = summary.get("resumed_from_step")
+    line = (f"resume: continued from step {step}" if step else
+            "resume: no checkpoint to continue; ran from step 0")
+    spectra = summary.get("spectra")
+    if spectra:
+        line += (f"; spectral snapshots {spectra['reused']} reused, {spectra['recomputed']} "
+                 f"recomputed, {spectra['discarded']} discarded")
+    return line
 
 
 class EnsembleJob:
