@@ -360,3 +360,26 @@ def test_show_prints_the_derivation_in_text_and_latex():
     assert r"\mathbb{E}" in latex and r"\partial_{\lambda_1}\ell" in latex
     logistic = FAMILY.show(config(model={"loss": "logistic"}))
     assert "randomised QMC" in logistic
+
+
+def test_interrupted_solve_keeps_its_rows(tmp_path, monkeypatch):
+    import json
+    from hierarchy.models.network.field import NetworkSystem as System
+    calls = {"n": 0}
+    original = System.rhs
+
+    def interrupting(self, u, t=0.0):
+        calls["n"] += 1
+        if calls["n"] > 300:
+            raise KeyboardInterrupt
+        return original(self, u, t)
+
+    monkeypatch.setattr(System, "rhs", interrupting)
+    cfg = config(init={"statistics": {"Q1.1": 0.2, "Q2.2": 0.3, "R1.1": 0.1}},
+                 solve={"t_final": 300.0, "points": 301})
+    with pytest.raises(KeyboardInterrupt):
+        FAMILY.run_solve(cfg, tmp_path, None)
+    data = np.load(tmp_path / "result.npz")
+    summary = json.loads((tmp_path / "result.json").read_text())
+    assert 1 < len(data["t"]) < 301 and data["eg"].shape == data["t"].shape
+    assert summary["complete"] is False
