@@ -22,11 +22,12 @@ from hierarchy.sgd.ensemble import check_step_count
 INIT_SOURCES = ("gaussian", "statistics")
 #: largest ``|value|`` of a starting statistic (beyond it the ODE's functionals overflow)
 START_LIMIT = 1e6
-#: smallest finite ``model.snr`` (noise variance ``1/snr`` at most 1e3: the field's
-#: stiffness grows like ``1/snr``)
-SNR_MIN = 1e-3
-#: largest ``model.ridge`` (the decay rate of the weights: stiffness)
-RIDGE_MAX = 1e3
+#: smallest finite ``model.snr`` (noise variance ``1/snr`` at most 100): the field's
+#: stiffness grows like ``1/snr``, and below it the mixtures' solves run for hours
+SNR_MIN = 1e-2
+#: largest ``model.ridge``: the weights' decay rate, i.e. the field's stiffness (the
+#: multiclass solve at its default ``RK45`` integrates ``2 ridge t_final`` decay times)
+RIDGE_MAX = 10.0
 #: largest ``sgd.step`` constant ``c_delta``
 STEP_MAX = 1e3
 #: a Gram block may have eigenvalues down to ``-GRAM_TOLERANCE * max(1, max |entry|)``
