@@ -58,13 +58,11 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the input was checked")
 
-    import hierarchy.models.gmm.family as gmm_family
-    import hierarchy.models.multiclass.family as multiclass_family
-    import hierarchy.models.summary.family as summary_family
     import hierarchy.study.runner as runner
-    for module in (gmm_family, multiclass_family, summary_family):
-        for name in ("write_ensemble", "interruptible", "run_ensemble"):
-            monkeypatch.setattr(module, name, forbidden, raising=False)
+    for name in SUMMARY_FAMILIES:
+        kind = type(registry.family(name))
+        for method in ("run_solve", "run_sgd"):
+            monkeypatch.setattr(kind, method, forbidden)
     monkeypatch.setattr(runner, "run_jobs", forbidden)
 
 
