@@ -30,33 +30,40 @@ CHUNK = 4096
 REMAINDER_POINTS = 1 << 20
 
 
-def sampled_increment(net, state, dimension, samples, seed=0):
-    """Mean and standard error of ``u' - u`` over ``samples`` single SGD steps.
+def single_step_changes(net, state, dimension, samples, seed=0):
+    """``u' - u`` of ``samples`` single SGD steps, in chunks ``(size, n)`` (a generator).
 
     Every step starts from the same weights (one network realising ``state`` exactly in
     dimension ``N``) and draws its own fresh sample.
-
-    Returns
-    -------
-    (numpy.ndarray, numpy.ndarray)
-        Mean and standard error, ordered like ``net.labels``.
     """
     rng = np.random.default_rng(seed)
     weights, directions = realise_state(net, state, dimension, 1, rng)
     v = second_layer_of(net, state)
     base = NetworkEnsemble(net, weights, directions, v, rng).statistics()[0]
-    total = np.zeros(net.size)
-    square = np.zeros(net.size)
     done = 0
     while done < samples:
         size = min(CHUNK, samples - done)
         ensemble = NetworkEnsemble(net, np.repeat(weights, size, axis=0),
                                    np.repeat(directions, size, axis=0), v, rng)
         ensemble.advance(1)
-        change = ensemble.statistics() - base
+        yield ensemble.statistics() - base
+        done += size
+
+
+def sampled_increment(net, state, dimension, samples, seed=0):
+    """Mean and standard error of ``u' - u`` over ``samples`` single SGD steps
+    (:func:`single_step_changes`).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Mean and standard error, ordered like ``net.labels``.
+    """
+    total = np.zeros(net.size)
+    square = np.zeros(net.size)
+    for change in single_step_changes(net, state, dimension, samples, seed):
         total += change.sum(axis=0)
         square += (change**2).sum(axis=0)
-        done += size
     mean = total / samples
     return mean, np.sqrt(np.maximum(square / samples - mean**2, 0.0) / (samples - 1))
 
@@ -122,4 +129,4 @@ def standard_scores(sampled, error, predicted):
 
 
 __all__ = ["CHUNK", "REMAINDER_POINTS", "finite_size_remainder", "predicted_increment",
-           "sampled_increment", "standard_scores"]
+           "sampled_increment", "single_step_changes", "standard_scores"]
