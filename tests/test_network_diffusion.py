@@ -1,9 +1,10 @@
 """The network family's diffusion matrix (hierarchy.models.network.diffusion).
 
-Three independent checks of ``Sigma``: the sampled covariance of one-step SGD increments of
+Independent checks of ``Sigma``: the sampled covariance of one-step SGD increments of
 actual weights at finite ``N`` (the SGD of :mod:`hierarchy.models.network.sgd`), a hand
-derivation by Wick's theorem for a linear network, and the field's mean ``E[X] = f + g``
-(closed forms of the term table). Tolerances are standard errors times a family-wise
+derivation by Wick's theorem for a linear network, the field's mean ``E[X] = f + g``
+(closed forms of the term table), and the stationary covariance of SGD runs settled at a
+fixed point against the Ornstein-Uhlenbeck limit. Tolerances are standard errors times a family-wise
 normal quantile.
 """
 
@@ -17,12 +18,13 @@ from hierarchy.core import registry
 from hierarchy.models.network.diffusion import (
     component_increments,
     diffusion,
+    ou_limit,
     replicate_diffusions,
 )
 from hierarchy.models.network.field import network_system, ridge_drift
 from hierarchy.models.network.model import network_from_config
 from hierarchy.models.network.onestep import single_step_changes
-from hierarchy.models.network.sgd import time_per_step
+from hierarchy.models.network.sgd import NetworkEnsemble, realise_state, time_per_step
 
 
 def make_net(student, teacher, step=1.0, step_v="step", ridge=0.0, loss="mse"):
@@ -157,3 +159,27 @@ def test_sigma_is_symmetric_positive_semidefinite(case):
         assert np.array_equal(sigma, sigma.T)
         values = np.linalg.eigvalsh(sigma)
         assert values[0] >= -1e-12 * values[-1]
+
+
+def test_sgd_settles_at_the_ou_stationary_covariance():
+    """Linear ``K = M = 1`` mse, ``v = v* = 1``, noise ``sigma``: the fixed point is ``R = 1``,
+    ``Q = 1 + eta sigma^2/(2 - eta)`` and ``J = [[-2 eta + eta^2, 2 eta - 2 eta^2], [0, -eta]]``
+    (by hand); ``N Cov(u)`` of SGD runs settled there is the Lyapunov solution ``P``."""
+    eta, noise, dimension, runs = 0.5, 0.5, 50, 4000
+    net = make_net({"activation": "linear", "second_layer_values": [1.0]},
+                   {"activation": "linear", "noise": noise}, step=eta)
+    u_star = state_of(net, [[1 + eta * noise**2 / (2 - eta)]], [[1.0]])
+    drift, _, stationary = ou_limit(network_system(net), u_star)
+    hand = np.array([[-2 * eta + eta**2, 2 * eta - 2 * eta**2], [0.0, -eta]])
+    assert np.max(np.abs(drift - hand)) < 1e-8
+    rng = np.random.default_rng(1)
+    weights, directions = realise_state(net, u_star, dimension, runs, rng)
+    ensemble = NetworkEnsemble(net, weights, directions, np.ones(1), rng)
+    ensemble.advance(12 * dimension)  # 12 units of time: exp(-2 * 0.5 * 12) of the start left
+    centred = np.sqrt(dimension) * ensemble.statistics()
+    centred = centred - centred.mean(axis=0)
+    products = np.einsum("bi,bj->bij", centred, centred)
+    sampled, error = products.mean(axis=0), products.std(axis=0, ddof=1) / np.sqrt(runs)
+    bound = quantile(sampled.size) * error
+    assert np.all(np.abs(sampled - stationary) <= bound), np.abs(sampled - stationary) / bound
+    assert np.all(np.abs(sampled - 2 * stationary) > bound)

@@ -38,9 +38,11 @@ replicate gives a covariance; ``Sigma`` is their mean and its error their standa
 """
 
 import numpy as np
+from scipy.linalg import solve_continuous_lyapunov
 
 from hierarchy.models.network import quadrature
 from hierarchy.models.network.field import components, time_factor
+from hierarchy.models.network.fixed_points import field_function, jacobian
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import second_layer_of
 
@@ -132,4 +134,21 @@ def diffusion(net, u, replicates=quadrature.REPLICATES, count=quadrature.QMC_POI
     return reps.mean(axis=0), reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
 
-__all__ = ["component_increments", "diffusion", "replicate_diffusions", "sample_increments"]
+def ou_limit(system, u_star):
+    """The diffusive limit at a fixed point ``u_*``: ``(J, Sigma, P)``.
+
+    ``du~ = J u~ dt + Sigma^{1/2} dB`` for ``u~ = sqrt(N)(u - u_*)`` (module docstring):
+    ``J`` the central-difference Jacobian of ``system.rhs`` at ``u_*``
+    (:func:`~.fixed_points.jacobian`), ``Sigma`` :func:`diffusion` at ``u_*``, and ``P`` the
+    stationary covariance of ``u~`` (``J P + P J^T + Sigma = 0``), or None when ``J`` has an
+    eigenvalue with a non-negative real part (no stationary law). So ``N Cov(u)`` of SGD runs
+    settled at a stable ``u_*`` tends to ``P``.
+    """
+    u_star = np.asarray(u_star, dtype=float)
+    drift = jacobian(field_function(system), u_star)
+    sigma, _ = diffusion(system.net, u_star)
+    stable = np.max(np.linalg.eigvals(drift).real) < 0
+    return drift, sigma, solve_continuous_lyapunov(drift, -sigma) if stable else None
+
+
+__all__ = ["component_increments", "diffusion", "ou_limit", "replicate_diffusions", "sample_increments"]
