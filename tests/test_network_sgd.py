@@ -12,7 +12,7 @@ import pytest
 
 from hierarchy.models.network import sgd
 from hierarchy.models.network.gradients import SampleGradients
-from hierarchy.models.network.model import gram, network_from_config
+from hierarchy.models.network.model import network_from_config
 
 STUDENT = {"width": 3, "activation": "erf", "second_layer": "fixed", "second_layer_values": []}
 TEACHER = {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
