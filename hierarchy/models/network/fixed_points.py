@@ -27,8 +27,9 @@ drift alone, ``f / eta``) come from :func:`committee_points` with ``vanishing_st
 """
 
 import numpy as np
-from scipy.integrate import solve_ivp
 from scipy.optimize import root
+
+from hierarchy.ode.integrate import integrate
 
 #: central-difference step of the Jacobian
 H = 1e-6
@@ -158,9 +159,10 @@ def symmetric_flow_end(net, function, classes, start, horizon=None):
         return [field[members].mean() for members in classes.values()]
 
     horizon = FLOW_HORIZON / max(float(net.step), 1e-3) if horizon is None else horizon
-    solution = solve_ivp(reduced, (0.0, horizon), [start[name] for name in classes],
-                         method="LSODA", rtol=1e-9, atol=1e-12)
-    return dict(zip(classes, solution.y[:, -1]))
+    path = integrate(reduced, [start[name] for name in classes], (0.0, horizon),
+                     t_eval=[0.0, horizon], method="LSODA", rtol=1e-9, atol=1e-12,
+                     subject="the symmetric flow")
+    return dict(zip(classes, path.y[-1]))
 
 
 def starts(net):

@@ -77,8 +77,8 @@ class SpikedPCAFamily(ModelFamily):
     """Spiked matrix and tensor PCA: the summary statistics ``(m, r2)`` of online SGD."""
 
     name = "spiked-pca"
-    resource_keys = ("sgd.runs", "sgd.dimension", "solve.points", "solve.t_final")
     state_name = "u"
+    resource_keys = ("sgd.runs", "sgd.dimension", "solve.points", "solve.t_final")
     defaults = {
         "model": {"order": 2, "snr": 2.0, "ridge": 0.0},
         "init": {"source": "gaussian", "statistics": {}},
@@ -123,6 +123,7 @@ class SpikedPCAFamily(ModelFamily):
                                                    nonnegative=("r2",))
         dimension_config.validate_study(config["study"])
         return config
+
     def check_ensemble(self, config, dimension, runs, field="sgd.runs", steps=False):
         """The resource estimate of ``runs`` runs in ``dimension`` (before any work)."""
         check_sgd_ensemble(config, dimension, runs, width=1, statistics=len(LABELS),
@@ -134,7 +135,6 @@ class SpikedPCAFamily(ModelFamily):
             config, 2, "the smallest sgd.dimension",
             lambda n, runs: self.check_ensemble(config, n, runs, field="study.dimensions",
                                                 steps=True))
-
 
     def model(self, config):
         """The :class:`~hierarchy.models.summary.model.SpikedPCA` a config describes."""
