@@ -279,9 +279,9 @@ def test_item02_write_ensemble_means_over_the_runs_finite_at_each_time(tmp_path)
 
 @pytest.mark.parametrize("text", [
     PCA.format(step=10.0),
-    # 1 - delta alpha = 1 - (50/20) 100 = -249 per step, 40 steps
-    BINARY.format(ridge=100.0, step=50.0).replace("t_final = 2.0", "t_final = 100.0")],
-    ids=["spiked-pca step 10", "gmm-binary ridge 100 step 50"])
+    # 1 - delta alpha = 1 - (50/20) 10 = -24 per step, 40 steps (ridge 10: the largest allowed)
+    BINARY.format(ridge=10.0, step=50.0).replace("t_final = 2.0", "t_final = 100.0")],
+    ids=["spiked-pca step 10", "gmm-binary ridge 10 step 50"])
 def test_item02_diverged_ensembles_exit_1_naming_run_step_time_statistic(tmp_path, capsys,
                                                                           text):
     assert sgd(write(tmp_path, text), tmp_path / "o") == 1

@@ -6,6 +6,8 @@ statistic ``max_t |mean SGD − ODE|`` against ``n`` and the fitted log-log slop
 """
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -155,12 +157,24 @@ def test_job_keys_round_trip():
     ({"seed": -1}, "study.seed"),
     ({"workers": -2}, "study.workers"),
     ({"scheduler": "nowhere"}, "study.scheduler"),
-    ({"runs": 10**6, "dimensions": [100, 10**5]}, "study.runs"),
 ])
 def test_bad_study_tables_are_one_line_errors_naming_the_field(study, field):
     with pytest.raises(HierarchyError) as error:
         load_config(None, {"model": {"family": "spiked-pca"}, "study": study})
     assert error.value.field == field and "\n" not in str(error.value)
+
+
+def test_a_study_too_large_for_memory_is_refused_before_any_job_naming_study_keys(tmp_path):
+    config = tmp_path / "big.toml"
+    config.write_text('[model]\nfamily = "spiked-pca"\n[study]\nruns = 1000000\n'
+                      'dimensions = [100, 100000]\n')
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "hierarchy", "study", str(config), "--out",
+                           str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not out.exists()
+    line, = done.stderr.strip().splitlines()
+    assert "study.dimensions entry 100:" in line and "study.runs" in line
+    assert "sgd." not in line
 
 
 GAUSSIAN_BINARY = """

@@ -108,5 +108,20 @@ def check_study_dimensions(config, minimum, reason, check_one=None):
             try:
                 check_one(int(n), int(study["runs"]))
             except HierarchyError as error:
-                raise HierarchyError(f"study.dimensions entry {n}: {error}",
+                raise HierarchyError(f"study.dimensions entry {n}: {study_message(error)}",
                                      field="study.dimensions") from None
+
+
+#: The ``[sgd]`` keys a study sets for each of its jobs, and the study keys that set them
+STUDY_KEYS = {"sgd.runs": "study.runs", "sgd.dimension": "study.dimensions"}
+
+
+def study_message(error):
+    """The message of a job's resource error, naming the study keys that set the job's size."""
+    message = str(error)
+    prefix = f"{error.field}: " if getattr(error, "field", None) else ""
+    if prefix and message.startswith(prefix):
+        message = message[len(prefix):]
+    for job_key, study_key in STUDY_KEYS.items():
+        message = message.replace(job_key, study_key)
+    return message
