@@ -243,3 +243,102 @@ def expectation(net, pattern):
         return wick(detail)
     positions = np.array(detail)
     return lambda c: FUNCTIONS[name](c[:, positions][:, :, positions])
+
+
+# ----------------------------------------------------------------------------- relu orthants
+# relu's single-field functions are all ``step(x) x^p`` or ``x^c`` (``g = x step``, ``g' =
+# step``, ``step^2 = step``), so every relu row is a truncated Gaussian moment. Stein's lemma
+# ``E[z_i F] = sum_j C_ij E[d_j F]`` lowers a power, and ``d_j step(z_j) = delta(z_j)``, with
+# ``E[delta(z_j) G] = E[G | z_j = 0] / sqrt(2 pi C_jj)`` (centred again, one dimension fewer),
+# down to orthant probabilities: elementary up to three dimensions (Sheppard's arcsines), a
+# smooth 1-D integral in four (:func:`~.quadrature.orthant4`, its error stated).
+
+def relu_factors(net, pattern):
+    """``[(step, power)]`` per pattern position when every function is relu-or-polynomial,
+    else None (``g^a g'^b x^c = step x^(a + c)`` for ``a + b > 0``)."""
+    out = []
+    for teacher, a, b, c in pattern:
+        activation = net.teacher_activation if teacher else net.student_activation
+        if a + b == 0:
+            out.append((False, c))
+        elif closed_form_name(activation) == "relu":
+            out.append((True, a + c))
+        else:
+            return None
+    return out
+
+
+def _correlation(c, a, b):
+    norm = np.sqrt(c[:, a, a] * c[:, b, b])
+    return np.clip(np.divide(c[:, a, b], norm, out=np.ones_like(norm), where=norm > 0),
+                   -1.0, 1.0)
+
+
+def orthant_probability(c):
+    """``P(z > 0)``, ``z ~ N(0, C)``, ``C (rows, d, d)``: ``(values, errors)``, ``d <= 4``.
+
+    ``1/2``; ``1/4 + asin(rho)/(2 pi)``; ``1/8 + sum asin(rho_ij)/(4 pi)`` (Sheppard); ``d = 4``
+    by :func:`~.quadrature.orthant4` (the only one with a nonzero error).
+    """
+    rows, d = len(c), c.shape[-1]
+    if d == 0:
+        return np.ones(rows), np.zeros(rows)
+    if d == 4:
+        from hierarchy.models.network.quadrature import orthant4
+        return orthant4(c)
+    pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
+    total = sum((np.arcsin(_correlation(c, a, b)) for a, b in pairs), np.zeros(rows))
+    return 0.5 ** d + total / (2 * np.pi * (d - 1) if d > 1 else 1.0), np.zeros(rows)
+
+
+def _drop(c, j):
+    keep = [k for k in range(c.shape[-1]) if k != j]
+    return c[:, keep][:, :, keep]
+
+
+def _given_zero(c, j):
+    """The covariance of the other variables given ``z_j = 0`` (0 where ``C_jj = 0``)."""
+    cj = c[:, :, j]
+    outer = np.divide(cj[:, :, None] * cj[:, None, :], c[:, j, j][:, None, None],
+                      out=np.zeros_like(c), where=c[:, j, j][:, None, None] > 0)
+    return _drop(c - outer, j)
+
+
+def truncated_moment(factors, c):
+    """``E[prod_f step(z_f)^s_f z_f^p_f]`` for ``factors = [(s_f, p_f)]``, ``z ~ N(0, C)``.
+
+    Returns ``(values, errors)`` (rows,); the error is that of four-dimensional orthants.
+    """
+    factors = list(factors)
+    idle = [j for j, (s, p) in enumerate(factors) if not s and p == 0]
+    for j in reversed(idle):
+        c = _drop(c, j)
+        del factors[j]
+    rows = len(c)
+    moving = next((j for j, (_, p) in enumerate(factors) if p > 0), None)
+    if moving is None:
+        return orthant_probability(c)
+    lowered = list(factors)
+    lowered[moving] = (factors[moving][0], factors[moving][1] - 1)
+    value, error = np.zeros(rows), np.zeros(rows)
+    for j, (s, p) in enumerate(lowered):
+        weight = c[:, moving, j]
+        if p > 0:
+            inner = list(lowered)
+            inner[j] = (s, p - 1)
+            v, e = truncated_moment(inner, c)
+            value, error = value + p * weight * v, error + p * np.abs(weight) * e
+        elif s:
+            density = np.divide(weight, np.sqrt(2 * np.pi * c[:, j, j]),
+                                out=np.zeros(rows), where=c[:, j, j] > 0)
+            v, e = truncated_moment(lowered[:j] + lowered[j + 1:], _given_zero(c, j))
+            value, error = value + density * v, error + np.abs(density) * e
+    return value, error
+
+
+def orthant_expectation(net, pattern):
+    """``C -> (values, errors)`` of a relu pattern by :func:`truncated_moment`, or None."""
+    factors = relu_factors(net, pattern)
+    if factors is None:
+        return None
+    return lambda c: truncated_moment(factors, c)

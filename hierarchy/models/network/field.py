@@ -86,21 +86,29 @@ class TableField:
         for j, group in enumerate(self.table.groups):
             form = closed_forms.expectation(net, group.pattern)
             if form is None:
-                expressions = [single_field_function(net, e) for e in group.pattern]
-                functions = [numpy_function(h, X) for h in expressions]
-                smooth = not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min)
-                                 for h in expressions)
-                form = self._hermite(functions) if smooth else self._qmc(functions)
-                self.quadrature_groups.append((j, functions, smooth))
+                form, error = self._quadrature(net, group.pattern)
+                self.quadrature_groups.append((j, error))
             self.evaluators.append(form)
+
+    @staticmethod
+    def _quadrature(net, pattern):
+        """``(value, error)`` functions of ``C`` for a pattern without a closed form: relu's
+        truncated moments (:func:`~.closed_forms.truncated_moment`; only a four-dimensional
+        orthant has an error), Gauss-Hermite for smooth functions, else randomised QMC."""
+        moment = closed_forms.orthant_expectation(net, pattern)
+        if moment is not None:
+            return (lambda c: moment(c)[0]), (lambda c: moment(c)[1])
+        expressions = [single_field_function(net, e) for e in pattern]
+        functions = [numpy_function(h, X) for h in expressions]
+        if not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min) for h in expressions):
+            return (TableField._hermite(functions),
+                    lambda c: quadrature.hermite_error(functions, c))
+        return (lambda c: quadrature.qmc_expectation(functions, c),
+                lambda c: quadrature.qmc_error(functions, c))
 
     @staticmethod
     def _hermite(functions):
         return lambda c: quadrature.hermite_expectation(functions, c)
-
-    @staticmethod
-    def _qmc(functions):
-        return lambda c: quadrature.qmc_expectation(functions, c)
 
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
@@ -117,17 +125,16 @@ class TableField:
         """Bound on the quadrature error of ``[f, g, eg]`` at ``u`` (0 where all is closed form).
 
         The sum over quadrature rows of ``|weight|`` times the row's error: ``|E_n - E_{2n}|``
-        of Gauss-Hermite for smooth functions, the QMC replicates' standard error for
-        non-smooth ones (``relu``).
+        of Gauss-Hermite for smooth functions and of the four-dimensional relu orthant, the
+        QMC replicates' standard error for other non-smooth ones.
         """
         u = np.asarray(u, dtype=float)
         c = gram(self.net, u)
         v = second_layer_of(self.net, u)
         out = np.zeros(2 * self.table.size + 1)
-        for j, functions, smooth in self.quadrature_groups:
+        for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
-            estimate = quadrature.hermite_error if smooth else quadrature.qmc_error
-            error = estimate(functions, sub_covariances(c, group.fields))
+            error = estimate(sub_covariances(c, group.fields))
             np.add.at(out, group.target, np.abs(row_weights(group, v)) * error)
         return out
 
