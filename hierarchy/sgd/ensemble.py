@@ -376,7 +376,7 @@ def nan_divergence(u_runs, t, labels):
     row = int(np.argmin(finite[run]))
     column = int(np.argmin(np.isfinite(u_runs[run, row])))
     first = {"run": run, "row": row, "t": float(t[row]),
-             "statistic": f"statistic {labels[column]} = {u_runs[run, row, column]} "
+             "statistic": f"statistic {labels[column]} = {u_runs[run, row, column]:.6g} "
                           "(non-finite)", "value": float(u_runs[run, row, column])}
     first["step"] = None
     first["message"] = (f"SGD diverged: run {run} (of {len(u_runs)}) by t = {t[row]:.6g}: "
