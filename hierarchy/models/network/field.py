@@ -97,7 +97,7 @@ class TableField:
         orthant has an error), Gauss-Hermite for smooth functions, else randomised QMC."""
         moment = closed_forms.orthant_expectation(net, pattern)
         if moment is not None:
-            return (lambda c: moment(c)[0]), (lambda c: moment(c)[1])
+            return moment
         expressions = [single_field_function(net, e) for e in pattern]
         functions = [numpy_function(h, X) for h in expressions]
         if not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min) for h in expressions):
