@@ -269,7 +269,7 @@ def relu_factors(net, pattern):
 
 
 def _correlation(c, a, b):
-    norm = np.sqrt(c[:, a, a] * c[:, b, b])
+    norm = np.sqrt(np.maximum(c[:, a, a] * c[:, b, b], 0.0))  # roundoff below 0 is 0
     return np.clip(np.divide(c[:, a, b], norm, out=np.ones_like(norm), where=norm > 0),
                    -1.0, 1.0)
 
