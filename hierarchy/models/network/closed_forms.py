@@ -11,12 +11,13 @@ singular ``C``); every formula here stays valid there. ``g'`` is the derivative.
 - ``relu`` (``g = max(x, 0)``, ``g' = 1{x > 0}``): the first-order arc-cosine kernel of Cho &
   Saul (2009) ``E[g(u) g(w)]``, ``E[g'(u) g'(w)] = (pi - theta)/(2 pi)``, and by Stein's lemma
   ``E[g'(u) v g(w)]``, ``E[g'(u) v]``, ``E[g(u) v]``, ``E[g(u)]``, ``E[g'(u)]``.
-  ``E[g'(u) g'(v) g(w) g(z)]`` has no simple closed form: it goes to quadrature;
+  Every other relu row (``E[g'(u) g'(v) g(w) g(z)]`` among them) is a truncated Gaussian
+  moment, :func:`truncated_moment` (Stein's lemma down to orthant probabilities);
 - polynomial single-field functions (``linear``, ``quadratic``, polynomial expressions): Wick's
   (Isserlis') theorem, exact.
 
 :func:`expectation` picks the one that applies to a pattern of :mod:`.derivation`, or returns
-None (quadrature, :mod:`.quadrature`).
+None (then :func:`orthant_expectation` for relu rows, else quadrature, :mod:`.quadrature`).
 """
 
 import functools

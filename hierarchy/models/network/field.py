@@ -3,7 +3,8 @@
 Two evaluations of the expectations of :mod:`.derivation`:
 
 - :class:`TableField` (teacher data, polynomial ``l'``): the term table, each group of rows by
-  its closed form (:mod:`.closed_forms`) or by Gauss-Hermite (:mod:`.quadrature`), in numpy.
+  its closed form or relu truncated moment (:mod:`.closed_forms`) or by quadrature
+  (:mod:`.quadrature`), in numpy.
   It is the reference path of the compiled kernel (:mod:`.kernel`) and the bench's baseline.
 - :class:`QuadratureField` (any loss; mixtures): the per-sample gradients of
   :class:`~.gradients.SampleGradients` averaged over randomised-QMC points of the Gaussian law

@@ -9,8 +9,9 @@
   Exponentially small for smooth integrands (``tanh``, ``sigmoid``); only algebraic for a kink
   (``relu``'s ``g'``), which is why the error is reported rather than assumed.
 - :func:`qmc_expectation`: randomised QMC for the rows whose functions have a kink or a step
-  (``relu``), where the two-order Gauss-Hermite estimate is not an error bound; its error is
-  the replicates' standard error (:func:`qmc_error`).
+  and are not relu truncated moments (``relu`` mixed with a smooth activation), where the
+  two-order Gauss-Hermite estimate is not an error bound; its error is the replicates'
+  standard error (:func:`qmc_error`).
 - :func:`qmc_points`: randomised quasi-Monte-Carlo standard-normal points in ``R`` independent
   scrambles (fixed seeds, so the field is a deterministic function of the state); the spread
   of the ``R`` replicate means is the error of their average (:mod:`.field` uses them for the
