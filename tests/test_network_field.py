@@ -387,7 +387,8 @@ def test_interrupted_solve_keeps_its_rows(tmp_path, monkeypatch):
 
 RELU_MOMENTS = [  # (step, power) per variable: the relu rows that have no arc-cosine form
     [(1, 0), (1, 0), (1, 1), (1, 1)], [(1, 0)] * 4, [(1, 0), (1, 1), (1, 1)],
-    [(1, 0), (1, 0), (1, 2)], [(1, 0), (1, 2)], [(0, 2), (1, 0), (1, 1)], [(1, 0)] * 3]
+    [(1, 0), (1, 0), (1, 2)], [(1, 0), (1, 2)], [(0, 2), (1, 0), (1, 1)], [(1, 0)] * 3,
+    [(1, 0), (1, 3)], [(0, 3), (1, 1)]]  # powers 3: the factor p of d(z^p) = p z^(p - 1)
 
 
 @pytest.mark.parametrize("factors", RELU_MOMENTS)
