@@ -344,6 +344,10 @@ LIFT = 1e-10
 
 
 def _lifted(c, scale):
+    """``C`` with negative eigenvalues clipped (a finite-difference step off the PSD cone, as
+    the quadrature's square root does), lifted by ``scale * LIFT`` on its diagonal."""
+    values, vectors = np.linalg.eigh(c)
+    c = (vectors * np.maximum(values, 0.0)[:, None, :]) @ np.swapaxes(vectors, 1, 2)
     return c + scale * LIFT * np.einsum("rii->ri", c)[:, :, None] * np.eye(c.shape[-1])
 
 
