@@ -432,3 +432,16 @@ def test_relu_truncated_moment_at_an_exact_tie_agrees_with_monte_carlo():
     samples = (z > 0).all(axis=1) * z[:, 2] * z[:, 3]
     assert abs(value(c[None])[0] - samples.mean()) <= 5 * samples.std() / np.sqrt(len(samples))
     assert error(c[None])[0] < 1e-6
+
+
+def test_relu_field_is_finite_a_finite_difference_step_off_the_psd_cone():
+    """At the specialised point ``Q = R = T`` a central-difference step of ``R`` leaves the PSD
+    cone (the fixed points' Jacobian does this); the relu rows clip it back and stay finite."""
+    net = network(student={"width": 2, "activation": "relu"},
+                  teacher={"width": 2, "activation": "relu"})
+    system = network_system(net, engine="numpy")
+    u = np.zeros(len(net.labels))
+    for label in ("Q1.1", "Q2.2", "R1.1", "R2.2"):
+        u[system.index(label)] = 1.0
+    u[system.index("R1.1")] += 1e-6
+    assert np.all(np.isfinite(system.rhs(u))) and np.isfinite(system.eg(u))
