@@ -9,10 +9,10 @@ three computations (in its own ``study.py``):
 - ``sgd(config, dimension, runs, seed, labels, times)``: ``runs`` SGD runs in dimension ``n``,
   an array ``(runs, T, k)`` of the statistics at the output times;
 
-and, optionally, ``check(config)`` (before any job) and ``paired(config)``: None when every
-run starts from the config's statistics (one ODE is then the reference of all runs), or, for
-a random start, a function ``(labels, times, runs) -> (runs, T, k)`` giving each run its own
-reference, the ODE from that run's own initial statistics (the theorem compares ``u_n(t)``
+and, optionally, ``check(config)`` (before any job) and ``paired_odes(config, labels, times,
+runs) -> (runs, T, k)``: each run's own reference, the ODE from that run's own initial
+statistics, used for a random start (``[init] source`` other than ``"statistics"``; a start
+from the config's statistics has one ODE, the reference of all runs) (the theorem compares ``u_n(t)``
 with the ODE from ``u_n(0)``; the mean of the runs of a random start has no single ODE). An
 SGD job then also keeps ``reference`` (the mean of the paired ODEs) and ``difference_sd``
 (the spread of run minus its ODE), and the error is that of the mean difference. The study's jobs are one ``ode`` job and
@@ -69,17 +69,24 @@ class DimensionStudy:
         The family's computations (see the module docstring).
     check : callable, optional
         ``check(config)``: refuse, before any job, a config the study cannot compare.
-    paired : callable, optional
-        ``paired(config)``: None, or the per-run reference (see the module docstring).
+    paired_odes : callable, optional
+        ``paired_odes(config, labels, times, runs)``: each run's ODE from its own start (see
+        the module docstring).
     """
 
-    def __init__(self, observables, ode, sgd, check=None, paired=None):
+    def __init__(self, observables, ode, sgd, check=None, paired_odes=None):
         self._observables, self._ode, self._sgd = observables, ode, sgd
-        self._check, self._paired = check, paired
+        self._check, self._paired_odes = check, paired_odes
 
     def per_run_reference(self, config):
-        """The per-run reference of ``config``'s start, or None (one shared ODE)."""
-        return None if self._paired is None else self._paired(config)
+        """The per-run reference ``(labels, times, runs) -> (runs, T, k)`` of ``config``'s
+        start, or None (a start from the config's statistics: one shared ODE)."""
+        if self._paired_odes is None or config["init"]["source"] == "statistics":
+            return None
+
+        def reference(labels, times, runs):
+            return self._paired_odes(config, labels, times, runs)
+        return reference
 
     def study_observables(self, config):
         """The statistic labels of ``config``."""

@@ -37,16 +37,6 @@ def observables(config):
     return list(family_of(config).mixture(config).labels)
 
 
-def paired(config):
-    """The per-run reference of the Gaussian start (None for ``"statistics"``)."""
-    if config["init"]["source"] == "statistics":
-        return None
-
-    def reference(labels, times, runs):
-        return paired_odes(config, labels, times, runs)
-    return reference
-
-
 def paired_odes(config, labels, times, runs):
     """``(runs, T, k)``: each run's ballistic ODE from its own statistics at ``times[0]``."""
     family = family_of(config)
@@ -86,4 +76,4 @@ def check(config):
     family_of(config).check_study(config)
 
 
-STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired=paired)
+STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=paired_odes)

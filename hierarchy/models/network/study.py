@@ -85,16 +85,6 @@ def ensemble(config, dimension, runs, seed, labels, times):
     return values[:, :, columns(labels, config)]
 
 
-def paired(config):
-    """The per-run reference of the Gaussian start (None for ``"statistics"``)."""
-    if config["init"]["source"] == "statistics":
-        return None
-
-    def reference(labels, times, runs):
-        return paired_odes(config, labels, times, runs)
-    return reference
-
-
 def paired_odes(config, labels, times, runs):
     """``(runs, T, k)``: each run's ODE from its own statistics at ``times[0]``."""
     system = family_of(config).system(config)
@@ -118,4 +108,4 @@ def check(config):
     dimension_config.check_study_dimensions(config, low, "student plus teacher width", one)
 
 
-STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired=paired)
+STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=paired_odes)
