@@ -25,7 +25,13 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import atomic_write, hold_signals
 from hierarchy.core.plotting import figure_legend, panel_grid, plain_log_axis, save_figure
 from hierarchy.core.summary_table import groups, settings_title, significant
-from hierarchy.study.dimension_analysis import CONTRACT_SLOPE, analyse_dimensions, fitted_slope
+from hierarchy.study.dimension_analysis import (
+    CONTRACT_SLOPE,
+    NOISE_FACTOR,
+    SLOPE_SE_FACTOR,
+    analyse_dimensions,
+    fitted_slope,
+)
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
 from hierarchy.study.report import write_report
 
@@ -147,8 +153,19 @@ def _slope_text(analysis, label):
     slope, stderr = analysis["rate"]["sgd"][label], analysis["slope_stderr"][label]
     spread = "" if stderr is None else f" ± {stderr:.2f}"
     verdict = VERDICTS[analysis["within_contract"][label]]
-    return (f"slope of log error vs log n = {slope:.3f}{spread} ({verdict} the target "
+    loose = analysis.get("within_error", {}).get(label)
+    if analysis["within_contract"][label] is False and loose is not None:
+        verdict += (" but within" if loose else "; NOT within") + \
+            f" {SLOPE_SE_FACTOR:g} standard errors of"
+    text = (f"slope of log error vs log n = {slope:.3f}{spread} ({verdict} the target "
             f"<= {CONTRACT_SLOPE:g}, error O(n^-1/2))")
+    if analysis.get("noise_limited", {}).get(label):
+        text += f"; noise-limited (error <= {NOISE_FACTOR:g} x noise at every n)"
+    if label in analysis.get("spread_rate", {}):
+        spread_se = analysis["spread_stderr"][label]
+        text += (f"; the runs' spread: slope {analysis['spread_rate'][label]:.3f}"
+                 + ("" if spread_se is None else f" ± {spread_se:.3f}"))
+    return text
 
 
 def format_table(analysis, dimensions, labels, chosen):
@@ -174,12 +191,26 @@ def format_table(analysis, dimensions, labels, chosen):
         stderr = analysis["slope_stderr"][label]
         spread = "" if stderr is None else f" ± {stderr:.2f}"
         lines.append(f"{label:<22}{cells}   {analysis['rate']['sgd'][label]:.2f}{spread}")
-    verdicts = [analysis["within_contract"][label] for label in labels]
-    lines.append(f"slopes within the target <= {CONTRACT_SLOPE:g} (error O(n^-1/2)): "
-                 f"{sum(v is True for v in verdicts)} of {len(labels)}"
-                 + (f"; {sum(v is None for v in verdicts)} too few errors to fit"
-                    if None in verdicts else ""))
+    lines.append(verdict_line(analysis, labels))
     return "\n".join(lines)
+
+
+def verdict_line(analysis, labels):
+    """How many slopes are within the target, within their error of it, and noise-limited."""
+    verdicts = [analysis["within_contract"][label] for label in labels]
+    loose = [analysis.get("within_error", {}).get(label) for label in labels]
+    limited = [analysis.get("noise_limited", {}).get(label) for label in labels]
+    line = (f"slopes within the target <= {CONTRACT_SLOPE:g} (error O(n^-1/2)): "
+            f"{sum(v is True for v in verdicts)} of {len(labels)}")
+    if any(v is not None for v in loose):
+        line += (f"; within {SLOPE_SE_FACTOR:g} standard errors of it: "
+                 f"{sum(v is True for v in loose)} of {len(labels)}")
+    if any(limited):
+        line += (f"; noise-limited (error <= {NOISE_FACTOR:g} x noise at every n, so the slope "
+                 f"is that of the Monte-Carlo noise, -1/2): {sum(v is True for v in limited)}")
+    if None in verdicts:
+        line += f"; {sum(v is None for v in verdicts)} too few errors to fit"
+    return line
 
 
 def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",

@@ -145,7 +145,7 @@ def network_from_config(config):
         teacher_g = activations.activation(teacher_g_name, "model.teacher.activation")
         v_star = _values(teacher, "model.teacher", M)
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
-        overlaps = _overlaps(teacher, M)
+        overlaps = _overlaps(teacher, M, config)
     return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
                    teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
                    loss=loss, loss_name=loss_name, ridge=ridge,
@@ -192,17 +192,42 @@ def _values(table, name, width):
     return tuple(values)
 
 
-def _overlaps(teacher, M):
-    """``T``: an ``M x M`` symmetric positive semi-definite matrix, ``[]`` meaning ``I``."""
+#: ``model.teacher.overlaps = "drawn"``: the random stream's second key (after ``init.seed``)
+DRAWN_STREAM = 7919
+
+
+def drawn_overlaps(M, dimension, seed):
+    """``T = W* W*^T / N`` of ``M`` teacher vectors with i.i.d. ``N(0, 1)`` entries in
+    dimension ``N`` (Goldt et al.'s random teacher: ``T = I + O(N^{-1/2})``), drawn from the
+    stream ``(seed, DRAWN_STREAM)`` so the ODE and every SGD run share the same ``T``."""
+    # Bartlett: W* W*^T = A A^T with A lower triangular, A_nn ~ chi(N - n), A_nm ~ N(0, 1)
+    # below the diagonal; the same law as the Gram of M Gaussian vectors at any N, in O(M^2).
+    rng = np.random.default_rng([int(seed), DRAWN_STREAM])
+    a = np.tril(rng.standard_normal((M, M)), -1)
+    a[np.diag_indices(M)] = np.sqrt(rng.chisquare(int(dimension) - np.arange(M)))
+    return a @ a.T / float(dimension)
+
+
+def _overlaps(teacher, M, config):
+    """``T``: an ``M x M`` symmetric positive semi-definite matrix, ``[]`` meaning ``I``, or
+    ``"drawn"`` (:func:`drawn_overlaps` at ``[sgd] dimension`` and ``[init] seed``)."""
     field = "model.teacher.overlaps"
     rows = teacher["overlaps"]
     if isinstance(rows, (list, tuple)) and not rows:
         return tuple(tuple(float(n == m) for m in range(M)) for n in range(M))
+    if isinstance(rows, str):
+        if rows != "drawn":
+            raise HierarchyError(f'{field} must be [] (identity), "drawn" or an {M} x {M} '
+                                 f"matrix; got {rows!r}", field=field)
+        sgd, init = config.get("sgd", {}), config.get("init", {})
+        dimension = fields.integer(sgd, "sgd", "dimension", M)
+        seed = fields.integer(init, "init", "seed", 0)
+        return tuple(tuple(float(x) for x in r) for r in drawn_overlaps(M, dimension, seed))
     shape_ok = (isinstance(rows, (list, tuple)) and len(rows) == M
                 and all(isinstance(r, (list, tuple)) and len(r) == M for r in rows))
     if not shape_ok:
-        raise HierarchyError(f"{field} must be [] (identity) or an {M} x {M} matrix (a list "
-                             f"of {M} lists of {M} numbers)", field=field)
+        raise HierarchyError(f'{field} must be [] (identity), "drawn" or an {M} x {M} matrix '
+                             f"(a list of {M} lists of {M} numbers)", field=field)
     if not all(fields.is_real(x) and abs(x) <= MAX_PARAMETER for r in rows for x in r):
         raise HierarchyError(f"{field}: every entry must be a finite number of magnitude at "
                              f"most {MAX_PARAMETER:g}", field=field)
