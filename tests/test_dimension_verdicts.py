@@ -105,3 +105,20 @@ def test_the_printed_summary_counts_each_verdict():
     table = format_table(out, DIMENSIONS, ["a", "b"], ["a", "b"])
     assert "slopes within the target <= -0.5 (error O(n^-1/2)): 1 of 2" in table
     assert "within 2 standard errors of it: 1 of 2" in table
+
+
+def test_the_trajectories_figure_draws_the_ode_and_both_extreme_means(tmp_path):
+    from hierarchy.study.dimension_report import plot_trajectories
+    times = np.linspace(0.0, 1.0, TIMES)
+    ode = np.stack([np.sin(times), np.cos(times)], axis=1)
+    mu = ode[None] + np.arange(1, 6)[:, None, None] * 1e-3
+    sd = np.full_like(mu, 0.01)
+    fig = plot_trajectories(tmp_path / "t.png", times, ode, mu, sd, 25, DIMENSIONS, ["a", "b"])
+    assert (tmp_path / "t.png").stat().st_size > 0
+    panel = fig.axes[0]
+    lines = {line.get_label(): line.get_ydata() for line in panel.get_lines()}
+    assert np.array_equal(lines["ODE"], ode[:, 0])
+    assert np.array_equal(lines["SGD mean ± 2 se, n = 500"], mu[0, :, 0])
+    assert np.array_equal(lines["SGD mean ± 2 se, n = 8000"], mu[-1, :, 0])
+    band = panel.collections[-1].get_paths()[0].vertices[:, 1]
+    assert band.max() == pytest.approx(mu[-1, :, 0].max() + 2 * 0.01 / 5)

@@ -69,7 +69,8 @@ def pca_study(tmp_path_factory):
 
 def test_the_study_writes_its_files_and_one_job_file_per_job(pca_study):
     assert {p.name for p in pca_study.iterdir()} >= {"result.json", "result.npz",
-                                                     "study_errors.png", "jobs"}
+                                                     "study_errors.png", "study_trajectories.png",
+                                                     "jobs"}
     assert sorted(p.name for p in (pca_study / "jobs").glob("*.npz")) == \
         ["ode.npz", "sgd-n100.npz", "sgd-n1600.npz", "sgd-n400.npz"]
     data = np.load(pca_study / "result.npz")

@@ -76,6 +76,8 @@ FEW = 8
 WORST = 3
 #: The full table's file
 TABLE_FILE = "study_table.txt"
+#: The figure of the chosen statistics against time (ODE, SGD means and their bands)
+TRAJECTORIES_FILE = "study_trajectories.png"
 VERDICTS = {True: "within", False: "NOT within", None: "too few errors to compare with"}
 
 
@@ -254,6 +256,40 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
     return fig
 
 
+def plot_trajectories(path, times, reference, sgd_mu, sgd_sd, runs, dimensions, labels, *,
+                      chosen=None, title="", math_label=str, time_label="t"):
+    """PNG: each chosen statistic against time: the ODE (the reference of the largest ``n``)
+    and, at the smallest and the largest ``n``, the mean of the runs with a band of two
+    standard errors of the mean; returns the figure (the on-screen proof that SGD follows
+    the ODE)."""
+    chosen = list(labels) if chosen is None else list(chosen)
+    reference = np.broadcast_to(np.asarray(reference, float), np.shape(sgd_mu))
+    shown = sorted({0, len(dimensions) - 1})
+    fig, axes = panel_grid(len(chosen), max_columns=4)
+    colors = {shown[0]: "C1", shown[-1]: "C0"}
+    for ax, label in zip(axes, chosen):
+        j = labels.index(label)
+        paired = not np.allclose(reference[0], reference[-1], equal_nan=True)
+        ax.plot(times, reference[-1, :, j], "-", color="k", lw=1.4,
+                label=f"ODE (mean of the paired ODEs, n = {dimensions[-1]})" if paired
+                else "ODE")
+        if paired:
+            ax.plot(times, reference[0, :, j], "--", color="0.4", lw=1.0,
+                    label=f"mean of the paired ODEs, n = {dimensions[0]}")
+        for d in shown:
+            mean, half = sgd_mu[d, :, j], 2.0 * sgd_sd[d, :, j] / np.sqrt(runs)
+            ax.plot(times, mean, "o", ms=2.5, color=colors[d],
+                    label=f"SGD mean ± 2 se, n = {dimensions[d]}")
+            ax.fill_between(times, mean - half, mean + half, color=colors[d], alpha=0.25, lw=0)
+        ax.set(title=math_label(label), xlabel=time_label)
+        ax.grid(alpha=0.3)
+    figure_legend(fig, axes, loc="outside lower center", ncol=3)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    save_figure(fig, path)
+    return fig
+
+
 def study_title(config, dimensions):
     """The figure title: the family, its settings, the dimensions, runs, start and horizon."""
     study, init = config["study"], config.get("init", {})
@@ -317,6 +353,12 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
         plot_errors(checkpoint.out_dir / "study_errors.png", analysis, dimensions, labels,
                     chosen=chosen, title=study_title(config, dimensions),
                     math_label=family.math_label)
+        # the paired reference's spread is that of run minus its ODE: the band of the mean
+        # of the runs is then that spread's standard error about the mean reference
+        plot_trajectories(checkpoint.out_dir / TRAJECTORIES_FILE, times, reference, sgd_mu,
+                          spread, int(study["runs"]), dimensions, labels, chosen=chosen,
+                          title=study_title(config, dimensions), math_label=family.math_label,
+                          time_label=family.time_label(config))
 
     write_report(checkpoint, t=times, mu=ode_mu, labels=labels, summary=summary, arrays=arrays,
                  top_level={"errors": summary["errors"], "rate": summary["rate"]},
