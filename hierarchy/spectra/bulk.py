@@ -108,3 +108,45 @@ def bulk_edge(weights, dimension, noise_variance):
     # the edge is homogeneous of degree 1 in w: solving for w / max w keeps m* of order 1
     # (weights near the float range's ends would overflow m*^2)
     return float(variance * top * n / w.size * _edge_of_b(w / top, n))
+
+
+def magnitude_bulk_edge(weights, dimension, noise_variance):
+    """The largest ``|value|`` of the limiting spectrum of ``(1/M) sum_l w_l z_l z_l^T`` for
+    weights of either sign (a Hessian weight ``l'' (v g')^2 + l' v g''``).
+
+    The limit law of Silverstein and Bai holds for any real diagonal ``T = diag(w)``, and on
+    ``m in (-1/max w, 0)`` the slope ``m^2 z'(m) = 1 - (1/n) sum_l (w_l m / (1 + w_l m))^2``
+    still decreases as ``m`` moves away from 0 (each term grows in ``|m|`` for ``w_l > 0`` and
+    for ``w_l < 0`` alike; the poles ``-1/w_l`` of the negative weights lie at ``m > 0``), so
+    ``z`` has one minimum there and the right edge is ``z(m*)`` as in :func:`bulk_edge`. The
+    left edge is minus the right edge of ``-w``. With no positive weight the right edge is
+    taken as 0.
+
+    Parameters
+    ----------
+    weights : array_like, shape (M,)
+        Per-sample weights (finite, any sign).
+    dimension : int
+        ``n = d - signal_rank``.
+    noise_variance : float
+        ``sigma^2 >= 0``.
+
+    Returns
+    -------
+    float
+        ``max(right edge of w, right edge of -w)``.
+    """
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if w.size == 0 or not np.all(np.isfinite(w)):
+        raise HierarchyError("spectra.weights must be a non-empty array of finite numbers",
+                             field="spectra.weights")
+    n = _number(dimension, "spectra.dimension", True)
+    variance = _number(noise_variance, "spectra.noise_variance", False)
+
+    def right(values):
+        top = values.max()
+        if variance == 0.0 or top <= 0.0:
+            return 0.0
+        return float(variance * top * n / values.size * _edge_of_b(values / top, n))
+
+    return max(right(w), right(-w))

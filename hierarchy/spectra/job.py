@@ -45,7 +45,7 @@ def recording_times(output_times, spectra_times):
 
 
 def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name="u",
-                 resume=False, progress=None, **summary):
+                 resume=False, progress=None, on_finish=None, **summary):
     """A family's ``hierarchy sgd``: the ensemble, with the spectra when ``[spectra] times``
     asks for them; the result files and the summary.
 
@@ -59,6 +59,9 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name
         The family's spectral adapter; None for a family without spectra.
     state_name : str
         The family's name of the run mean in ``result.npz``.
+    on_finish : callable, optional
+        The family's own ``on_finish(trajectory)`` -> summary entries (e.g. the network's
+        ``eg``), merged with the spectra's.
     **summary
         More summary entries (sampler, dimension, ...).
 
@@ -72,7 +75,8 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name
             (pathlib.Path(out_dir) / RESULT).unlink(missing_ok=True)  # another run's
             return None
         return run_ensemble_job(config, out_dir, run, output_times, state_name=state_name,
-                                observer=start, resume=resume, progress=progress, **summary)
+                                observer=start, on_finish=on_finish, resume=resume,
+                                progress=progress, **summary)
     table = config["spectra"]
     union, outputs, schedule = recording_times(output_times, table["times"])
     samples = sample_count(table, int(config["sgd"]["dimension"]))
@@ -94,7 +98,7 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name
         report["spectra"]["file"] = RESULT
         if missing:
             report["spectra"]["prediction"] = missing
-        return report
+        return {**(on_finish(trajectory) if on_finish is not None else {}), **report}
 
     return run_ensemble_job(config, out_dir, run, output_times, state_name=state_name,
                             times=union, rows=outputs, observer=start, on_finish=finish,

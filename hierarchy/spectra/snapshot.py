@@ -3,7 +3,10 @@
 For the multiclass logistic model (``kind="multiclass"``, parameters ``x (k, d)``) the
 blocks are the diagonal class blocks ``x1..xk``; for the XOR network (``kind="xor"``,
 parameters ``(W (K, d), v (K,))``) they are the first-layer blocks ``W1..WK`` and the
-second-layer block ``v``. Each block of each matrix (``"hessian"``: the empirical Hessian,
+second-layer block ``v``; for the ``network`` family's two-layer network (``kind="network"``)
+the parameters carry their own blocks and weights (:class:`hierarchy.models.network.spectral.
+NetworkParameters`: ``blocks()`` and ``spectral_weights(samples, labels)``, from the network's
+own per-sample derivatives). Each block of each matrix (``"hessian"``: the empirical Hessian,
 ``"G"``: the uncentred second moment of per-sample gradients) is built from the per-sample
 weights of :mod:`hierarchy.models.multiclass.loss` and :mod:`hierarchy.models.gmm.network`,
 never formed when it is ``d x d``: all ``d x d`` blocks of a snapshot go to one batched
@@ -16,7 +19,9 @@ span, and a bulk edge:
 
 - ``d x d`` blocks: :func:`hierarchy.spectra.bulk.bulk_edge` of the block's weights with
   dimension ``d - signal_rank`` and the noise variance ``1/lambda`` (the noise bulk on the
-  complement of the signal span);
+  complement of the signal span); for ``kind="network"``, whose Hessian weights can be
+  negative, :func:`hierarchy.spectra.bulk.magnitude_bulk_edge` (the largest ``|value|`` of
+  the bulk);
 - the ``K x K`` ``vv`` block has no bulk of its own (``K = O(1)``): its "edge" is defined as
   the ``(r+1)``-th largest ``|eigenvalue|``, the largest value left out of ``E_r``, and NaN
   when ``r >= K``.
@@ -30,13 +35,13 @@ import numpy as np
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.gmm.network import curvature_weights
 from hierarchy.models.multiclass.loss import block_weights
-from hierarchy.spectra.bulk import bulk_edge
+from hierarchy.spectra.bulk import bulk_edge, magnitude_bulk_edge
 from hierarchy.spectra.eigen import alignment, batched_top_eigenpairs, top_eigenpairs
 from hierarchy.spectra.operators import feature_gram, weighted_gram_stack
 
 #: the two matrices of every block
 MATRICES = ("hessian", "G")
-KINDS = ("multiclass", "xor")
+KINDS = ("multiclass", "xor", "network")
 
 
 def block_names(kind, size):
@@ -45,7 +50,8 @@ def block_names(kind, size):
     Parameters
     ----------
     kind : str
-        ``"multiclass"`` or ``"xor"``.
+        ``"multiclass"``, ``"xor"`` or ``"network"`` (whose ``v`` exists only when the second
+        layer is trained: its parameters name their own blocks).
     size : int
         The number of classes ``k``, or the width ``K``.
 
@@ -55,14 +61,14 @@ def block_names(kind, size):
     """
     if kind == "multiclass":
         return [f"x{c + 1}" for c in range(size)]
-    if kind == "xor":
+    if kind in ("xor", "network"):
         return [f"W{i + 1}" for i in range(size)] + ["v"]
     raise HierarchyError(f"spectra.blocks: kind must be one of {', '.join(KINDS)}; got "
                          f"{kind!r}", field="spectra.blocks")
 
 
-def _selected(kind, size, blocks):
-    names = block_names(kind, size)
+def _selected(kind, size, blocks, own=None):
+    names = list(own) if kind == "network" else block_names(kind, size)
     if isinstance(blocks, str) and blocks == "all":
         return names
     chosen = [blocks] if isinstance(blocks, str) else list(blocks)
@@ -81,6 +87,12 @@ def _parameters(kind, parameters, dimension):
             raise HierarchyError(f"spectra.parameters: x must have shape (k, {dimension}); "
                                  f"got {x.shape}", field="spectra.parameters")
         return x, {name: x[c] for c, name in enumerate(block_names(kind, len(x)))}
+    if kind == "network":
+        own = parameters.blocks()
+        if any(np.shape(own[name]) != (dimension,) for name in own if name != "v"):
+            raise HierarchyError(f"spectra.parameters: the network's W must have {dimension} "
+                                 "columns", field="spectra.parameters")
+        return parameters, own
     try:
         w, v = (np.asarray(p, dtype=np.float64) for p in parameters)
     except (TypeError, ValueError):
@@ -95,6 +107,10 @@ def _parameters(kind, parameters, dimension):
 
 
 def _check_labels(kind, labels, size):
+    if kind == "network":
+        if not (np.issubdtype(labels.dtype, np.number) and np.all(np.isfinite(labels))):
+            raise HierarchyError("spectra.labels must be finite numbers", field="spectra.labels")
+        return labels.astype(np.float64)
     allowed = size if kind == "multiclass" else 2
     ok = np.issubdtype(labels.dtype, np.number) and np.all(np.isfinite(labels))
     if not (ok and np.all(labels == np.round(labels)) and np.all((labels >= 0)
@@ -107,6 +123,8 @@ def _check_labels(kind, labels, size):
 def _weights(kind, parameters, samples, labels):
     if kind == "multiclass":
         return block_weights(parameters, samples, labels)
+    if kind == "network":
+        return parameters.spectral_weights(samples, labels)
     return curvature_weights(parameters[0], parameters[1], samples, labels)
 
 
@@ -144,12 +162,13 @@ def _checked_inputs(kind, samples, labels, signal_rank, noise_variance):
     return a, y
 
 
-def _large_entries(samples, weights, keys, own, top, noise_variance, dimension):
+def _large_entries(samples, weights, keys, own, top, noise_variance, dimension,
+                   edge=bulk_edge):
     """The entries of the ``d x d`` blocks ``keys``, by one batched Lanczos."""
     if not keys:
         return {}
     stack = weighted_gram_stack(samples, np.array([weights[key] for key in keys]))
-    return {key: _entry(pair, own[key[1]], bulk_edge(weights[key], dimension, noise_variance))
+    return {key: _entry(pair, own[key[1]], edge(weights[key], dimension, noise_variance))
             for key, pair in zip(keys, batched_top_eigenpairs(stack, top))}
 
 
@@ -160,8 +179,9 @@ def block_spectra(kind, parameters, samples, labels, *, top, blocks="all", noise
     Parameters
     ----------
     kind : str
-        ``"multiclass"`` (parameters ``x (k, d)``, labels in ``0..k-1``) or ``"xor"``
-        (parameters ``(W (K, d), v (K,))``, labels in ``{0, 1}``).
+        ``"multiclass"`` (parameters ``x (k, d)``, labels in ``0..k-1``), ``"xor"``
+        (parameters ``(W (K, d), v (K,))``, labels in ``{0, 1}``) or ``"network"``
+        (parameters with ``blocks()`` and ``spectral_weights(samples, labels)``, real labels).
     parameters : ndarray or tuple
         The model's parameters at this snapshot.
     samples : ndarray, shape (M, d)
@@ -186,12 +206,13 @@ def block_spectra(kind, parameters, samples, labels, *, top, blocks="all", noise
     a, y = _checked_inputs(kind, samples, labels, signal_rank, noise_variance)
     parameters, own = _parameters(kind, parameters, a.shape[1])
     size = len(own) - (kind == "xor")
-    names = _selected(kind, size, blocks)
+    names = _selected(kind, size, blocks, own)
     y = _check_labels(kind, y, size)
     weights = _weights(kind, parameters, a, y)
     keys = [(matrix, name) for name in names for matrix in MATRICES]
     out = _large_entries(a, weights, [key for key in keys if key[1] != "v"], own, top,
-                         noise_variance, a.shape[1] - signal_rank)
+                         noise_variance, a.shape[1] - signal_rank,
+                         magnitude_bulk_edge if kind == "network" else bulk_edge)
     for key in keys:
         if key[1] == "v":
             block = feature_gram(weights["features"], weights[key])

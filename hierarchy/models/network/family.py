@@ -4,7 +4,8 @@ Config (the interface of issue 22): ``[model] data, loss, ridge``; ``[model.stud
 activation, second_layer, second_layer_values``; ``[model.teacher] width, activation, noise,
 overlaps, second_layer_values``; ``[init] source`` (``statistics`` with ``[init.statistics]``,
 or ``gaussian``: a random start drawn at ``[sgd] dimension``); ``[solve]``; ``[sgd] dimension,
-step, step_second_layer, runs, seed``.
+step, step_second_layer, runs, seed``; ``[spectra]`` (run 0's Hessian and G spectra along
+``hierarchy sgd``, :mod:`hierarchy.models.network.spectral`).
 """
 
 from pathlib import Path
@@ -21,6 +22,9 @@ from hierarchy.models.network import activations, mixture, starts
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.model import DATA, MAX_WIDTH, SECOND_LAYERS, network_from_config
 from hierarchy.models.network import study as network_study
+from hierarchy.models.network.spectral import NetworkSpectra, block_names, check_spectra_network
+from hierarchy.spectra import config as spectra_config
+from hierarchy.spectra.job import run_ensemble
 from hierarchy.study import dimension_config
 from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
 from hierarchy.ode.integrate import SolveInterrupted
@@ -79,6 +83,11 @@ KEY_HELP = {
     **mixture.KEY_HELP,
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
+    **spectra_config.KEY_HELP,
+    "spectra.top": ("Eigenpairs per block; `auto`: K + M for W_i (the dimension of span{w_k, "
+                    "w*_n}), K for v.", '"auto" or integer >= 1'),
+    "spectra.blocks": ("Blocks to record: `all`, or a list of names (W1 .. WK; v when the "
+                       "second layer is trained).", '"all" or list of block names'),
 }
 
 
@@ -95,6 +104,8 @@ class NetworkFamily(ModelFamily):
         "init": "Where the order parameters start.",
         "solve": "Output times (alpha = steps/N) and integrator of `hierarchy solve`.",
         "sgd": "Online SGD of the network itself.",
+        "spectra": "The Hessian and G spectra of run 0 recorded by `hierarchy sgd` "
+                   "(spectra.npz), with their prediction from the statistics along the ODE.",
     }
     defaults = {
         "model": {"data": "teacher", "loss": "mse", "ridge": 0.0,
@@ -108,6 +119,7 @@ class NetworkFamily(ModelFamily):
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
                 "seed": 0},
         "study": dict(network_study.STUDY_DEFAULTS),
+        "spectra": dict(spectra_config.DEFAULTS),
     }
 
     def network(self, config):
@@ -130,7 +142,19 @@ class NetworkFamily(ModelFamily):
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
         if "study" in config:
             dimension_config.validate_study(config["study"])
+        if "spectra" in config:
+            self.validate_spectra(config, net)
         return config
+
+    def validate_spectra(self, config, net):
+        """``[spectra]`` (:func:`hierarchy.spectra.config.validate_spectra`), and the networks
+        it covers (a scalar loss); one line naming the field, before any work."""
+        table = config["spectra"]
+        spectra_config.validate_spectra(
+            table, t_final=float(config["solve"]["t_final"]),
+            dimension=config["sgd"]["dimension"], block_names=block_names(net))
+        if table["times"]:
+            check_spectra_network(net)
 
     # 3, 4, 5, 6
     def build_arguments(self, config):
@@ -163,9 +187,9 @@ class NetworkFamily(ModelFamily):
         """``hierarchy sgd``: ``sgd.runs`` networks trained together on fresh samples
         (:mod:`hierarchy.models.network.sgd`); the summary adds ``eg``, the population risk
         (the field's ``eg`` at each run's recorded statistics, exact for teacher data),
-        averaged over the runs alive at each output time."""
+        averaged over the runs alive at each output time. With ``[spectra] times`` run 0's
+        spectra go to ``spectra.npz`` (:func:`hierarchy.spectra.job.run_ensemble`)."""
         from hierarchy.models.network import sgd as network_sgd
-        from hierarchy.sgd.ensemble import run_ensemble_job
         net, table, init = self.network(config), config["sgd"], config["init"]
         network_sgd.check_dimension(net, table["dimension"])
         start = self.initial_state(config) if init["source"] == "statistics" else None
@@ -183,10 +207,15 @@ class NetworkFamily(ModelFamily):
             return {"eg": [float(e) for e in mean], "eg_final": float(mean[-1]),
                     "eg_source": "population risk of each run's statistics (field eg)"}
 
-        return run_ensemble_job(config, out_dir, run, self.output_times(config),
-                                state_name=self.state_name, on_finish=risk, resume=resume,
-                                progress=progress, dimension=int(table["dimension"]),
-                                sampler="network SGD")
+        adapter = None
+        if config.get("spectra", {}).get("times"):
+            adapter = NetworkSpectra(net, table["dimension"], table["runs"], table["seed"],
+                                     start, init["scale"],
+                                     {**DEFAULT_SETTINGS, **config["solve"]})
+        return run_ensemble(config, out_dir, run, self.output_times(config), adapter,
+                            state_name=self.state_name, on_finish=risk, resume=resume,
+                            progress=progress, dimension=int(table["dimension"]),
+                            sampler="network SGD")
 
     # 8
     def run_solve(self, config, out_dir, progress):

@@ -9,6 +9,14 @@ sympy's, and writes the result in *atoms*: ``G_k = g(lambda_k)``, ``D_k = g'(lam
 ``dl/dlambda_k = l'(yhat, y) v_k g'(lambda_k)`` and ``dl/dv_k = l'(yhat, y) g(lambda_k)``, with
 ``l' = dl/dyhat`` and ``g'`` lambdified from the same sympy expressions.
 
+The second derivatives (the spectral blocks of :mod:`.spectral`) come from here too:
+:func:`symbolic_curvatures` lets sympy differentiate the same loss twice,
+``d2l/dlambda_k^2 = l'' (v_k g'_k)^2 + l' v_k g''_k`` and ``d2l/dv_i dv_j = l'' g_i g_j``
+(``g''_k`` the atom ``C_k``), and :meth:`SampleGradients.d2l_dlambda2` and
+:meth:`SampleGradients.curvature` (``l''``) evaluate them with ``l''`` and ``g''``
+lambdified from sympy. The relu's ``g'' = delta_0`` is dropped (``lambda_k != 0`` almost
+surely), as the mixture families drop it.
+
 A vector loss (``cross-entropy``, :data:`~.activations.VECTOR_LOSSES`) is a function of the
 unit outputs ``o_k = v_k g(lambda_k)`` and the one-hot class label, so
 ``dl/dlambda_k = (dl/do_k) v_k g'(lambda_k)`` and ``dl/dv_k = (dl/do_k) g(lambda_k)`` with
@@ -23,11 +31,15 @@ import sympy
 
 from scipy.special import logsumexp, softmax
 
+from hierarchy.core.errors import HierarchyError
+
 from hierarchy.models.network.activations import VECTOR_LOSSES, X, Y, YHAT, output_symbols
 
 #: atom name -> what it stands for, per student unit k or teacher unit n
 ATOMS = {"G": "g(lambda_k)", "D": "g'(lambda_k)", "L": "lambda_k", "H": "g*(nu_n)",
          "N": "nu_n"}
+#: the atom of ``g''(lambda_k)`` (second derivatives only, :func:`symbolic_curvatures`)
+CURVATURE_ATOM = "C"
 XI = sympy.Symbol("xi", real=True)
 SIGMA = sympy.Symbol("sigma", positive=True)
 
@@ -87,6 +99,58 @@ def symbolic_derivatives(net):
                         "sigma": SIGMA, "y": Y, "o": outputs, "onehot": onehot}}
 
 
+def _scalar_loss_of_lambda(net):
+    """``(loss as a function of L_k with g undefined, g, v, L, G, D)`` (scalar losses)."""
+    d = symbolic_derivatives(net)
+    sym = d["symbols"]
+    g = sympy.Function("g")
+    yhat_fn = sum(sym["v"][k] * g(sym["L"][k]) for k in range(net.K))
+    return net.loss.subs({YHAT: yhat_fn, Y: d["label"]}, simultaneous=True), g, sym
+
+
+@functools.lru_cache(maxsize=16)
+def symbolic_curvatures(net):
+    """The sympy second derivatives of the per-sample loss of ``net`` (scalar losses).
+
+    Returns
+    -------
+    dict
+        ``"d2l_dlambda2"``: ``K`` expressions ``d2l/dlambda_k^2`` in the atoms (``C_k`` for
+        ``g''(lambda_k)``); ``"d2l_dv2"``: the ``K x K`` nested list ``d2l/dv_i dv_k``;
+        ``"d2l_dyhat2"``: ``l''`` in ``yhat`` and ``y``; ``"C"``: the curvature symbols.
+    """
+    loss_curvature(net)  # refuses a vector loss
+    loss, g, sym = _scalar_loss_of_lambda(net)
+    L, v, G, D = sym["L"], sym["v"], sym["G"], sym["D"]
+    C = symbols(CURVATURE_ATOM, net.K)
+    first = {sympy.Derivative(g(L[k]), L[k]): D[k] for k in range(net.K)}
+    second = {sympy.Derivative(g(L[k]), (L[k], 2)): C[k] for k in range(net.K)}
+    values = {g(L[k]): G[k] for k in range(net.K)}
+
+    def in_atoms(expr):
+        return sympy.expand(expr.subs(second).subs(first).subs(values))
+
+    return {"d2l_dlambda2": [in_atoms(sympy.diff(loss, L[k], 2)) for k in range(net.K)],
+            "d2l_dv2": [[in_atoms(sympy.diff(loss, v[i], v[k])) for k in range(net.K)]
+                        for i in range(net.K)],
+            "d2l_dyhat2": loss_curvature(net), "C": C}
+
+
+@functools.lru_cache(maxsize=64)
+def loss_curvature(net):
+    """``l''(yhat, y) = d2l/dyhat2`` of a scalar loss (sympy), in ``yhat`` and ``y``."""
+    if net.loss_name in VECTOR_LOSSES:
+        raise HierarchyError(f'model.loss = "{net.loss_name}": second derivatives are '
+                             "implemented for scalar losses (mse, logistic, an expression)",
+                             field="model.loss")
+    return sympy.diff(net.loss, YHAT, 2)
+
+
+def second_derivative(activation):
+    """``g''(x)`` without its delta terms (relu: ``0``; ``lambda != 0`` almost surely)."""
+    return sympy.diff(activation, X, 2).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
+
+
 def derivative(activation):
     """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``)."""
     return sympy.diff(activation, X)
@@ -127,6 +191,7 @@ class SampleGradients:
             self.dl_dyhat = numpy_function(symbolic_derivatives(net)["dl_dyhat"], YHAT, Y)
         self.v_star = np.array(net.teacher_second_layer, dtype=float)
         self.classes = np.arange(1, net.K + 1)
+        self._curvature = self.g_second = None  # lambdified on first use (spectra only)
 
     def yhat(self, lam, v):
         """``sum_k v_k g(lam_k)`` -> ``(B,)``; for a vector loss the outputs ``(B, K)``."""
@@ -162,6 +227,54 @@ class SampleGradients:
     def dl_dlambda(self, lam, v, y):
         """``l'(yhat, y) v_k g'(lam_k)`` -> ``(B, K)`` (vector loss: ``dl/do_k`` for ``l'``)."""
         return self._unit_error(lam, v, y) * np.asarray(v) * self.g_prime(lam)
+
+    def curvature(self, lam, v, y):
+        """``l''(yhat, y) = d2l/dyhat2`` -> ``(B,)`` (scalar losses; sympy's
+        :func:`symbolic_curvatures`)."""
+        if self._curvature is None:
+            self._curvature = numpy_function(loss_curvature(self.net), YHAT, Y)
+            self.g_second = numpy_function(second_derivative(self.net.student_activation), X)
+        return self._curvature(self.yhat(lam, v), np.asarray(y, dtype=float))
+
+    def d2l_dlambda2(self, lam, v, y):
+        """``l'' (v_k g'(lam_k))^2 + l' v_k g''(lam_k)`` -> ``(B, K)`` (relu: no delta term)."""
+        second = self.curvature(lam, v, y)[..., None]
+        slope = np.asarray(v) * self.g_prime(lam)
+        return second * slope ** 2 + self._unit_error(lam, v, y) * np.asarray(v) * \
+            self.g_second(lam)
+
+    def block_weights(self, lam, v, y, trained):
+        """The per-sample weights of the spectral blocks (``docs/spectra.md``).
+
+        In the coordinates ``J_k = w_k/sqrt(N)`` (``lambda_k = J_k.x``) the Hessian block of
+        ``J_i`` is ``d2l/dlambda_i^2 x x^T`` and its G block ``(dl/dlambda_i)^2 x x^T``; the
+        ``v`` blocks are ``l'' g g^T`` and ``l'^2 g g^T``.
+
+        Parameters
+        ----------
+        lam : numpy.ndarray, shape (..., K)
+        v : numpy.ndarray, shape (K,)
+        y : numpy.ndarray, shape (...)
+        trained : bool
+            Whether the ``v`` blocks are wanted (a trained second layer).
+
+        Returns
+        -------
+        dict
+            ``{("hessian" | "G", "W{i}"): (...)}``, and with ``trained``
+            ``("hessian" | "G", "v")`` and ``"features"``: ``g(lambda) (..., K)``.
+        """
+        first = self.dl_dlambda(lam, v, y)
+        second = self.d2l_dlambda2(lam, v, y)
+        out = {}
+        for i in range(self.net.K):
+            out[("hessian", f"W{i + 1}")] = second[..., i]
+            out[("G", f"W{i + 1}")] = first[..., i] ** 2
+        if trained:
+            out[("hessian", "v")] = self.curvature(lam, v, y)
+            out[("G", "v")] = self.error(lam, v, y) ** 2
+            out["features"] = self.g(lam)
+        return out
 
     def dl_dv(self, lam, v, y):
         """``l'(yhat, y) g(lam_k)`` -> ``(B, K)`` (vector loss: ``dl/do_k`` for ``l'``)."""

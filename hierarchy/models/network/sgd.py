@@ -29,6 +29,7 @@ import numpy as np
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import gram, second_layer_of
+from hierarchy.models.gmm.sgd import SampleWindow
 from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
 
 
@@ -125,7 +126,7 @@ class NetworkEnsemble:
     label noise, so advancing ``a`` then ``b`` steps equals advancing ``a + b``.
     """
 
-    def __init__(self, net, weights, directions, v, rng):
+    def __init__(self, net, weights, directions, v, rng, window=0):
         self.net, self.labels, self.rng = net, list(net.labels), rng
         self.weights, self.directions = weights, directions
         self.runs, _, self.dimension = weights.shape
@@ -134,6 +135,7 @@ class NetworkEnsemble:
         self.size = self.weights.size + self.v.size
         self.gradients = SampleGradients(net)
         self.data = data_law(net, self.gradients)
+        self.window = SampleWindow(window, self.dimension)
 
     def sgd_step(self, x, y):
         """One SGD step in place for every run (``x (runs, N)``, ``y (runs,)``)."""
@@ -150,7 +152,9 @@ class NetworkEnsemble:
     def advance(self, count):
         """``count`` steps, each on a fresh sample per run."""
         for _ in range(int(count)):
-            self.sgd_step(*self.data.sample(self.directions, self.rng))
+            x, y = self.data.sample(self.directions, self.rng)
+            self.window.push(x[0], y[0])
+            self.sgd_step(x, y)
 
     def statistics(self):
         """``(runs, n)`` current states, ordered like ``labels``."""
@@ -166,13 +170,14 @@ class NetworkEnsemble:
         return self.weights, self.v
 
     def recent(self):
-        """No sample window (no spectral observer for this family)."""
-        return None
+        """Run 0's last samples ``(X, y)`` (the spectral recorder's ``data = "train"``), or
+        None without a window."""
+        return self.window.contents()
 
     def state(self):
-        """The arrays that continue the runs (random stream included)."""
+        """The arrays that continue the runs (random stream and sample window included)."""
         return {"weights": self.weights, "v": self.v, "directions": self.directions,
-                "rng": rng_state(self.rng)}
+                "rng": rng_state(self.rng), **self.window.state()}
 
     def restore(self, state):
         """Continue from :meth:`state`."""
@@ -180,19 +185,29 @@ class NetworkEnsemble:
         self.v = np.array(state["v"], dtype=float)
         self.directions = np.array(state["directions"], dtype=float)
         set_rng_state(self.rng, state["rng"])
+        if "window_x" in state:
+            self.window.restore(state)
 
 
-def start_ensemble(net, dimension, runs, seed=0, start=None, scale=1.0):
+def start_ensemble(net, dimension, runs, seed=0, start=None, scale=1.0, window=0):
     """The :class:`NetworkEnsemble` of a start: a state vector (realised exactly in every
-    run) or None (the Gaussian start of entries ``N(0, scale^2)``)."""
+    run) or None (the Gaussian start of entries ``N(0, scale^2)``); ``window``: how many of
+    run 0's last samples it keeps (:meth:`NetworkEnsemble.recent`)."""
     check_ensemble(dimension, runs, minimum_dimension(net))
     rng = np.random.default_rng(seed)
     if start is None:
         weights, directions = gaussian_weights(net, dimension, runs, rng, scale)
-        return NetworkEnsemble(net, weights, directions, np.array(net.second_layer, float), rng)
+        return NetworkEnsemble(net, weights, directions, np.array(net.second_layer, float), rng,
+                               window)
     state = np.asarray(start, dtype=float).reshape(net.size)
     weights, directions = realise_state(net, state, dimension, runs, rng)
-    return NetworkEnsemble(net, weights, directions, second_layer_of(net, state), rng)
+    return NetworkEnsemble(net, weights, directions, second_layer_of(net, state), rng, window)
+
+
+def run_zero_directions(net, dimension, runs, seed=0, start=None, scale=1.0):
+    """``D (M, N)``: the teacher (or signal) directions of run 0 of :func:`run_sgd` with the
+    same arguments (the same start draw; they never change along the run)."""
+    return start_ensemble(net, dimension, runs, seed, start, scale).directions[0].copy()
 
 
 def run_sgd(net, dimension, runs, times, seed=0, start=None, scale=1.0, observer=None,
@@ -214,7 +229,9 @@ def run_sgd(net, dimension, runs, times, seed=0, start=None, scale=1.0, observer
     scale : float
         The Gaussian start's standard deviation of a weight entry.
     observer : callable, optional
-        ``observer(index, t, (W, v), None)`` at every recording time, with the live arrays.
+        ``observer(index, t, (W, v), recent)`` at every recording time, with the live arrays
+        and ``recent``: run 0's last ``observer.window`` samples ``(X, y)`` when the observer
+        has a positive ``window`` (the spectral recorder's ``data = "train"``), else None.
     **loop
         ``resume``, ``on_checkpoint``, ``checkpoint_every`` of
         :func:`hierarchy.sgd.ensemble.simulate_ensemble` (which also stops a diverging run).
@@ -225,7 +242,8 @@ def run_sgd(net, dimension, runs, times, seed=0, start=None, scale=1.0, observer
         ``y``: the mean over the runs alive at each time; columns ``u_runs``
         ``(runs, T, n)`` (NaN from where a run was stopped), ``steps`` and ``alive``.
     """
-    ensemble = start_ensemble(net, dimension, runs, seed, start, scale)
+    ensemble = start_ensemble(net, dimension, runs, seed, start, scale,
+                              getattr(observer, "window", 0))
     return simulate_ensemble(ensemble, times, observer=observer,
                              info={"engine": "network-sgd", "dimension": int(dimension),
                                    "runs": int(runs), "seed": int(seed)}, **loop)
