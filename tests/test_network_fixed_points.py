@@ -132,3 +132,92 @@ def test_family_fixed_points_of_a_config(tmp_path):
     assert set(kinds) == {"symmetric plateau", "symmetric, identical students", "specialised"}
     assert not kinds["symmetric plateau"]["stable"] and kinds["specialised"]["stable"]
     assert all("note" in p and p["residual"] < fp.RESIDUAL for p in points)
+
+
+def fixed_points_file(tmp_path, width, step, ridge, noise):
+    """``hierarchy fixed-points`` of an erf committee ``K = M = width`` (read back)."""
+    import json
+
+    from hierarchy.cli.main import main
+    path = tmp_path / "committee.toml"
+    path.write_text(f'[model]\nfamily = "network"\nridge = {ridge}\n[model.student]\n'
+                    f'width = {width}\n[model.teacher]\nwidth = {width}\nnoise = {noise}\n'
+                    f'[sgd]\nstep = {step}\n[init]\nsource = "statistics"\n'
+                    '[init.statistics]\n"Q1.1" = 0.3\n"R1.1" = 0.01\n'
+                    '[solve]\nt_final = 5.0\npoints = 3\n')
+    assert main(["fixed-points", str(path), "--out", str(tmp_path / "fp"), "--quiet"]) == 0
+    return json.loads((tmp_path / "fp" / "fixed_points.json").read_text())
+
+
+def family_quantile(count, level=1e-3):
+    """The two-sided normal quantile of family-wise false-alarm ``level`` over ``count``."""
+    from scipy.stats import norm
+    return float(norm.isf(level / (2 * count)))
+
+
+def test_stable_points_carry_their_diffusive_limit(tmp_path):
+    """K = M = 2, eta = 0.5, noise 0.3: only the stable (specialised) point has a
+    ``diffusion``; its ``P`` solves ``J P + P J^T + Sigma = 0`` with the search's Jacobian, its
+    ``Sigma`` is the diffusion at the point and its quadrature error is the documented
+    1e-3 of the largest entry; the noiseless teacher has ``Sigma = P = 0`` (zero loss on every
+    sample)."""
+    from scipy.stats import t as t_law
+
+    from hierarchy.models.network.diffusion import diffusion
+    eta, noise = 0.5, 0.3
+    record = fixed_points_file(tmp_path, 2, eta, 0.0, noise)
+    assert all(("diffusion" in p) == p["stable"] for p in record)
+    (point,) = [p for p in record if p["stable"]]
+    net, system = committee(2, eta, noise)
+    limit = point["diffusion"]
+    assert limit["labels"] == list(net.labels)
+    u = np.array([point["u"][label] for label in net.labels])
+    sigma, sigma_error = np.array(limit["sigma"]), np.array(limit["sigma_error"])
+    p = np.array(limit["stationary_covariance"])
+    drift = fp.jacobian(fp.field_function(system), u)
+    assert np.max(np.abs(drift @ p + p @ drift.T + sigma)) < 1e-12 * np.max(np.abs(sigma))
+    assert np.max(sigma_error) < 1e-3 * np.max(np.abs(sigma))
+    assert np.max(np.diag(p)) > 0 and "largest stationary N Var" in point["note"]
+    # the default-size diffusion at the same point agrees within the two errors (each from 8
+    # replicates: Student t with 7 degrees of freedom); twice it does not (diagonal)
+    check, check_error = diffusion(net, u)
+    bound = float(t_law.isf(1e-3 / (2 * sigma.size), 7)) * np.hypot(sigma_error, check_error)
+    assert np.all(np.abs(sigma - check) <= bound), np.max(np.abs(sigma - check) / bound)
+    assert np.all(np.abs(np.diag(2 * sigma - check)) > np.diag(bound))
+    teacher = [p for p in fixed_points_file(tmp_path, 2, eta, 0.0, 0.0)
+               if p["note"].startswith("specialised")][0]
+    assert np.max(np.abs(teacher["diffusion"]["stationary_covariance"])) == 0.0
+
+
+def test_file_stationary_covariance_is_that_of_settled_sgd(tmp_path):
+    """K = M = 1 erf, eta = 1, ridge 0.2, noise 0.5: the one fixed point (specialised) is
+    stable, slowest eigenvalue -0.61. 4000 SGD runs at N = 50 started there and run to
+    alpha = 8 (exp(-2 * 0.61 * 8) ~ 6e-5 of the start's zero covariance left): ``N Cov(u)``
+    is the file's ``stationary_covariance`` within standard errors (the runs' and the file's
+    own), and twice it is not."""
+    from hierarchy.models.network.sgd import NetworkEnsemble, realise_state
+    step, ridge, noise, dimension, runs = 1.0, 0.2, 0.5, 50, 4000
+    record = fixed_points_file(tmp_path, 1, step, ridge, noise)
+    (point,) = [p for p in record if p["stable"]]
+    config = {"model": {"data": "teacher", "loss": "mse", "ridge": ridge,
+                        "student": {"width": 1, "activation": "erf", "second_layer": "fixed",
+                                    "second_layer_values": []},
+                        "teacher": {"width": 1, "activation": "erf", "noise": noise,
+                                    "overlaps": [], "second_layer_values": []}},
+              "sgd": {"step": step, "step_second_layer": "step"}}
+    net = network_from_config(config)
+    u = np.array([point["u"][label] for label in net.labels])
+    assert max(np.real(point["eigenvalues"])) < -0.6
+    rng = np.random.default_rng(1)
+    weights, directions = realise_state(net, u, dimension, runs, rng)
+    ensemble = NetworkEnsemble(net, weights, directions, net.second_layer, rng)
+    ensemble.advance(8 * dimension)
+    centred = np.sqrt(dimension) * ensemble.statistics()
+    centred = centred - centred.mean(axis=0)
+    products = np.einsum("bi,bj->bij", centred, centred)
+    sampled, error = products.mean(axis=0), products.std(axis=0, ddof=1) / np.sqrt(runs)
+    p = np.array(point["diffusion"]["stationary_covariance"])
+    bound = family_quantile(p.size) * np.hypot(
+        error, point["diffusion"]["stationary_covariance_error"])
+    assert np.all(np.abs(sampled - p) <= bound), np.abs(sampled - p) / bound
+    assert np.all(np.abs(sampled - 2 * p) > bound)

@@ -266,7 +266,7 @@ def fixed_points(args, progress):
 
 #: what a family may say about a fixed point besides u, stable, eigenvalues
 POINT_KEYS = ("multiplicity", "found", "searched", "residual", "note", "neurons",
-              "partitions", "classes", "class_sums", "symmetry_spread")
+              "partitions", "classes", "class_sums", "symmetry_spread", "diffusion")
 #: printed values below this magnitude are 0
 TINY = 1e-12
 

@@ -134,6 +134,46 @@ def diffusion(net, u, replicates=quadrature.REPLICATES, count=quadrature.QMC_POI
     return reps.mean(axis=0), reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
 
+def stationary_covariance(drift, sigma):
+    """``P`` solving ``J P + P J^T + Sigma = 0`` (``drift = J`` stable), symmetrised."""
+    p = solve_continuous_lyapunov(np.asarray(drift, dtype=float), -np.asarray(sigma, dtype=float))
+    return (p + p.T) / 2
+
+
+def diffusive_limit(net, drift, u_star, replicates=quadrature.REPLICATES,
+                    count=quadrature.QMC_POINTS):
+    """The diffusive limit at a stable fixed point, as plain lists (``fixed_points.json``).
+
+    Parameters
+    ----------
+    net : hierarchy.models.network.model.Network
+    drift : array_like
+        ``J = dF/du (u_*)``, every eigenvalue with a negative real part.
+    u_star : array_like
+        The fixed point, ordered like ``net.labels``.
+    replicates, count : int
+        The QMC size of :func:`diffusion`.
+
+    Returns
+    -------
+    dict
+        ``labels``; ``sigma`` (``Sigma(u_*)``) and ``sigma_error`` (its replicates' standard
+        error, per entry); ``stationary_covariance`` (``P``, the stationary covariance of
+        ``sqrt(N)(u - u_*)``) and ``stationary_covariance_error`` (the same spread carried
+        through the Lyapunov equation, which is linear in ``Sigma``: ``P`` of each replicate's
+        ``Sigma``); ``replicates`` and ``points`` (per replicate, antithetic pairs counted).
+    """
+    reps = replicate_diffusions(net, u_star, replicates, count)
+    covariances = np.array([stationary_covariance(drift, sigma) for sigma in reps])
+    scale = 1.0 / np.sqrt(len(reps))
+    return {"labels": list(net.labels),
+            "sigma": reps.mean(axis=0).tolist(),
+            "sigma_error": (reps.std(axis=0, ddof=1) * scale).tolist(),
+            "stationary_covariance": stationary_covariance(drift, reps.mean(axis=0)).tolist(),
+            "stationary_covariance_error": (covariances.std(axis=0, ddof=1) * scale).tolist(),
+            "replicates": int(replicates), "points": 2 * int(count)}
+
+
 def ou_limit(system, u_star):
     """The diffusive limit at a fixed point ``u_*``: ``(J, Sigma, P)``.
 
@@ -148,7 +188,8 @@ def ou_limit(system, u_star):
     drift = jacobian(field_function(system), u_star)
     sigma, _ = diffusion(system.net, u_star)
     stable = np.max(np.linalg.eigvals(drift).real) < 0
-    return drift, sigma, solve_continuous_lyapunov(drift, -sigma) if stable else None
+    return drift, sigma, stationary_covariance(drift, sigma) if stable else None
 
 
-__all__ = ["component_increments", "diffusion", "ou_limit", "replicate_diffusions", "sample_increments"]
+__all__ = ["component_increments", "diffusion", "diffusive_limit", "ou_limit",
+           "replicate_diffusions", "sample_increments", "stationary_covariance"]

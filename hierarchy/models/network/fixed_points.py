@@ -22,7 +22,13 @@ Three kinds of points (``kind`` of each result):
   polished by Newton (scipy ``hybr``), when it is a root.
 
 The Jacobian is a central difference of the field (step :data:`H`); a point is stable when
-every eigenvalue has a real part below ``-TOL``. The ``eta -> 0`` points (the roots of the
+every eigenvalue has a real part below ``-TOL``. Every stable point also carries its diffusive
+limit (``"diffusion"``, :func:`~.diffusion.diffusive_limit`): ``Sigma(u_*)`` with its
+quadrature error and the stationary covariance ``P`` of ``sqrt(N)(u - u_*)``
+(``J P + P J^T + Sigma = 0``), on :data:`DIFFUSION_REPLICATES` x :data:`DIFFUSION_POINTS`
+QMC points. An unstable point has none: along an unstable direction the fluctuations grow
+until they leave the point (after a time ``~ log(N) / (2 escape)``), so there is no stationary
+law to describe. The ``eta -> 0`` points (the roots of the
 drift alone, ``f / eta``) come from :func:`committee_points` with ``vanishing_step=True``.
 """
 
@@ -41,6 +47,11 @@ RESIDUAL = 1e-9
 SAME = 1e-6
 #: ``eta alpha`` of the symmetric flow that finds the plateau
 FLOW_HORIZON = 5000.0
+#: QMC replicates and points per replicate (before antithetic doubling) of the diffusion at a
+#: stable point: 0.2-0.4 s at K = M = 2 erf, the replicates' standard error below 1e-3 of the
+#: largest entry of Sigma (4x the field's points: 6e-3 there)
+DIFFUSION_REPLICATES = 8
+DIFFUSION_POINTS = 16384
 
 
 def field_function(system, vanishing_step=False):
@@ -231,4 +242,21 @@ def fixed_points(net, system, end=None):
         polished = polish(function, end)
         if residual(function, polished) < RESIDUAL:
             points.append(classify(net, system, function, polished, "end of the solve"))
-    return distinct(points)
+    return [with_diffusive_limit(net, system, point) for point in distinct(points)]
+
+
+def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
+                         count=DIFFUSION_POINTS):
+    """``point`` with its ``"diffusion"`` (:func:`~.diffusion.diffusive_limit`) when stable,
+    and the largest stationary variance ``N Var`` in its note; an unstable point unchanged."""
+    if not point["stable"]:
+        return point
+    # imported here: diffusion builds on this module's field_function and jacobian
+    from hierarchy.models.network.diffusion import diffusive_limit
+    u = np.array([point["u"][label] for label in net.labels])
+    limit = diffusive_limit(net, jacobian(field_function(system), u), u, replicates, count)
+    variances = np.diag(limit["stationary_covariance"])
+    top = int(np.argmax(variances))
+    note = (f"{point['note']}; largest stationary N Var {variances[top]:.3g} "
+            f"({net.labels[top]})")
+    return dict(point, diffusion=limit, note=note)
