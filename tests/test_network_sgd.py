@@ -209,3 +209,26 @@ def test_one_step_mean_is_f_plus_g_over_n():
     dropped = onestep.standard_scores(sampled, error, f / dimension)
     assert np.min(np.abs(dropped[:3])) > 30, dropped
     assert np.allclose(g[3:], 0.0)                  # R and v have no corrector
+
+
+@pytest.mark.parametrize("command", ["sgd", "study"])
+def test_step_count_refusal_names_the_horizon_not_the_learning_rate(tmp_path, capsys, command):
+    """``alpha = steps/N``: ``solve.t_final x N`` steps whatever ``sgd.step`` (the learning
+    rate), so a horizon of 1e6 x 1e5 = 1e11 steps is refused in one line naming the horizon
+    and the dimension, not ``sgd.step`` as a time constant, before any work (exit 2). (The
+    spectra's test sample is made small: its own size check would speak first at N = 1e5.)"""
+    from hierarchy.cli.main import main
+    from hierarchy.sgd.ensemble import MAX_STEPS
+    key = "sgd.dimension" if command == "sgd" else "study.dimensions"
+    path = tmp_path / "c.toml"
+    path.write_text('[model]\nfamily = "network"\n[model.student]\nwidth = 2\n'
+                    '[sgd]\nstep = 0.5\ndimension = 100000\nruns = 1\n[spectra]\ntest_size = 1\n'
+                    '[init.statistics]\n"Q1.1" = 0.2\n[solve]\nt_final = 1e6\npoints = 3\n'
+                    '[study]\ndimensions = [1000, 100000]\nruns = 2\n')
+    assert main([command, str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"solve.t_final x {key} = 1e+06 x 100000 = 1e+11 SGD steps" in err, err
+    assert f"at most {MAX_STEPS:.0e}: lower solve.t_final or {key}" in err, err
+    assert "sgd.step" not in err, err
+    assert not (tmp_path / "out" / "jobs").exists() and not (tmp_path / "out" / "result.npz").exists()

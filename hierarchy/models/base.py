@@ -77,6 +77,9 @@ class ModelFamily:
     section_help = {}
     #: 2. the keys that set a run's size, named by resource and out-of-memory errors
     resource_keys = ("solve.points",)
+    #: 6. the key of ``time_per_step(config) x sgd.dimension`` named by the SGD step-count check
+    #: (:func:`hierarchy.sgd.ensemble.check_step_count`); None when it is no config value
+    step_count_key = "sgd.step"
 
     # 2
     def validate(self, config, sections=None):

@@ -79,24 +79,31 @@ def check_ensemble(dimension, runs, minimum_dimension):
                              field="sgd.runs")
 
 
-def check_step_count(t_final, dimension, step, dimension_key="sgd.dimension"):
+def check_step_count(t_final, dimension, step, dimension_key="sgd.dimension",
+                     step_key="sgd.step"):
     """The SGD steps of the horizon, ``round(t_final · dimension / step)``, checked.
 
     Computed in floats first, so no value overflows an integer. ``dimension_key`` is the key
-    that set ``dimension`` (``study.dimensions`` in a study).
+    that set ``dimension`` (``study.dimensions`` in a study). ``step_key`` is the key whose
+    value is ``step``; None when ``step`` (the family's time per step times the dimension) is
+    no config value, as in the ``network`` family (``alpha = steps/N`` whatever ``sgd.step``,
+    its learning rate): the message then names ``solve.t_final`` and ``dimension_key`` only.
 
     Raises
     ------
     HierarchyError
         Fewer than one step or more than :data:`MAX_STEPS` (or a step that is not a
         positive finite number), in one line naming ``sgd.step``, ``solve.t_final`` and
-        ``sgd.dimension`` and the allowed range of ``sgd.step``.
+        ``sgd.dimension`` and the allowed range of ``sgd.step`` (``step_key`` None: the
+        product and which way to change ``solve.t_final`` or ``dimension_key``).
     """
     t_final, dimension, step = float(t_final), float(dimension), float(step)
     with np.errstate(all="ignore"):
         steps = t_final * dimension / step if step > 0 else float("nan")
     if np.isfinite(steps) and 1 <= np.rint(steps) <= MAX_STEPS:
         return int(np.rint(steps))
+    if step_key is None:
+        raise step_count_error(t_final, dimension, step, steps, dimension_key)
     low, high = t_final * dimension / MAX_STEPS, 2.0 * t_final * dimension
     raise HierarchyError(
         f"sgd.step = {step:g}: solve.t_final x {dimension_key} / sgd.step = {t_final:g} x "
@@ -105,21 +112,31 @@ def check_step_count(t_final, dimension, step, dimension_key="sgd.dimension"):
         f"(or change solve.t_final or {dimension_key})", field="sgd.step")
 
 
-def step_counts(times, dimension, step):
+def step_count_error(t_final, dimension, step, steps, dimension_key):
+    """The one-line refusal of :func:`check_step_count` when the step is no config value."""
+    name, value = ("", "") if step == 1 else (" x steps per unit time / N", f" / {step:g}")
+    change = "lower" if steps > MAX_STEPS else "raise"
+    return HierarchyError(
+        f"solve.t_final x {dimension_key}{name} = {t_final:g} x {dimension:g}{value} = "
+        f"{steps:.3g} SGD steps; allowed: at least 1 and at most {MAX_STEPS:.0e}: {change} "
+        f"solve.t_final or {dimension_key}", field="solve.t_final")
+
+
+def step_counts(times, dimension, step, step_key="sgd.step"):
     """The SGD steps ``round(t d / c_delta)`` of the recording times ``t = l delta``.
 
     Raises
     ------
     HierarchyError
         Times that are not a non-decreasing list of numbers ``>= 0``, or a horizon whose
-        step count :func:`check_step_count` refuses.
+        step count :func:`check_step_count` refuses (``step_key``: see there).
     """
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)) \
             or np.any(times < 0) or np.any(np.diff(times) < 0):
         raise HierarchyError("times must be a non-decreasing list of times >= 0",
                              field="times")
-    check_step_count(times[-1], dimension, step)
+    check_step_count(times[-1], dimension, step, step_key=step_key)
     return np.rint(times * (float(dimension) / float(step))).astype(np.int64)
 
 
@@ -477,7 +494,9 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
     times = output_times if times is None else np.asarray(times, dtype=float)
     rows = np.arange(len(output_times)) if rows is None else np.asarray(rows, dtype=int)
     dimension = int(config["sgd"]["dimension"])
-    step_counts(times, dimension, family_of(config).time_per_step(config) * dimension)
+    family = family_of(config)
+    step_counts(times, dimension, family.time_per_step(config) * dimension,
+                step_key=family.step_count_key)
     job = EnsembleJob(config, out_dir, rows, state_name, checkpoint_every, summary)
     state = None
     if resume:

@@ -95,10 +95,11 @@ class DimensionStudy:
     def check(self, config):
         """The family's check, and the SGD step count of every dimension, before any job."""
         # the step constant c of a step of time c / n (sgd.step for the summary families)
-        constant = family_of(config).time_per_step(config) * float(config["sgd"]["dimension"])
+        family = family_of(config)
+        constant = family.time_per_step(config) * float(config["sgd"]["dimension"])
         for dimension in config["study"]["dimensions"]:
             check_step_count(config["solve"]["t_final"], dimension, constant,
-                             dimension_key="study.dimensions")
+                             dimension_key="study.dimensions", step_key=family.step_count_key)
         if self._check is not None:
             self._check(config)
 

@@ -97,6 +97,8 @@ class NetworkFamily(ModelFamily):
     name = "network"
     state_name = "u"
     show_formats = ("text", "latex")
+    #: one step advances alpha by 1/N whatever sgd.step (the learning rate)
+    step_count_key = None
     key_help = KEY_HELP
     section_help = {
         "model": "A two-layer student yhat = sum_k v_k g(w_k.x/sqrt N), its data and its loss "
