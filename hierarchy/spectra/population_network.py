@@ -26,7 +26,8 @@ so the prediction is a deterministic function of the state; its stated error
 The predicted outliers are the eigenvalues of the union of the ``D x D`` spectrum and the
 bulk value ``s^2 E[w]`` (infinite multiplicity) with the largest ``|value|``, the order the
 snapshot uses (a Hessian weight ``l'' (v g')^2 + l' v g''`` can be negative). Only the
-eigenvalues separated from the bulk value and larger in ``|value|`` count as outliers; the
+eigenvalues larger in ``|value|`` than the bulk value and separated from it by more than
+:data:`SEPARATION` quadrature standard errors count as outliers; the
 rest of the top ``r`` is the bulk value, and the predicted alignment ``rho(J_i, E_r)`` counts
 only the separated eigenvectors (the degenerate convention of
 :mod:`hierarchy.spectra.population`). The ``K x K`` ``v`` block is finite: no bulk (NaN).
@@ -110,38 +111,44 @@ def population_blocks(net, u, replicates=quadrature.REPLICATES, count=quadrature
     return matrices, bulks, (J, v)
 
 
-def magnitude_outliers(matrix, bulk, top, vector):
+#: an eigenvalue counts as separated from the bulk value only beyond this many of its
+#: quadrature standard errors (QMC resolves the bulk value itself only to its error)
+SEPARATION = 4.0
+
+
+def magnitude_outliers(matrix, bulk, top, vector, errors=None):
     """The ``top`` values of largest ``|value|`` of ``matrix``'s spectrum joined with
     ``bulk`` (infinite multiplicity; NaN: none), and ``rho(vector, E_top)`` (module docstring).
+
+    ``errors`` (one per eigenvalue, ascending order) are the quadrature's standard errors:
+    an eigenvalue within :data:`SEPARATION` of them of the bulk value is the bulk value.
 
     Returns
     -------
     dict
         ``"outliers" (top,)``, ``"bulk"``, ``"alignment"``, ``"separated"`` and
-        ``"vectors"`` (the separated eigenvectors, ``n x separated``).
+        ``"order"`` (the positions of the separated eigenvalues, ascending eigh order).
     """
     values, vectors = np.linalg.eigh(0.5 * (matrix + matrix.T))
     if math.isnan(bulk):
         keep = np.ones(len(values), bool)
     else:
         scale = max(abs(bulk), float(np.max(np.abs(values), initial=0.0)), 1e-300)
-        keep = (np.abs(values - bulk) > BULK_TOL * scale) & (np.abs(values) > abs(bulk))
+        margin = np.maximum(BULK_TOL * scale, SEPARATION * (0.0 if errors is None else errors))
+        keep = (np.abs(values - bulk) > margin) & (np.abs(values) > abs(bulk))
     order = np.flatnonzero(keep)[np.argsort(-np.abs(values[keep]), kind="stable")][:top]
     outliers = np.full(top, bulk)
     outliers[:len(order)] = values[order]
-    return {"outliers": outliers, "bulk": float(bulk), "vectors": vectors[:, order],
+    return {"outliers": outliers, "bulk": float(bulk), "order": order,
             "alignment": alignment(vector, vectors[:, order]), "separated": len(order)}
 
 
-def _errors(entry, reps, bulks, top):
-    """Standard errors of the outliers over the replicates, to first order in the
-    perturbation: ``u_k^T M_r u_k`` for a separated eigenvector ``u_k`` of the mean matrix,
-    the replicates' bulk value for the rest."""
-    vectors = entry["vectors"]
-    along = np.einsum("ik,rij,jk->rk", vectors, reps, vectors)           # (R, separated)
-    spread = np.full(top, float(np.std(bulks, ddof=1)) if np.all(np.isfinite(bulks)) else 0.0)
-    spread[:vectors.shape[1]] = along.std(axis=0, ddof=1)
-    return spread / math.sqrt(len(reps))
+def eigen_errors(reps):
+    """Standard errors of the eigenvalues (ascending) of the replicates' mean matrix, to first
+    order in the perturbation: the spread of ``u_k^T M_r u_k`` over the replicates."""
+    _, vectors = np.linalg.eigh(0.5 * (reps.mean(axis=0) + reps.mean(axis=0).T))
+    along = np.einsum("ik,rij,jk->rk", vectors, reps, vectors)
+    return along.std(axis=0, ddof=1) / math.sqrt(len(reps))
 
 
 def network_population(net, u, *, top_w, top_v=None, replicates=quadrature.REPLICATES,
@@ -176,8 +183,12 @@ def network_population(net, u, *, top_w, top_v=None, replicates=quadrature.REPLI
         is_v = key[1] == "v"
         top = min(check_count(top_v or net.K, "top_v"), net.K) if is_v else top_w
         own = v if is_v else J[int(key[1][1:]) - 1]
-        mean_bulk = float(np.mean(bulks[key])) if not is_v else math.nan
-        entry = magnitude_outliers(reps.mean(axis=0), mean_bulk, top, own)
-        out[key] = {**entry, "outliers_error": _errors(entry, reps, bulks[key], top)}
-        del out[key]["vectors"]
+        errors = eigen_errors(reps)
+        bulk = float(np.mean(bulks[key])) if not is_v else math.nan
+        entry = magnitude_outliers(reps.mean(axis=0), bulk, top, own, errors)
+        spread = np.full(top, 0.0 if is_v else float(np.std(bulks[key], ddof=1))
+                         / math.sqrt(len(reps)))
+        order = entry.pop("order")
+        spread[:len(order)] = errors[order]
+        out[key] = {**entry, "outliers_error": spread}
     return out
