@@ -14,6 +14,8 @@ import pytest
 from scipy.special import erf
 
 from hierarchy.cli.main import main
+from hierarchy.config.loader import load_config
+from hierarchy.core.registry import family
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import network_from_config
 from hierarchy.models.network.sgd import realise_state
@@ -259,7 +261,7 @@ dimension = 120
 step = 0.5
 runs = 2
 [spectra]
-times = [0.0, 2.0]
+times = [0.0, 1.5]
 test_ratio = 40.0
 """
 
@@ -275,6 +277,11 @@ def test_hierarchy_sgd_writes_spectra_close_to_the_prediction(tmp_path):
     assert main(["sgd", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
     summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
     assert summary["spectra"]["snapshots"] == 2 and len(summary["eg"]) == 3
+    with np.load(tmp_path / "o" / "result.npz") as result:   # the snapshot at 1.5 is no output
+        assert result["t"].tolist() == [0.0, 1.0, 2.0] and result["eg_runs"].shape == (2, 3)
+        system = family("network").system(load_config(str(path)))
+        assert np.allclose(result["eg_runs"][0], [system.eg(u) for u in result["u_runs"][0]],
+                           rtol=0, atol=1e-14)
     with np.load(tmp_path / "o" / "spectra.npz") as data:
         spectra = {key: data[key] for key in data.files}
     for matrix in ("hessian", "G"):

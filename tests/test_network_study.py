@@ -118,6 +118,11 @@ def test_hierarchy_sgd_writes_the_ensemble_and_its_risk(tmp_path):
     first = [system.eg(u) for u in data["u_runs"][:, -1]]
     assert abs(summary["eg_final"] - np.mean(first)) < 1e-12
     assert len(summary["eg"]) == 7
+    # result.npz has the risk too: per run and time, and its mean over the runs
+    assert data["eg_runs"].shape == (3, 7)
+    assert np.allclose(data["eg_runs"][:, -1], first, rtol=0, atol=1e-14)
+    assert np.allclose(data["eg"], summary["eg"], rtol=0, atol=1e-14)
+    assert data["eg"][0] > data["eg"][-1]
 
 
 def test_study_refuses_a_dimension_below_the_widths(tmp_path):

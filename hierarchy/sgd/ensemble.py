@@ -467,7 +467,8 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
         passed (``state``: the checkpoint continued, or None). It may have ``covers(row)`` (whether a checkpoint at ``row`` can be
         continued: False reruns from step 0) and ``report()`` (summary entries).
     on_finish : callable, optional
-        ``on_finish(trajectory)`` -> more summary entries, once the loop has finished (the
+        ``on_finish(trajectory)`` -> more summary entries (its ``result_arrays``, a dict of
+        arrays, go to ``result.npz`` instead), once the loop has finished (the
         spectra file); not called after an interrupt.
     resume : bool
         Continue the run in ``out_dir`` (same config required).
@@ -589,9 +590,11 @@ class EnsembleJob:
                              extra_arrays=arrays, state=state, force=True,
                              state_name=self.state_name)
 
-    def finish(self, trajectory, **summary):
-        """Write the final result (a diverged one stays ``complete: false``, without state)."""
+    def finish(self, trajectory, result_arrays=None, **summary):
+        """Write the final result (a diverged one stays ``complete: false``, without state);
+        ``result_arrays`` (from a family's ``on_finish``) are more arrays of ``result.npz``."""
         t, mean, arrays, record = self.files(trajectory, **summary)
+        arrays = {**arrays, **(result_arrays or {})}
         if record["complete"]:
             self.checkpoint.finish(t=t, mu=mean, labels=trajectory.labels, summary=record,
                                    extra_arrays=arrays, state_name=self.state_name)

@@ -202,12 +202,17 @@ class NetworkFamily(ModelFamily):
                                        observer=observer, **loop)
 
         def risk(trajectory):
-            eg_runs = network_sgd.risk_along(self.system(config), trajectory.u_runs)
+            # the loop may record more times than the outputs (the spectra's): keep the outputs
+            recorded = np.round(np.asarray(trajectory.t, dtype=float), 12)
+            rows = np.searchsorted(recorded, np.round(self.output_times(config), 12))
+            u_runs = np.asarray(trajectory.u_runs, dtype=float)[:, rows]
+            eg_runs = network_sgd.risk_along(self.system(config), u_runs)
             alive = np.isfinite(eg_runs)
             with np.errstate(invalid="ignore"):
                 mean = np.where(alive, eg_runs, 0.0).sum(axis=0) / alive.sum(axis=0)
             return {"eg": [float(e) for e in mean], "eg_final": float(mean[-1]),
-                    "eg_source": "population risk of each run's statistics (field eg)"}
+                    "eg_source": "population risk of each run's statistics (field eg)",
+                    "result_arrays": {"eg": mean, "eg_runs": eg_runs}}
 
         adapter = None
         if config.get("spectra", {}).get("times"):
