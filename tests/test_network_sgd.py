@@ -222,7 +222,7 @@ def test_step_count_refusal_names_the_horizon_not_the_learning_rate(tmp_path, ca
     key = "sgd.dimension" if command == "sgd" else "study.dimensions"
     path = tmp_path / "c.toml"
     path.write_text('[model]\nfamily = "network"\n[model.student]\nwidth = 2\n'
-                    '[sgd]\nstep = 0.5\ndimension = 100000\nruns = 1\n[spectra]\ntest_size = 1\n'
+                    '[sgd]\nstep = 0.5\ndimension = 100000\nruns = 1\n'
                     '[init.statistics]\n"Q1.1" = 0.2\n[solve]\nt_final = 1e6\npoints = 3\n'
                     '[study]\ndimensions = [1000, 100000]\nruns = 2\n')
     assert main([command, str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2

@@ -88,7 +88,7 @@ def validate_spectra(table, *, t_final, dimension, block_names):
     table["top"] = _top(table["top"])
     table["blocks"] = _blocks(table["blocks"], block_names)
     size = sample_count(table, dimension)
-    if size * dimension > MAX_SAMPLE_MATRIX:
+    if times and size * dimension > MAX_SAMPLE_MATRIX:  # no snapshot, no test set to hold
         raise HierarchyError(f"spectra: M~ x d = {size} x {dimension} exceeds "
                              f"{MAX_SAMPLE_MATRIX} doubles; lower spectra.test_size or "
                              "spectra.test_ratio", field="spectra.test_size")
