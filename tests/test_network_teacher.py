@@ -75,3 +75,30 @@ def test_bad_overlaps_are_one_line_errors(tmp_path, overlaps, N):
         network_from_config(_config(tmp_path, N=N, overlaps=overlaps))
     assert error.value.field in ("model.teacher.overlaps", "sgd.dimension")
     assert "\n" not in str(error.value)
+
+
+def test_the_seed_convention_counts_steps_with_its_own_time_map(tmp_path):
+    """A mixture in the seed's convention advances ``t`` by ``c_delta/N`` per step: the
+    up-front step count and the run agree (``t N / c_delta`` steps), at ``c_delta != 1``."""
+    import json
+
+    from hierarchy.cli.main import main
+    text = open("tools/configs/network_mixture_binary.toml").read()
+    config = load_config("tools/configs/network_mixture_binary.toml")
+    assert config["model"]["mixture"]["convention"] == "seed"
+    path = tmp_path / "seed.toml"
+    path.write_text(text.replace("step = 1.0", "step = 0.5", 1)
+                    .replace("dimension = 250", "dimension = 40")
+                    .replace("runs = 200", "runs = 1")
+                    .replace("t_final = 100.0", "t_final = 1.0")
+                    .replace("points = 101", "points = 5"))
+    config = load_config(str(path))
+    assert config["sgd"]["step"] == 0.5 and config["sgd"]["dimension"] == 40
+    assert family_of(config).time_per_step(config) == pytest.approx(0.5 / 40)
+    out = tmp_path / "out"
+    assert main(["--quiet", "sgd", str(path), "--out", str(out)]) == 0
+    steps = np.load(out / "result.npz")["steps"]
+    times = np.load(out / "result.npz")["t"]
+    assert steps[-1] == round(1.0 * 40 / 0.5)
+    assert np.allclose(steps, np.round(times * 40 / 0.5))
+    assert json.loads((out / "result.json").read_text())["complete"]

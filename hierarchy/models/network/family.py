@@ -178,8 +178,10 @@ class NetworkFamily(ModelFamily):
                                      init["seed"])
 
     def time_per_step(self, config):
-        """One SGD step advances ``alpha = steps/N`` by ``1/N``."""
-        return 1.0 / float(config["sgd"]["dimension"])
+        """One SGD step advances ``alpha = steps/N`` by ``1/N`` (``c_delta/N`` for a mixture in
+        the seed's convention): the SGD's own map (:func:`.sgd.time_per_step`)."""
+        from hierarchy.models.network import sgd as network_sgd
+        return network_sgd.time_per_step(self.network(config), config["sgd"]["dimension"])
 
     def time_label(self, config):
         return r"$\alpha$"
