@@ -289,6 +289,8 @@ def test_hierarchy_sgd_writes_spectra_close_to_the_prediction(tmp_path):
             name = f"{matrix}_{block}"
             assert spectra[name + "_eigenvalues"].shape == (2, r)
             assert spectra[name + "_outliers_predicted"].shape == (2, r)
+            error = spectra[name + "_outliers_predicted_error"]
+            assert error.shape == (2, r) and np.all(error >= 0) and np.all(np.isfinite(error))
             for suffix in ("alignment", "bulk_edge", "alignment_predicted", "bulk_predicted"):
                 assert spectra[f"{name}_{suffix}"].shape == (2,)
     # At t = 0 run 0 realises the start exactly, so the measurement differs from the
@@ -314,6 +316,9 @@ def test_hierarchy_sgd_writes_spectra_close_to_the_prediction(tmp_path):
         np.testing.assert_allclose(measured, values[order], rtol=1e-10)
         predicted = spectra[f"{matrix}_v_outliers_predicted"][0]
         np.testing.assert_allclose(predicted, population[(matrix, "v")]["outliers"], rtol=1e-6)
+        np.testing.assert_allclose(spectra[f"{matrix}_v_outliers_predicted_error"][0],
+                                   population[(matrix, "v")]["outliers_error"], rtol=1e-6,
+                                   atol=1e-15)
         band = BAND * np.hypot(se, population[(matrix, "v")]["outliers_error"])
         assert np.all(np.abs(measured - predicted) < band), (matrix, measured, predicted, band)
 

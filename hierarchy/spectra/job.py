@@ -16,7 +16,9 @@ for each matrix ``hessian``, ``G`` and block ``b``: ``{matrix}_{b}_eigenvalues``
 decreasing ``|value|``), ``{matrix}_{b}_alignment`` (times), ``{matrix}_{b}_bulk_edge``
 (times), ``{matrix}_{b}_eigenvectors_last`` (the last snapshot's vectors, n x r), and the
 predictions ``{matrix}_{b}_outliers_predicted`` (times x r), ``{matrix}_{b}_alignment_predicted``
-and ``{matrix}_{b}_bulk_predicted`` (times). When run 0 diverged, only the snapshots before
+and ``{matrix}_{b}_bulk_predicted`` (times), and, where the prediction is a quadrature (the
+``network`` family), ``{matrix}_{b}_outliers_predicted_error`` (times x r, its standard
+error). When run 0 diverged, only the snapshots before
 it are there.
 """
 
@@ -137,6 +139,9 @@ def write_spectra(out_dir, table, recorder, predicted):
             arrays[name + "_outliers_predicted"] = np.asarray(guess["outliers"])[order]
             arrays[name + "_alignment_predicted"] = np.asarray(guess["alignment"])[order]
             arrays[name + "_bulk_predicted"] = np.asarray(guess["bulk"])[order]
+            if "outliers_error" in guess:  # a prediction by quadrature states its error
+                arrays[name + "_outliers_predicted_error"] = \
+                    np.asarray(guess["outliers_error"])[order]
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return atomic_write(pathlib.Path(out_dir) / RESULT, buffer.getvalue())
