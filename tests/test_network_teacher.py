@@ -102,3 +102,16 @@ def test_the_seed_convention_counts_steps_with_its_own_time_map(tmp_path):
     assert steps[-1] == round(1.0 * 40 / 0.5)
     assert np.allclose(steps, np.round(times * 40 / 0.5))
     assert json.loads((out / "result.json").read_text())["complete"]
+
+
+def test_solve_records_the_teacher_overlaps_it_used(tmp_path):
+    import json
+
+    from hierarchy.cli.main import main
+    path = tmp_path / "drawn.toml"
+    path.write_text(CONFIG.format(M=2, N=60, seed=4, overlaps='"drawn"')
+                    + "[solve]\nt_final = 0.5\npoints = 3\n")
+    assert main(["--quiet", "solve", str(path), "--out", str(tmp_path / "o")]) == 0
+    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    t = drawn_overlaps(2, 60, 4)
+    assert summary["teacher_overlaps"] == {"T1.1": t[0, 0], "T1.2": t[0, 1], "T2.2": t[1, 1]}

@@ -20,7 +20,13 @@ from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, mixture, starts
 from hierarchy.models.network.field import network_system
-from hierarchy.models.network.model import DATA, MAX_WIDTH, SECOND_LAYERS, network_from_config
+from hierarchy.models.network.model import (
+    DATA,
+    MAX_WIDTH,
+    SECOND_LAYERS,
+    network_from_config,
+    teacher_labels,
+)
 from hierarchy.models.network import study as network_study
 from hierarchy.models.network.spectral import NetworkSpectra, block_names, check_spectra_network
 from hierarchy.spectra import config as spectra_config
@@ -59,8 +65,11 @@ KEY_HELP = {
     "model.teacher.noise": ("Label noise sigma: y gets sigma xi, xi ~ N(0, 1).",
                             "number in 0..1000"),
     "model.teacher.overlaps": ("Teacher overlaps T = w*_n.w*_m/N (labels T{n}.{m}, constant); "
-                               "`[]`: the identity.",
-                               "[] or a symmetric positive semi-definite M x M matrix"),
+                               "`[]`: the identity; `drawn`: the overlaps of M teachers with "
+                               "i.i.d. N(0, 1) weights in dimension `sgd.dimension`, drawn once "
+                               "from `init.seed` (T = I + O(N^-1/2)) and shared by the ODE and "
+                               "every SGD run.",
+                               '[], "drawn" or a symmetric positive semi-definite M x M matrix'),
     "model.teacher.second_layer_values": ("The teacher's second layer v*; `[]`: all 1.",
                                           "[] or M numbers of magnitude <= 1000"),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
@@ -299,6 +308,9 @@ def write_solution(out_dir, config, system, result, interrupted=None):
         eg_error = max(eg_error, risk_error)
     solve = config["solve"]
     scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
+    net = system.net
+    summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
+                                   in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
     summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
                    quadrature_error={"field": field_error, "eg": eg_error,
                                      "certified": bool(eg_error <= solve["atol"] + solve["rtol"]
