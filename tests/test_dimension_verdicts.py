@@ -122,3 +122,19 @@ def test_the_trajectories_figure_draws_the_ode_and_both_extreme_means(tmp_path):
     assert np.array_equal(lines["SGD mean ± 2 se, n = 8000"], mu[-1, :, 0])
     band = panel.collections[-1].get_paths()[0].vertices[:, 1]
     assert band.max() == pytest.approx(mu[-1, :, 0].max() + 2 * 0.01 / 5)
+
+
+def test_the_error_panels_say_not_within_and_noise_limited(tmp_path):
+    from hierarchy.study.dimension_report import plot_errors
+    n = np.array(DIMENSIONS, float)
+    spread = 0.4 * n ** -0.5
+    ode = np.zeros((TIMES, 2))
+    mu = np.zeros((len(n), TIMES, 2))
+    sd = np.zeros((len(n), TIMES, 2))
+    mu[:, 3, 0] = 0.1 * n ** -0.2 * np.array([1.0, 1.01, 0.99, 1.0, 1.01])
+    mu[:, 3, 1] = spread / np.sqrt(20) * np.array([1.0, 0.9, 1.1, 0.95, 1.0])
+    sd[:] = spread[:, None, None]
+    out = analyse_dimensions(DIMENSIONS, ["a", "b"], ode, mu, sd, 20)
+    fig = plot_errors(tmp_path / "e.png", out, DIMENSIONS, ["a", "b"])
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert "NOT within" in titles[0] and "noise-limited" in titles[1], titles

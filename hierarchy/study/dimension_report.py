@@ -231,8 +231,9 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
     noise = _error_matrix(analysis, labels, "noise")
     for label in chosen:
         j = labels.index(label)
-        panels.append((f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}",
-                       {"error": errors[:, j]}, noise[:, j]))
+        panels.append((f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}"
+                       f"{_panel_verdict(analysis, label)}", {"error": errors[:, j]},
+                       noise[:, j]))
     fig, axes = panel_grid(len(panels), max_columns=4)
     styles = {"worst": ("o-", "C0", "worst |mean SGD − ODE| of the group"),
               "median": ("s--", "C1", "median of the group"),
@@ -288,6 +289,17 @@ def plot_trajectories(path, times, reference, sgd_mu, sgd_sd, runs, dimensions, 
         fig.suptitle(title, fontsize=10)
     save_figure(fig, path)
     return fig
+
+
+def _panel_verdict(analysis, label):
+    """What a panel's title says beyond the slope: a slope outside the target even at two
+    standard errors, or an error no larger than its noise."""
+    loose = analysis.get("within_error", {}).get(label)
+    if loose is False or (loose is None and analysis["within_contract"][label] is False):
+        return " (NOT within ≤ −1/2)"
+    if analysis.get("noise_limited", {}).get(label):
+        return " (noise-limited)"
+    return ""
 
 
 def study_title(config, dimensions):
