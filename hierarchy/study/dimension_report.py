@@ -295,7 +295,8 @@ def _panel_verdict(analysis, label):
     """What a panel's title says beyond the slope: a slope outside the target even at two
     standard errors, or an error no larger than its noise."""
     loose = analysis.get("within_error", {}).get(label)
-    if loose is False or (loose is None and analysis["within_contract"][label] is False):
+    if loose is False or (loose is None
+                          and analysis.get("within_contract", {}).get(label) is False):
         return " (NOT within ≤ −1/2)"
     if analysis.get("noise_limited", {}).get(label):
         return " (noise-limited)"
