@@ -67,6 +67,15 @@ def block_names(kind, size):
                          f"{kind!r}", field="spectra.blocks")
 
 
+def layer_groups(ranks, blocks):
+    """``[(block names, r), ...]`` of a two-layer network: the selected first-layer blocks
+    with rank ``ranks[0]``, then ``v`` with ``ranks[1]`` (groups without a block left out)."""
+    r_w, r_v = ranks
+    first = [name for name in blocks if name != "v"]
+    return [(names, r) for names, r in ((first, r_w), (["v"] if "v" in blocks else [], r_v))
+            if names]
+
+
 def _selected(kind, size, blocks, own=None):
     names = list(own) if kind == "network" else block_names(kind, size)
     if isinstance(blocks, str) and blocks == "all":

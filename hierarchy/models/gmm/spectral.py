@@ -16,7 +16,7 @@ from hierarchy.models.gmm import ballistic
 from hierarchy.models.gmm.sgd import sample_batch
 from hierarchy.spectra.population import along_trajectory
 from hierarchy.spectra.population_xor import xor_population
-from hierarchy.spectra.snapshot import block_names
+from hierarchy.spectra.snapshot import block_names, layer_groups
 
 #: the contract's rank of each kind of block (Theorem 4.1)
 RANK_W, RANK_V = 2, 4
@@ -41,10 +41,7 @@ class XorSpectra:
 
     def groups(self, top, blocks):
         """``[(block names, r), ...]``: the first-layer blocks, then ``v``."""
-        r_w, r_v = self.ranks(top)
-        first = [name for name in blocks if name != "v"]
-        return [(names, r) for names, r in ((first, r_w), (["v"] if "v" in blocks else [], r_v))
-                if names]
+        return layer_groups(self.ranks(top), blocks)
 
     def run_zero(self, x):
         """Run 0's ``(W (K, d), v (K,))``, copied."""

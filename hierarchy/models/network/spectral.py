@@ -29,6 +29,7 @@ from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.sgd import data_law, run_zero_directions
 from hierarchy.ode.system import integrate_system
 from hierarchy.spectra.population_network import network_population
+from hierarchy.spectra.snapshot import layer_groups
 
 #: test samples drawn per call of the SGD sampler (bounds the broadcast directions' memory)
 SAMPLE_CHUNK = 256
@@ -112,10 +113,7 @@ class NetworkSpectra:
 
     def groups(self, top, blocks):
         """``[(block names, r), ...]``: the first-layer blocks, then ``v``."""
-        r_w, r_v = self.ranks(top)
-        first = [name for name in blocks if name != "v"]
-        return [(names, r) for names, r in ((first, r_w), (["v"] if "v" in blocks else [], r_v))
-                if names]
+        return layer_groups(self.ranks(top), blocks)
 
     def run_zero(self, x):
         """Run 0's parameters (copies) with its directions, as :class:`NetworkParameters`."""
