@@ -22,6 +22,7 @@ import sympy
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import closed_forms, quadrature
+from hierarchy.models.network import engine as expectation_engine
 from hierarchy.models.network.derivation import (
     needs_full_quadrature,
     single_field_function,
@@ -30,6 +31,7 @@ from hierarchy.models.network.derivation import (
 from hierarchy.models.network.gradients import SampleGradients, numpy_function
 from hierarchy.models.network.activations import X
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
+from hierarchy.models.network.step_moments import step_expectation
 
 
 def ridge_drift(net, u):
@@ -77,28 +79,54 @@ class TableField:
 
     engine = "numpy"
 
-    def __init__(self, net):
+    def __init__(self, net, target=None):
         self.net = net
         self.table = term_table(net)
         if self.table is None:
             raise HierarchyError("model.loss: the term table does not apply to this network "
                                  "(use the quadrature field)", field="model.loss")
+        self.target = expectation_engine.DEFAULT_TARGET if target is None else float(target)
         self.evaluators, self.quadrature_groups = [], []
+        pending = []
         for j, group in enumerate(self.table.groups):
             form = closed_forms.expectation(net, group.pattern)
             if form is None:
-                form, error = self._quadrature(net, group.pattern)
-                self.quadrature_groups.append((j, error))
+                exact = (closed_forms.orthant_expectation(net, group.pattern)
+                         or step_expectation(net, group.pattern))
+                if exact is None:
+                    pending.append(j)
+                else:
+                    form, error = exact
+                    self.quadrature_groups.append((j, error))
             self.evaluators.append(form)
+        self._engine_groups(net, pending)
+
+    def _engine_groups(self, net, pending):
+        """The groups left to quadrature: the compiled engine (:mod:`.engine`), else numpy."""
+        functions = sorted({single_field_function(net, e)
+                            for j in pending for e in self.table.groups[j].pattern},
+                           key=sympy.default_sort_key)
+        engine = expectation_engine.engine_for(functions) if pending else None
+        self.engine_rows = np.zeros(2 * self.table.size + 1)
+        for j in pending:
+            group = self.table.groups[j]
+            if engine is None:
+                form, error = self._quadrature(net, group.pattern)
+            else:
+                ids = [functions.index(single_field_function(net, e)) for e in group.pattern]
+                form = error = EngineGroup(engine.integral(ids), self, group)
+                np.add.at(self.engine_rows, group.target, 1.0)
+            self.evaluators[j] = form
+            self.quadrature_groups.append((j, error))
+
+    def set_target(self, target):
+        """The engine's target for one output's quadrature error (absolute)."""
+        self.target = float(target)
 
     @staticmethod
     def _quadrature(net, pattern):
-        """``(value, error)`` functions of ``C`` for a pattern without a closed form: relu's
-        truncated moments (:func:`~.closed_forms.truncated_moment`; only a four-dimensional
-        orthant has an error), Gauss-Hermite for smooth functions, else randomised QMC."""
-        moment = closed_forms.orthant_expectation(net, pattern)
-        if moment is not None:
-            return moment
+        """``(value, error)`` functions of ``C`` for a pattern without a closed form, in numpy
+        (when the engine cannot be had): Gauss-Hermite for smooth functions, else QMC."""
         expressions = [single_field_function(net, e) for e in pattern]
         functions = [numpy_function(h, X) for h in expressions]
         if not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min) for h in expressions):
@@ -111,23 +139,30 @@ class TableField:
     def _hermite(functions):
         return lambda c: quadrature.hermite_expectation(functions, c)
 
+    def group_values(self, j, c, v):
+        """The expectations of group ``j``'s rows at the full covariance ``c``."""
+        group = self.table.groups[j]
+        form = self.evaluators[j]
+        sub = sub_covariances(c, group.fields)
+        return form.values(sub, v) if isinstance(form, EngineGroup) else form(sub)
+
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
         u = np.asarray(u, dtype=float)
         c = gram(self.net, u)
         v = second_layer_of(self.net, u)
         out = np.zeros(2 * self.table.size + 1)
-        for group, form in zip(self.table.groups, self.evaluators):
-            values = form(sub_covariances(c, group.fields))
-            np.add.at(out, group.target, row_weights(group, v) * values)
+        for j, group in enumerate(self.table.groups):
+            np.add.at(out, group.target, row_weights(group, v) * self.group_values(j, c, v))
         return out
 
     def quadrature_error(self, u):
         """Bound on the quadrature error of ``[f, g, eg]`` at ``u`` (0 where all is closed form).
 
-        The sum over quadrature rows of ``|weight|`` times the row's error: ``|E_n - E_{2n}|``
-        of Gauss-Hermite for smooth functions and of the four-dimensional relu orthant, the
-        QMC replicates' standard error for other non-smooth ones.
+        The sum over quadrature rows of ``|weight|`` times the row's error: the engine's
+        two-order difference (:mod:`.engine`), ``|E_n - E_{2n}|`` of the four-dimensional
+        orthant integral (relu, erf), and in the numpy fallback Gauss-Hermite's two orders or
+        the QMC replicates' standard error.
         """
         u = np.asarray(u, dtype=float)
         c = gram(self.net, u)
@@ -135,9 +170,46 @@ class TableField:
         out = np.zeros(2 * self.table.size + 1)
         for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
-            error = estimate(sub_covariances(c, group.fields))
+            sub = sub_covariances(c, group.fields)
+            error = (estimate.errors(sub, v) if isinstance(estimate, EngineGroup)
+                     else estimate(sub))
             np.add.at(out, group.target, np.abs(row_weights(group, v)) * error)
         return out
+
+
+class EngineGroup:
+    """One group of rows evaluated by the compiled engine, each row to its share of the
+    field's target (:func:`~.engine.row_targets`).
+
+    Parameters
+    ----------
+    integral : hierarchy.models.network.engine.RowIntegral
+    field : TableField
+        Holds the target and the number of engine rows per output.
+    group : hierarchy.models.network.derivation.Group
+    """
+
+    def __init__(self, integral, field, group):
+        self.integral = integral
+        self.field = field
+        self.group = group
+        self._last = None
+
+    def evaluate(self, c, v):
+        """``(values, errors)`` of the rows at their covariances ``c (rows, d, d)``."""
+        key = (c.tobytes(), np.asarray(v, dtype=float).tobytes(), self.field.target)
+        if self._last is None or self._last[0] != key:
+            targets = expectation_engine.row_targets(
+                self.field.target, row_weights(self.group, v),
+                self.field.engine_rows[self.group.target])
+            self._last = (key, self.integral.evaluate(c, targets))
+        return self._last[1]
+
+    def values(self, c, v):
+        return self.evaluate(c, v)[0]
+
+    def errors(self, c, v):
+        return self.evaluate(c, v)[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,6 +354,23 @@ class NetworkSystem:
         """The population risk ``E[l(yhat, y*)]`` at ``u`` (no label noise)."""
         return float(self.evaluator.outputs(u)[2 * self.n])
 
+    @property
+    def adaptive(self):
+        """True when the field has engine rows whose effort follows a target."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return bool(np.any(getattr(field, "engine_rows", 0)))
+
+    @property
+    def quadrature_target(self):
+        """The engine's target of one output's quadrature error (None: no engine rows)."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return getattr(field, "target", None) if self.adaptive else None
+
+    def set_quadrature_target(self, target):
+        """Set the engine's target (absolute, per output); a no-op without engine rows."""
+        if hasattr(self.evaluator, "set_target"):
+            self.evaluator.set_target(target)
+
     def quadrature_error(self, u):
         """Estimated quadrature error of ``f + g`` and of ``eg`` at ``u``: ``(rhs, eg)``."""
         error = self.evaluator.quadrature_error(u)
@@ -289,7 +378,7 @@ class NetworkSystem:
                 float(error[2 * self.n]))
 
 
-def network_system(config_or_net, engine="auto"):
+def network_system(config_or_net, engine="auto", target=None):
     """The :class:`NetworkSystem` of a config or a :class:`~.model.Network`.
 
     Parameters
@@ -299,7 +388,17 @@ def network_system(config_or_net, engine="auto"):
         ``"auto"`` (compiled term table when it compiles, else numpy with a warning;
         quadrature when the table does not apply), ``"numpy"``, ``"compiled"`` or
         ``"quadrature"``.
+    target : float, optional
+        The expectation engine's target of one output's quadrature error (absolute; default
+        :data:`~.engine.DEFAULT_TARGET`).
     """
+    system = _network_system(config_or_net, engine)
+    if target is not None:
+        system.set_quadrature_target(target)
+    return system
+
+
+def _network_system(config_or_net, engine):
     net = config_or_net if isinstance(config_or_net, Network) else \
         network_from_config(config_or_net)
     if engine == "quadrature" or needs_full_quadrature(net):

@@ -21,7 +21,7 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.jit import cache
 from hierarchy.jit.render import render_template
 from hierarchy.models.network import closed_forms, quadrature
-from hierarchy.models.network.field import TableField, row_weights, sub_covariances
+from hierarchy.models.network.field import TableField, row_weights
 from hierarchy.models.network.model import gram, second_layer_of
 
 TEMPLATE = "network_field.pyx.j2"
@@ -149,12 +149,16 @@ class CompiledField:
                             terms, wick_c, pair_start, npairs, pairs, out, self.nout)
         for j in self.rest:
             group = self.table.groups[j]
-            values = self.reference.evaluators[j](sub_covariances(c, group.fields))
+            values = self.reference.group_values(j, c, v)
             np.add.at(out, group.target, row_weights(group, v) * values)
         return out
 
     def quadrature_error(self, u):
         return self.reference.quadrature_error(u)
+
+    def set_target(self, target):
+        """The target of the engine's rows (:meth:`~.field.TableField.set_target`)."""
+        self.reference.set_target(target)
 
 
 def compiled_field(net, required=False):
