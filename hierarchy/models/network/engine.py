@@ -40,8 +40,9 @@ import numpy as np
 SMOOTH_POINTS = (25, 33, 49, 65, 97, 129, 193, 257)
 #: Gauss-Legendre points per piece of a level with kinks, by order
 LEGENDRE_POINTS = (12, 16, 24, 32, 48, 64, 96, 128)
-#: highest order tried, by the number of fields (the cost is ``points^d``)
-MAX_ORDER = {1: 7, 2: 6, 3: 4, 4: 3}
+#: highest order tried, by the rank of the covariance (the number of nested levels ``r``:
+#: the cost is ``points^r``)
+MAX_ORDER = (7, 7, 6, 4, 3)
 #: the default target of one output's quadrature error (the solve's ``atol`` times
 #: :data:`TARGET_FACTOR` when the family knows it)
 DEFAULT_TARGET = 1e-12
@@ -137,7 +138,8 @@ def engine_source(expressions):
         bodies.append(c_function(expr))
         points.extend(repr(float(k)) for k in kinks(expr))
         kink_start.append(len(points))
-    return render_template(TEMPLATE, functions=bodies, kink_start=kink_start, kinks=points)
+    return render_template(TEMPLATE, functions=bodies, kink_start=kink_start, kinks=points,
+                           max_order=MAX_ORDER)
 
 
 def engine_for(expressions):
@@ -200,7 +202,7 @@ class Engine:
         smooth, legendre, starts, lx, lw = _rules()
         values, errors = np.zeros(rows), np.zeros(rows)
         orders = np.zeros(rows, dtype=np.int32)
-        top = MAX_ORDER[d]
+        top = len(SMOOTH_POINTS) - 1
         self.module.expectations(
             rows, d, np.array(ids, dtype=np.int32),
             np.array([self.kinked[i] for i in ids], dtype=np.int32), c.reshape(-1), targets,
@@ -214,17 +216,99 @@ class Engine:
 
 
 class RowIntegral:
-    """The expectation of one pattern (a tuple of function ids), as a function of ``C``.
-
-    ``values(c, targets)`` and ``errors(c, targets)`` (each row's target, absolute).
-    """
+    """The expectation of one pattern (a tuple of function ids), as a function of ``C``."""
 
     def __init__(self, engine, ids):
         self.engine = engine
         self.ids = ids
 
     def evaluate(self, c, targets):
+        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target."""
         values, errors, _ = self.engine.expectation(self.ids, c, targets)
+        return values, errors
+
+
+def is_smooth(expr):
+    """True when ``expr`` has no kink or step the engine would split at."""
+    try:
+        return not kinks(expr)
+    except UnsupportedFunction:
+        return False
+
+
+def stein_terms(expressions):
+    """``E[prod_f h_f(z_f)]`` with every linear factor ``h_a = x`` removed by Stein's lemma.
+
+    ``E[z_a F] = sum_b C_ab E[d_b F]`` lowers the dimension by one per linear factor (the drift
+    rows ``E[l' g'(lambda_i) lambda_k]`` become two-field integrals). Applied when every
+    function of the term is smooth (a kink's derivative is a delta).
+
+    Returns
+    -------
+    list of (float, tuple, tuple, tuple)
+        ``(coefficient, pairs, positions, functions)``: the expectation is the sum of
+        ``coefficient * prod_{(a, b) in pairs} C_ab * E[prod h(z_positions)]``.
+    """
+    import sympy
+
+    from hierarchy.models.network.activations import X
+    out, stack = [], [(1.0, (), tuple(range(len(expressions))), tuple(expressions))]
+    while stack:
+        coefficient, pairs, positions, functions = stack.pop()
+        constants = [float(h) for h in functions if not h.free_symbols]
+        coefficient *= math.prod(constants)
+        kept = [(p, h) for p, h in zip(positions, functions) if h.free_symbols]
+        positions = tuple(p for p, _ in kept)
+        functions = tuple(h for _, h in kept)
+        if coefficient == 0.0:
+            continue
+        linear = next((k for k, h in enumerate(functions) if h == X), None)
+        if linear is None or not all(is_smooth(h) for h in functions):
+            out.append((coefficient, pairs, positions, functions))
+            continue
+        for b, h in enumerate(functions):
+            if b == linear:
+                continue
+            slope = sympy.diff(h, X)
+            if slope == 0:
+                continue
+            rest = [k for k in range(len(functions)) if k != linear]
+            stack.append((coefficient, pairs + ((positions[linear], positions[b]),),
+                          tuple(positions[k] for k in rest),
+                          tuple(slope if k == b else functions[k] for k in rest)))
+    return out
+
+
+class PatternIntegral:
+    """The expectation of one pattern after :func:`stein_terms`, by the engine.
+
+    Parameters
+    ----------
+    engine : Engine
+    terms : list
+        From :func:`stein_terms`, with function ids (indices into ``engine.expressions``)
+        in place of the functions.
+    """
+
+    def __init__(self, engine, terms):
+        self.engine = engine
+        self.terms = terms
+
+    def evaluate(self, c, targets):
+        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target."""
+        values, errors = np.zeros(len(c)), np.zeros(len(c))
+        for coefficient, pairs, positions, ids in self.terms:
+            factor = np.full(len(c), coefficient)
+            for a, b in pairs:
+                factor = factor * c[:, a, b]
+            if not positions:
+                values = values + factor
+                continue
+            sub = c[:, positions][:, :, positions]
+            share = np.maximum(np.abs(factor) * len(self.terms), 1e-300)
+            v, e, _ = self.engine.expectation(ids, sub, targets / share)
+            values = values + factor * v
+            errors = errors + np.abs(factor) * e
         return values, errors
 
 

@@ -102,19 +102,24 @@ class TableField:
         self._engine_groups(net, pending)
 
     def _engine_groups(self, net, pending):
-        """The groups left to quadrature: the compiled engine (:mod:`.engine`), else numpy."""
-        functions = sorted({single_field_function(net, e)
-                            for j in pending for e in self.table.groups[j].pattern},
+        """The groups left to quadrature: the compiled engine (:mod:`.engine`, after Stein's
+        lemma on linear factors), else numpy."""
+        terms = {j: expectation_engine.stein_terms(
+            [single_field_function(net, e) for e in self.table.groups[j].pattern])
+            for j in pending}
+        functions = sorted({h for j in pending for *_, hs in terms[j] for h in hs},
                            key=sympy.default_sort_key)
-        engine = expectation_engine.engine_for(functions) if pending else None
+        engine = expectation_engine.engine_for(functions) if functions else None
         self.engine_rows = np.zeros(2 * self.table.size + 1)
         for j in pending:
             group = self.table.groups[j]
-            if engine is None:
+            if engine is None and functions:
                 form, error = self._quadrature(net, group.pattern)
             else:
-                ids = [functions.index(single_field_function(net, e)) for e in group.pattern]
-                form = error = EngineGroup(engine.integral(ids), self, group)
+                integral = expectation_engine.PatternIntegral(engine, [
+                    (c, pairs, positions, tuple(functions.index(h) for h in hs))
+                    for c, pairs, positions, hs in terms[j]])
+                form = error = EngineGroup(integral, self, group)
                 np.add.at(self.engine_rows, group.target, 1.0)
             self.evaluators[j] = form
             self.quadrature_groups.append((j, error))
