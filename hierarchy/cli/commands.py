@@ -10,7 +10,6 @@ progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
 import json
 import pathlib
 
-from hierarchy.cli import listing
 from hierarchy.cli.parser import parse_index_list, parse_int
 from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
@@ -318,6 +317,7 @@ def jsonable_eigenvalue(value):
 
 def list_solvers(args, progress):
     """``hierarchy list``: the cached and generated solvers (:mod:`hierarchy.cli.listing`)."""
+    from hierarchy.cli import listing  # the attention family's imports, for this command only
     print(listing.solver_table())
 
 

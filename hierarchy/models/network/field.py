@@ -55,6 +55,32 @@ def time_factor(net):
     return mixture_time_factor(net.mixture, net.step)
 
 
+class GramLayout:
+    """:func:`~.model.gram` as one scatter: the state's entries into ``[[Q, R], [R^T, T]]``.
+
+    The field is called thousands of times per solve; ``gram``'s ``triu_indices`` and
+    ``np.block`` cost more than the compiled closed forms of a committee machine.
+    """
+
+    def __init__(self, net):
+        size = len(net.labels)
+        self.base = gram(net, np.zeros(size))
+        positions, sources = [], []
+        for j in range(net.K * (net.K + 1) // 2 + net.K * net.M):
+            unit = np.zeros(size)
+            unit[j] = 1.0
+            for flat in np.flatnonzero(gram(net, unit) - self.base):
+                positions.append(flat)
+                sources.append(j)
+        self.positions = np.array(positions, dtype=np.int64)
+        self.sources = np.array(sources, dtype=np.int64)
+
+    def __call__(self, u):
+        out = self.base.copy()
+        out.flat[self.positions] = np.asarray(u, dtype=float)[self.sources]
+        return out
+
+
 def row_weights(group, v):
     """``coefficient * prod v[v_index]`` of every row of a group (trained ``v``)."""
     weights = group.coefficient.copy()
@@ -86,6 +112,7 @@ class TableField:
             raise HierarchyError("model.loss: the term table does not apply to this network "
                                  "(use the quadrature field)", field="model.loss")
         self.target = expectation_engine.DEFAULT_TARGET if target is None else float(target)
+        self.gram = GramLayout(net)
         self.evaluators, self.quadrature_groups = [], []
         pending = []
         for j, group in enumerate(self.table.groups):
@@ -154,7 +181,7 @@ class TableField:
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
+        c = self.gram(u)
         v = second_layer_of(self.net, u)
         out = np.zeros(2 * self.table.size + 1)
         for j, group in enumerate(self.table.groups):

@@ -22,7 +22,7 @@ from hierarchy.jit import cache
 from hierarchy.jit.render import render_template
 from hierarchy.models.network import closed_forms, quadrature
 from hierarchy.models.network.field import TableField, row_weights
-from hierarchy.models.network.model import gram, second_layer_of
+from hierarchy.models.network.model import second_layer_of
 
 TEMPLATE = "network_field.pyx.j2"
 #: the row kinds of the kernel, in the order of its enum
@@ -139,7 +139,7 @@ class CompiledField:
 
     def outputs(self, u):
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
+        c = self.reference.gram(u)
         v = np.ascontiguousarray(second_layer_of(self.net, u))
         out = np.zeros(self.nout)
         kind, fields, coef, v_index, V, target, wick_start, terms, wick_c, pair_start, \
