@@ -43,6 +43,9 @@ LEGENDRE_POINTS = (12, 16, 24, 32, 48, 64, 96, 128)
 #: highest order tried, by the rank of the covariance (the number of nested levels ``r``:
 #: the cost is ``points^r``)
 MAX_ORDER = (7, 7, 6, 4, 3)
+#: the same when the innermost level is a table (one smooth field ends there, ``r >= 3``:
+#: the cost is ``points^(r - 1)``)
+MAX_ORDER_TABLE = (7, 7, 6, 6, 5)
 #: the default target of one output's quadrature error (the solve's ``atol`` times
 #: :data:`TARGET_FACTOR` when the family knows it)
 DEFAULT_TARGET = 1e-12
@@ -139,7 +142,7 @@ def engine_source(expressions):
         points.extend(repr(float(k)) for k in kinks(expr))
         kink_start.append(len(points))
     return render_template(TEMPLATE, functions=bodies, kink_start=kink_start, kinks=points,
-                           max_order=MAX_ORDER)
+                           max_order=MAX_ORDER, max_order_table=MAX_ORDER_TABLE)
 
 
 def engine_for(expressions):
