@@ -151,8 +151,10 @@ def second_derivative(activation):
     return sympy.diff(activation, X, 2).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
 
 
+@functools.lru_cache(maxsize=256)
 def derivative(activation):
-    """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``)."""
+    """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``; memoised: the derivation
+    asks for it once per pattern entry)."""
     return sympy.diff(activation, X)
 
 

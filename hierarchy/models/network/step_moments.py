@@ -24,7 +24,7 @@ from itertools import product
 import numpy as np
 
 from hierarchy.models.network.closed_forms import (
-    _lifted,
+    lifted,
     closed_form_name,
     truncated_moment,
 )
@@ -115,9 +115,9 @@ def step_expectation(net, pattern):
         return None
 
     def value(c):
-        return step_moment(plan, _lifted(c, 1.0))[0]
+        return step_moment(plan, lifted(c, 1.0))[0]
 
     def error(c):
-        once, integral = step_moment(plan, _lifted(c, 1.0))
-        return integral + np.abs(step_moment(plan, _lifted(c, 2.0))[0] - once)
+        once, integral = step_moment(plan, lifted(c, 1.0))
+        return integral + np.abs(step_moment(plan, lifted(c, 2.0))[0] - once)
     return value, error
