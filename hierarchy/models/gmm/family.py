@@ -39,7 +39,7 @@ from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_p
 from hierarchy.models.gmm.model import Mixture
 from hierarchy.models.gmm.spectral import XorSpectra
 from hierarchy.models.gmm.starts import from_table, gaussian_start
-from hierarchy.models.gmm.study import STUDY
+from hierarchy.models.gmm.study import STUDY, odes_from_starts
 from hierarchy.models.gmm.system import system as mixture_system
 from hierarchy.ode.default_job import write_solved
 from hierarchy.ode.integrate import SolveInterrupted
@@ -212,6 +212,11 @@ class MixtureFamily(ModelFamily):
                 raise
         return write_solved(out_dir, config, trajectory, self.state_name,
                             trajectory.info.get("method", ""))
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """The ballistic ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return odes_from_starts(config, labels, starts, times)
 
     # 11
     def study_model(self):

@@ -33,7 +33,7 @@ from hierarchy.models.multiclass.fixed_points import (
 from hierarchy.models.multiclass.model import MAX_CLASSES, Multiclass
 from hierarchy.models.multiclass.spectral import MulticlassSpectra
 from hierarchy.models.multiclass.starts import from_table, gaussian_start
-from hierarchy.models.multiclass.study import STUDY
+from hierarchy.models.multiclass.study import STUDY, odes_from_starts
 from hierarchy.ode.default_job import write_solved
 from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.spectra import config as spectra_config
@@ -200,6 +200,11 @@ class MulticlassFamily(ModelFamily):
                 write_solved(out_dir, config, stop.result, self.state_name, solve["method"])
                 raise
         return write_solved(out_dir, config, trajectory, self.state_name, solve["method"])
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """The ballistic ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return odes_from_starts(config, labels, starts, times)
 
     # 11
     def study_model(self):

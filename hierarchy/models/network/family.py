@@ -275,6 +275,17 @@ class NetworkFamily(ModelFamily):
         """The study's own check (before any job)."""
         network_study.check(config)
 
+    # 14, 15
+    def paired_odes(self, config, labels, starts, times):
+        """The ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return network_study.odes_from_starts(config, labels, starts, times)
+
+    def unit_matching(self, config):
+        """Student units matched to teacher units by maximum ``|R|``
+        (:mod:`hierarchy.models.network.matching`), when they are interchangeable."""
+        from hierarchy.models.network.matching import unit_matching
+        return unit_matching(self.network(config))
+
     # 12 (N2)
     def fixed_points(self, config, progress=None):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the

@@ -41,7 +41,7 @@ from hierarchy.models.summary.fixed_points import (
     fixed_points as classified_fixed_points,
 )
 from hierarchy.models.summary.model import MAX_ORDER, SpikedPCA
-from hierarchy.models.summary.study import STUDY
+from hierarchy.models.summary.study import STUDY, odes_from_starts
 from hierarchy.models.summary.symbols import LABELS
 from hierarchy.spectra.job import run_ensemble
 from hierarchy.study import dimension_config
@@ -186,6 +186,11 @@ class SpikedPCAFamily(ModelFamily):
                             state_name=self.state_name, resume=resume, progress=progress,
                             dimension=int(table["dimension"]),
                             sampler="noise (O(n), exact in law)")
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """The ballistic ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return odes_from_starts(config, labels, starts, times)
 
     # 11
     def study_model(self):
