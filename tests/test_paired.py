@@ -16,6 +16,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
 from hierarchy.core.registry import family_of
 from hierarchy.core.summary_table import comparison_table
 from hierarchy.models.network import matching
@@ -205,12 +206,12 @@ def test_the_paired_fit_resolves_the_rate(power, within):
 def test_the_study_writes_and_fits_the_paired_differences(tmp_path):
     path = tmp_path / "study.toml"
     path.write_text(COMMITTEE.format(t_final=1.0, points=3, dimension=20, runs=2) + SWAPPED
-                    + '[study]\ndimensions = [20, 40, 80]\nruns = 3\nscheduler = "serial"\n')
+                    + '[study]\ndimensions = [8, 16, 32]\nruns = 3\nscheduler = "serial"\n')
     summary = run_study(load_config(path), tmp_path / "s", quiet=True)
     assert set(summary["rate"]) == {"sgd", "paired"} and "paired" in summary["fits"]
     assert set(summary["paired_slope_stderr"]) == set(summary["observables"])
     # the start is swapped and stays so: every run is relabelled, at every dimension
-    assert summary["matching"]["runs_relabelled"] == {"20": 3, "40": 3, "80": 3}
+    assert summary["matching"]["runs_relabelled"] == {"8": 3, "16": 3, "32": 3}
     with np.load(tmp_path / "s" / "result.npz") as data:
         assert data["paired_abs"].shape == data["paired_abs_se"].shape == (3, 3, 8)
         assert data["paired_errors"].shape == (3, 8)
@@ -226,3 +227,39 @@ def test_the_slope_error_carried_from_two_points():
     span = np.log(400.0) - np.log(100.0)
     expected = np.sqrt((0.02 / 0.2) ** 2 + (0.005 / 0.1) ** 2) / span
     assert dimension_analysis.propagated_stderr([100, 400], e, se) == pytest.approx(expected)
+
+
+def test_paired_runs_caps_the_solves_of_a_random_start(tmp_path):
+    config, data, summary = run_sgd(tmp_path, COMMITTEE.format(
+        t_final=1.0, points=3, dimension=20, runs=5).replace("runs = 5", "runs = 5\npaired_runs = 2")
+        + '[init]\nsource = "gaussian"\nscale = 0.5\n')
+    odes = data["ode_paired_unmatched"]
+    assert np.all(np.isfinite(odes[:2])) and np.all(np.isnan(odes[2:]))
+    np.testing.assert_array_equal(data["paired_count"], [2, 2, 2])
+    assert summary["comparison"]["paired_runs"] == 2 and summary["comparison"]["runs"] == 5
+    assert "2 of 5 runs paired" in comparison_table(summary["comparison"])
+
+
+@pytest.mark.parametrize("value", ["some", -1, 1.5, True])
+def test_a_bad_paired_runs_is_refused_naming_the_field(value):
+    with pytest.raises(HierarchyError) as error:
+        load_config(None, {"model": {"family": "gmm-binary"}, "sgd": {"paired_runs": value}})
+    assert error.value.field == "sgd.paired_runs" and '"all"' in str(error.value)
+
+
+def test_every_ensemble_family_writes_its_paired_odes(tmp_path):
+    config, data, summary = run_sgd(tmp_path, """
+[model]
+family = "gmm-binary"
+snr = "inf"
+[solve]
+t_final = 2.0
+points = 5
+[sgd]
+dimension = 50
+runs = 4
+""")
+    np.testing.assert_allclose(data["ode_paired"][:, 0], data["u_runs"][:, 0], atol=1e-12)
+    assert np.ptp(data["u_runs"][:, 0, 0]) > 1e-3          # the Gaussian start: own starts
+    assert not summary["matching"]["matched"] and "u_runs_unmatched" not in data
+    assert set(summary["comparison"]["statistics"]) == set(data["labels"])

@@ -112,9 +112,13 @@ def comparison_table(comparison, matching=None, limit=FULL_LIMIT):
     """The printed lines of a comparison (:func:`hierarchy.sgd.paired.comparison_summary`): one per statistic up
     to ``limit`` of them, else the worst of each group; then what the matching did."""
     statistics = comparison["statistics"]
+    pairs = comparison.get("paired_runs")
+    runs = "" if pairs is None else (f"; {pairs} of {comparison['runs']} runs paired "
+                                     "(sgd.paired_runs)" if pairs < comparison["runs"]
+                                     else f"; all {pairs} runs paired")
     head = ["SGD against the ODE, max over t (paired: mean over runs of |SGD_r - ODE_r| ± its "
             "standard error, ODE_r from run r's own start; unpaired: |mean SGD - ODE from the "
-            "mean start|):"]
+            f"mean start|{runs}):"]
     rows = list(statistics) if len(statistics) <= limit else [
         max(members, key=lambda m: _or(statistics[m]["paired"]))
         for members in groups(list(statistics)).values()]

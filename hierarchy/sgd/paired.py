@@ -154,36 +154,62 @@ def compare_runs(family, config, labels, t, u_runs):
     -------
     dict or None
         ``arrays`` (``u_runs`` matched, ``u_runs_unmatched``, ``permutation`` when matched,
-        ``ode_paired``, ``ode_paired_unmatched``, ``ode_mean_start``, ``paired_difference``,
-        ``paired_difference_se``) and ``summary`` (``comparison``: per statistic the paired
-        and unpaired errors, and ``matching``).
+        ``ode_paired`` (NaN rows for the runs beyond ``sgd.paired_runs``: see
+        :func:`paired_count`), ``ode_paired_unmatched``, ``ode_mean_start``,
+        ``paired_difference``, ``paired_difference_se``, ``paired_count``) and ``summary``
+        (``comparison``: per statistic the paired and unpaired errors, ``paired_runs`` and
+        ``runs``; ``matching``). None when there is neither a paired ODE nor a matching.
     """
     t, u_runs = np.asarray(t, float), np.asarray(u_runs, float)
+    matching = family.unit_matching(config)
     if len(t) == 0 or t[0] != 0.0:
         return None
-    raw_paired = family.paired_odes(config, labels, u_runs[:, 0], t)
+    starts = u_runs[:, 0]
+    count = paired_count(config.get("sgd", {}).get("paired_runs", "all"), starts)
+    raw_paired = family.paired_odes(config, labels, starts[:count], t) if count else None
     if raw_paired is None:
-        return None
-    raw_paired = np.asarray(raw_paired, float)
-    starts = u_runs[:, 0][np.all(np.isfinite(u_runs[:, 0]), axis=1)]
-    mean_ode = np.asarray(family.paired_odes(config, labels, starts.mean(axis=0)[None], t),
+        return None if matching is None else matched_only(matching, labels, u_runs)
+    raw_paired = np.concatenate([np.asarray(raw_paired, float), np.full(
+        (len(u_runs) - count,) + u_runs.shape[1:], np.nan)])
+    finite = starts[np.all(np.isfinite(starts), axis=1)]
+    mean_ode = np.asarray(family.paired_odes(config, labels, finite.mean(axis=0)[None], t),
                           float)
-    matching = family.unit_matching(config)
     matched, (paired,), permutations = match_runs(matching, labels, u_runs, raw_paired)
     if matching is not None:
         # the ODE from the mean start is no run's pair: it is matched on its own
         mean_ode = matching.permute(labels, mean_ode, matching.permutations(labels, mean_ode))
     mean_ode = mean_ode[0]
-    difference, se, count = paired_difference(matched, paired)
+    difference, se, pairs = paired_difference(matched, paired)
     arrays = {"u_runs": matched, "ode_paired": paired, "ode_mean_start": mean_ode,
               "paired_difference": difference, "paired_difference_se": se,
-              "paired_count": count}
+              "paired_count": pairs}
     if matching is not None:
         arrays.update(u_runs_unmatched=u_runs, ode_paired_unmatched=raw_paired,
                       permutation=permutations)
+    comparison = comparison_summary(labels, t, matched, paired, mean_ode)
+    comparison.update(paired_runs=int(count), runs=int(len(u_runs)))
     return {"arrays": arrays,
-            "summary": {"comparison": comparison_summary(labels, t, matched, paired, mean_ode),
+            "summary": {"comparison": comparison,
                         "matching": matching_report(matching, permutations)}}
+
+
+def paired_count(limit, starts):
+    """How many runs (the first ones) to pair: all when every start is the same (one solve
+    serves them all), else ``limit`` (``"all"`` or an integer) of them."""
+    starts = np.asarray(starts, float)
+    finite = starts[np.all(np.isfinite(starts), axis=1)]
+    if len(finite) and np.all(np.abs(finite - finite[0])
+                              <= SAME_START * np.maximum(1.0, np.abs(finite[0]))):
+        return len(starts)
+    return len(starts) if limit == "all" else min(int(limit), len(starts))
+
+
+def matched_only(matching, labels, u_runs):
+    """:func:`compare_runs` without paired ODEs: the matching alone."""
+    matched, _, permutations = match_runs(matching, labels, u_runs)
+    return {"arrays": {"u_runs": matched, "u_runs_unmatched": u_runs,
+                       "permutation": permutations},
+            "summary": {"matching": matching_report(matching, permutations)}}
 
 
 def with_comparison(family, config, labels, t, mean, arrays, record):

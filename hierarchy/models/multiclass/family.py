@@ -15,10 +15,12 @@ Gram matrix); ``[sgd] dimension, step, runs, seed``; ``[init] source = "gaussian
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import (
     RIDGE_MAX,
+    PAIRED_RUNS,
     SGD_KEY_HELP,
     SNR_MIN,
     START_LIMIT,
     STEP_MAX,
+    check_paired_runs,
     check_sgd_ensemble,
     check_start,
     start_table,
@@ -89,7 +91,8 @@ class MulticlassFamily(ModelFamily):
             "init": {"source": "gaussian", "statistics": {}},
             "solve": {"t_final": 50.0, "points": 51, "rtol": 1e-5, "atol": 1e-7,
                       "method": "RK45"},
-            "sgd": {"dimension": 1000, "step": 1.0, "runs": 1, "seed": 0},
+            "sgd": {"dimension": 1000, "step": 1.0, "runs": 1, "seed": 0,
+                    "paired_runs": PAIRED_RUNS},
             "study": dict(STUDY_DEFAULTS),
             "spectra": dict(spectra_config.DEFAULTS),
         }
@@ -110,6 +113,7 @@ class MulticlassFamily(ModelFamily):
         table["dimension"] = fields.integer(table, "sgd", "dimension", 2 * model.classes)
         for key, low in (("runs", 1), ("seed", 0)):
             table[key] = fields.integer(table, "sgd", key, low)
+        table["paired_runs"] = check_paired_runs(table)
         self.check_ensemble(config, model, table["dimension"], table["runs"])
         config["init"]["statistics"] = self._start_table(config["init"], model)
         dimension_config.validate_study(config["study"])

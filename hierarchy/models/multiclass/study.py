@@ -4,10 +4,10 @@ The study (:class:`hierarchy.study.dimensions.DimensionStudy`) integrates the ba
 once (:func:`hierarchy.models.multiclass.field.integrate_field`) and, for each ``[study]
 dimensions`` entry ``d``, trains ``study.runs`` classifiers by online SGD
 (:func:`hierarchy.models.multiclass.sgd.run_sgd`), reporting per statistic
-``max_t |mean SGD - ODE|`` against ``d``. Both starts have one reference ODE: a
-``"statistics"`` start is realised exactly by every run, and the Gaussian start
-``x^c ~ N(0, I_d/d)`` has the deterministic limit ``m = 0``, ``R_perp = I`` (its
-``O(d^{-1/2})`` fluctuations are part of the measured error).
+``max_t |mean SGD - ODE|`` against ``d``. A ``"statistics"`` start is realised exactly by
+every run and has one reference ODE; from the Gaussian start ``x^c ~ N(0, I_d/d)`` each run
+is paired with the ODE from its own initial statistics (:func:`odes_from_starts`, one solve
+per run), whose limit ``m = 0``, ``R_perp = I`` it approaches only as ``d`` grows.
 """
 
 import numpy as np

@@ -13,7 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import (
+    PAIRED_RUNS,
+    SGD_KEY_HELP,
+    check_paired_runs,
+    check_start,
+)
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status
@@ -128,7 +133,7 @@ class NetworkFamily(ModelFamily):
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0},
+                "seed": 0, "paired_runs": PAIRED_RUNS},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -145,6 +150,7 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)

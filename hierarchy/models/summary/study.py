@@ -3,14 +3,17 @@
 The study (:class:`hierarchy.study.dimensions.DimensionStudy`) runs the ballistic ODE once
 and, for each ``[study] dimensions`` entry ``n``, ``study.runs`` exact-in-law SGD runs (the
 ``O(n)`` noise sampler, :func:`hierarchy.models.summary.sgd.noise_sgd`), all from the
-config's start, and reports per statistic ``max_t |mean SGD − ODE|`` against ``n``. The SGD
+config's start, and reports per statistic ``max_t |mean SGD − ODE|`` against ``n`` (and
+the paired differences, :mod:`hierarchy.study.dimensions`). The SGD
 statistics are recorded at the steps nearest the output times (``t = l c_δ / n``), an
 ``O(1/n)`` offset that is part of the measured error.
 
-Caveat (not a theorem of the contract): from the Gaussian start above threshold the ODE stays
-at the unstable fixed point ``m = 0`` while SGD escapes it after a time ``≈ ln n``; the error
-then falls far slower than ``n^{-1/2}`` over any fixed horizon, and the study measures that
-as it is. Start from ``m > 0`` (``[init.statistics]``) to test the ballistic limit.
+From the Gaussian start each run is paired with the ODE from its own initial statistics
+(:func:`odes_from_starts`; ``m_r(0) = O(n^{-1/2})``): above threshold that ODE escapes the
+unstable fixed point ``m = 0`` as the run does, after a time ``≈ ln n``, where the one ODE
+from the limit start ``(0, 1)`` would stay at ``m = 0`` (what the ``ode`` job and
+``mu`` of the result hold). A start from given statistics (``m > 0``) tests the ballistic
+limit with one shared ODE.
 """
 
 import numpy as np
