@@ -230,9 +230,9 @@ def test_the_slope_error_carried_from_two_points():
 
 
 def test_paired_runs_caps_the_solves_of_a_random_start(tmp_path):
-    config, data, summary = run_sgd(tmp_path, COMMITTEE.format(
-        t_final=1.0, points=3, dimension=20, runs=5).replace("runs = 5", "runs = 5\npaired_runs = 2")
-        + '[init]\nsource = "gaussian"\nscale = 0.5\n')
+    text = COMMITTEE.format(t_final=1.0, points=3, dimension=20, runs=5)
+    config, data, summary = run_sgd(tmp_path, text.replace("runs = 5", "runs = 5\npaired_runs = 2")
+                                    + '[init]\nsource = "gaussian"\nscale = 0.5\n')
     odes = data["ode_paired_unmatched"]
     assert np.all(np.isfinite(odes[:2])) and np.all(np.isnan(odes[2:]))
     np.testing.assert_array_equal(data["paired_count"], [2, 2, 2])

@@ -109,8 +109,9 @@ def _short(value):
 
 
 def comparison_table(comparison, matching=None, limit=FULL_LIMIT):
-    """The printed lines of a comparison (:func:`hierarchy.sgd.paired.comparison_summary`): one per statistic up
-    to ``limit`` of them, else the worst of each group; then what the matching did."""
+    """The printed lines of a comparison (:func:`hierarchy.sgd.paired.comparison_summary`):
+    one per statistic up to ``limit`` of them, else the worst of each group; then what the
+    matching did."""
     statistics = comparison["statistics"]
     pairs = comparison.get("paired_runs")
     runs = "" if pairs is None else (f"; {pairs} of {comparison['runs']} runs paired "

@@ -298,14 +298,14 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
     for label in chosen:
         j = labels.index(label)
         curves = {"error": errors[:, j]}
-        title = (f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}"
-                 f"{_panel_verdict(analysis, label)}")
+        heading = (f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}"
+                   f"{_panel_verdict(analysis, label)}")
         if paired is not None:
             curves["paired"] = paired[:, j]
-            title += f"\npaired slope {analysis['rate']['paired'][label]:.2f}"
+            heading += f"\npaired slope {analysis['rate']['paired'][label]:.2f}"
             stderr = analysis["paired_slope_stderr"][label]
-            title += "" if stderr is None else f" ± {stderr:.2f}"
-        panels.append((title, curves, noise[:, j]))
+            heading += "" if stderr is None else f" ± {stderr:.2f}"
+        panels.append((heading, curves, noise[:, j]))
     fig, axes = panel_grid(len(panels), max_columns=4)
     styles = {"worst": ("o-", "C0", "worst |mean SGD − ODE| of the group"),
               "median": ("s--", "C1", "median of the group"),
@@ -385,6 +385,17 @@ def study_title(config, dimensions):
                                   f"{significant(config['solve']['t_final'])}")
 
 
+def matching_entry(matching, results):
+    """The summary's ``matching`` (what was done, runs relabelled per ``n``), or None."""
+    relabelled = {str(job.dimension): int(np.asarray(r["relabelled"]))
+                  for job, r in sorted(results.items(), key=lambda item: item[0].dimension or 0)
+                  if job.kind != ODE and "relabelled" in r}
+    if matching is None or not relabelled:
+        return None
+    return {"description": matching.description + "; the ODE job's trajectory on its own",
+            "runs_relabelled": relabelled}
+
+
 def write_dimension_study(checkpoint, config, labels, results, *, complete, seconds,
                           resume_report=None):
     """Analyse the jobs' results and write the study's files; returns the summary.
@@ -435,28 +446,28 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
     if paired is not None:
         arrays.update(paired_abs=paired[0], paired_abs_se=paired[1],
                       paired_errors=_error_matrix(analysis, labels, source="paired_errors"))
-    relabelled = {str(job.dimension): int(r["relabelled"]) for job, r in results.items()
-                  if job.kind != ODE and "relabelled" in r}
-    if relabelled:
-        summary["matching"] = {
-            "description": "each run's student units relabelled to the teacher units by "
-                           "maximum |R| at its last time, its paired ODE by the same "
-                           "permutation, the ODE on its own, before any average over runs",
-            "runs_relabelled": relabelled}
     family = registry.family_of(config)
+    title = study_title(config, dimensions)
+    matching = matching_entry(family.unit_matching(config), results)
+    if matching is not None:
+        summary["matching"] = matching
+        shown = ", ".join(f"n = {n}: {count}" for n, count in matching["runs_relabelled"].items())
+        summary["table"] += (f"\n{matching['description']} "
+                             f"(runs relabelled: {shown})")
+        title += "\nruns matched to the teacher units (maximum |R|) before every mean"
 
     def draw():
         with hold_signals():
             atomic_write(checkpoint.out_dir / TABLE_FILE,
                          format_full_table(analysis, dimensions, labels) + "\n")
         plot_errors(checkpoint.out_dir / "study_errors.png", analysis, dimensions, labels,
-                    chosen=chosen, title=study_title(config, dimensions),
+                    chosen=chosen, title=title,
                     math_label=family.math_label)
         # the paired reference's spread is that of run minus its ODE: the band of the mean
         # of the runs is then that spread's standard error about the mean reference
         plot_trajectories(checkpoint.out_dir / TRAJECTORIES_FILE, times, reference, sgd_mu,
                           spread, int(study["runs"]), dimensions, labels, chosen=chosen,
-                          title=study_title(config, dimensions), math_label=family.math_label,
+                          title=title, math_label=family.math_label,
                           time_label=family.time_label(config))
 
     top_level = {"errors": summary["errors"], "rate": summary["rate"]}
