@@ -525,7 +525,7 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
     if trajectory.status == Status.INTERRUPTED:
         return job.summary(trajectory, **report())
     extra = on_finish(trajectory) if on_finish is not None else {}
-    summary = job.finish(trajectory, **{**report(), **extra})
+    summary = job.finish(trajectory, progress=progress, **{**report(), **extra})
     if resume and progress is not None:
         progress.line(resume_line(summary))
     return summary
@@ -594,12 +594,16 @@ class EnsembleJob:
                              extra_arrays=arrays, state=state, force=True,
                              state_name=self.state_name)
 
-    def finish(self, trajectory, result_arrays=None, **summary):
+    def finish(self, trajectory, result_arrays=None, progress=None, **summary):
         """Write the final result (a diverged one stays ``complete: false``, without state);
-        ``result_arrays`` (from a family's ``on_finish``) are more arrays of ``result.npz``."""
+        ``result_arrays`` (from a family's ``on_finish``) are more arrays of ``result.npz``;
+        the paired comparison (:func:`hierarchy.sgd.paired.with_comparison`) is announced
+        on ``progress``."""
         t, mean, arrays, record = self.files(trajectory, **summary)
         mean, arrays, record = with_comparison(family_of(self.config), self.config,
-                                               list(trajectory.labels), t, mean, arrays, record)
+                                               list(trajectory.labels), t, mean, arrays, record,
+                                               announce=None if progress is None
+                                               else progress.line)
         arrays = {**arrays, **(result_arrays or {})}
         if record["complete"]:
             self.checkpoint.finish(t=t, mu=mean, labels=trajectory.labels, summary=record,

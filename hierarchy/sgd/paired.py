@@ -135,7 +135,7 @@ def matching_report(matching, permutations):
 # The comparison of `hierarchy sgd`
 
 
-def compare_runs(family, config, labels, t, u_runs):
+def compare_runs(family, config, labels, t, u_runs, announce=None):
     """The paired comparison of an ensemble (module docstring), or None when the family
     has no ODE to pair with its runs.
 
@@ -149,6 +149,8 @@ def compare_runs(family, config, labels, t, u_runs):
         The recorded times; ``t[0]`` must be the start (0).
     u_runs : array_like (runs, T, k)
         The runs as recorded (unmatched).
+    announce : callable, optional
+        ``announce(line)``: told before the ODE solves start (they may take minutes).
 
     Returns
     -------
@@ -166,6 +168,9 @@ def compare_runs(family, config, labels, t, u_runs):
         return None
     starts = u_runs[:, 0]
     count = paired_count(config.get("sgd", {}).get("paired_runs", "all"), starts)
+    if count and announce is not None:
+        announce(f"sgd: the ODE from each run's own start, for {count} of {len(starts)} runs "
+                 "(sgd.paired_runs), and from the mean start")
     raw_paired = family.paired_odes(config, labels, starts[:count], t) if count else None
     if raw_paired is None:
         return None if matching is None else matched_only(matching, labels, u_runs)
@@ -212,15 +217,16 @@ def matched_only(matching, labels, u_runs):
             "summary": {"matching": matching_report(matching, permutations)}}
 
 
-def with_comparison(family, config, labels, t, mean, arrays, record):
+def with_comparison(family, config, labels, t, mean, arrays, record, announce=None):
     """The result files of a finished ensemble with its comparison (:func:`compare_runs`).
 
     ``mean``, ``arrays`` (with ``u_runs``) and ``record`` (the summary, with ``final``) are
-    those of :func:`hierarchy.sgd.ensemble.ensemble_files`; returned updated: with a
+    those of :func:`hierarchy.sgd.ensemble.ensemble_files` (``announce``: see
+    :func:`compare_runs`); returned updated: with a
     matching, ``u_runs`` and the mean are matched and the unmatched ones kept as
     ``u_runs_unmatched``, ``mean_unmatched`` and the summary's ``final_unmatched``.
     """
-    compared = compare_runs(family, config, labels, t, arrays["u_runs"])
+    compared = compare_runs(family, config, labels, t, arrays["u_runs"], announce)
     if compared is None:
         return mean, arrays, record
     arrays, record = {**arrays, **compared["arrays"]}, {**record, **compared["summary"]}
