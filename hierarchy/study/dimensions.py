@@ -140,6 +140,8 @@ class DimensionStudy:
             inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
         if job.kind != ODE and self.paired_references(config) is not None:
             inputs["paired"] = "abs-matched"  # the paired |SGD_r - ODE_r| and the matching
+        if family_of(config).unit_matching(config) is not None:
+            inputs["matched"] = "max |R|"  # its runs (or the ODE) relabelled
         if job.kind != ODE:
             inputs.update(dimension=int(job.dimension), runs=int(study["runs"]),
                           seed=int(study["seed"]))
@@ -147,8 +149,9 @@ class DimensionStudy:
 
     def compute_job(self, config, labels, job):
         """Run one job: ``mu`` ``(T, k)`` first (the ODE, or the runs' mean), and ``seconds``;
-        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``, and with a
-        per-run reference ``reference`` and ``difference_sd``."""
+        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``, with paired
+        ODEs ``paired_abs`` and ``paired_abs_se``, with a per-run reference ``reference`` and
+        ``difference_sd``, and with a matching of units ``relabelled`` (how many runs)."""
         times, start = study_times(config), time.perf_counter()
         matching = family_of(config).unit_matching(config)
         if job.kind == ODE:
