@@ -138,10 +138,11 @@ class DimensionStudy:
                   "points": int(solve["points"]), "observables": list(labels), "job": job.key}
         if job.kind == ODE or self.paired_references(config) is not None:
             inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
-        if job.kind != ODE and self.paired_references(config) is not None:
-            inputs["paired"] = "abs-matched"  # the paired |SGD_r - ODE_r| and the matching
-        if family_of(config).unit_matching(config) is not None:
-            inputs["matched"] = "max |R|"  # its runs (or the ODE) relabelled
+        paired = job.kind != ODE and self.paired_references(config) is not None
+        if paired:
+            inputs["paired"] = "abs-matched"  # the paired |SGD_r - ODE_r|, runs matched
+        if not paired and family_of(config).unit_matching(config) is not None:
+            inputs["matched"] = "max |R|"  # the ODE (or the runs) relabelled
         if job.kind != ODE:
             inputs.update(dimension=int(job.dimension), runs=int(study["runs"]),
                           seed=int(study["seed"]))
