@@ -48,8 +48,7 @@ def solve_starts(starts, solve_one):
         raise HierarchyError("no run has finite initial statistics to pair with an ODE",
                              field="sgd.runs")
     first = starts[np.flatnonzero(finite)[0]]
-    scale = np.maximum(1.0, np.abs(first))
-    if np.all(np.abs(starts[finite] - first) <= SAME_START * scale):
+    if one_start(starts):
         one = np.asarray(solve_one(first), dtype=float)
         out = np.repeat(one[None], len(starts), axis=0)
     else:
@@ -201,12 +200,18 @@ def compare_runs(family, config, labels, t, u_runs, announce=None):
 def paired_count(limit, starts):
     """How many runs (the first ones) to pair: all when every start is the same (one solve
     serves them all), else ``limit`` (``"all"`` or an integer) of them."""
-    starts = np.asarray(starts, float)
-    finite = starts[np.all(np.isfinite(starts), axis=1)]
-    if len(finite) and np.all(np.abs(finite - finite[0])
-                              <= SAME_START * np.maximum(1.0, np.abs(finite[0]))):
+    if one_start(starts):
         return len(starts)
     return len(starts) if limit == "all" else min(int(limit), len(starts))
+
+
+def one_start(starts):
+    """Whether every finite row of ``starts`` equals the first to :data:`SAME_START`
+    (relative): one ODE serves them all (False without a finite row)."""
+    starts = np.asarray(starts, float)
+    finite = starts[np.all(np.isfinite(starts), axis=1)]
+    return bool(len(finite)) and bool(np.all(
+        np.abs(finite - finite[0]) <= SAME_START * np.maximum(1.0, np.abs(finite[0]))))
 
 
 def matched_only(matching, labels, u_runs):
