@@ -26,7 +26,7 @@ import numpy as np
 
 from hierarchy import actions
 from hierarchy.config import loader
-from hierarchy.core import registry
+from hierarchy.core import registry, run_report
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import read_result
 from hierarchy.core.progress import Progress
@@ -141,6 +141,14 @@ class Model:
         ``eg``, ``escape_eigenvalue``, ``note`` ...)."""
         with _folder(out) as folder:
             return actions.fixed_points(self._config, folder, _reporter(progress))
+
+    def visits(self, trajectory, points, near=run_report.NEAR):
+        """The fixed points ``trajectory`` passes near, in the order of ``points``:
+        ``[(point, time of closest approach, distance)]``; near is every statistic within
+        ``near`` of the point (or of one of its student permutations), as ``observables.png``
+        marks them."""
+        return run_report.visited_points(points, registry.family_of(self._config),
+                                         self._config, trajectory, near)
 
     def equations(self, format="text"):
         """The derived equations (``hierarchy show --config``): ``text`` or a format of the

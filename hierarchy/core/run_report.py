@@ -8,8 +8,9 @@ nothing of its own to write:
   (:func:`hierarchy.core.plotting.make_statistics_figure`) under a title naming the family
   and its settings;
 - :func:`report_ensemble`, called by ``hierarchy sgd`` once an ensemble's result files are on
-  disk: ``sgd.png`` (the run mean of each statistic with the runs' 10 %–90 % band) and the
-  table the command prints. By default that table is the run mean at the last time
+  disk: ``sgd.png`` (the run mean of each statistic with the runs' 10 %–90 % band, and a
+  panel of the population risk ``eg`` where the family records one) and the table the command
+  prints (with the final ``eg``). By default that table is the run mean at the last time
   (:func:`hierarchy.core.summary_table.final_table`); a family with a better summary of its
   runs gives ``ensemble_summary(config, t, u_runs) -> (table, panels)`` (the mixtures: the
   classes the runs serve, and their fractions against time as a panel of ``sgd.png``).
@@ -148,6 +149,10 @@ def report_ensemble(config, out_dir):
     if table is None:
         table = final_table(labels, mean[-1], f"mean of {len(finite)} of {len(u_runs)} runs "
                                               f"at t = {significant(t[-1])}")
+    risk = result.get("eg")
+    if risk is not None and np.shape(risk) == t.shape:   # a family that gives eg (network)
+        table += f"\n  eg  {significant(risk[-1], 6)}  (population risk, mean of the runs)"
+        panels = tuple(panels) + (("eg", {"eg, mean of the runs": np.asarray(risk, float)}),)
     spread = None
     if len(finite) > 1:
         spread = tuple(np.percentile(finite, q, axis=0) for q in BAND)
