@@ -88,6 +88,20 @@ class Trajectory:
         return self.success
 
     @property
+    def t_recorded(self):
+        """The last output time (None when no row was recorded)."""
+        return float(self.t[-1]) if len(self.t) else None
+
+    @property
+    def t_reached(self):
+        """How far the run got: an interrupted run's ``t_stop`` (the integrator is usually
+        past the last output time then), else the last output time (None without rows)."""
+        if self.status == Status.INTERRUPTED and np.isfinite(self.t_stop):
+            recorded = self.t_recorded
+            return float(self.t_stop) if recorded is None else max(float(self.t_stop), recorded)
+        return self.t_recorded
+
+    @property
     def mu(self):
         """The states under the attention family's name (trace moments ``μ``)."""
         return self.y
