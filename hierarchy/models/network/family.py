@@ -94,6 +94,9 @@ KEY_HELP = {
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
+    "spectra.times": ("Times alpha (= steps/N, the family's time, as `solve.t_final`) at which "
+                      "`hierarchy sgd` records the Hessian and G spectra of run 0 (empty: no "
+                      "recording).", spectra_config.KEY_HELP["spectra.times"][1]),
     "spectra.top": ("Eigenpairs per block; `auto`: K + M for W_i (the dimension of span{w_k, "
                     "w*_n}), K for v.", '"auto" or integer >= 1'),
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (W1 .. WK; v when the "
@@ -116,6 +119,9 @@ class NetworkFamily(ModelFamily):
         "init": "Where the order parameters start.",
         "solve": "Output times (alpha = steps/N) and integrator of `hierarchy solve`.",
         "sgd": "Online SGD of the network itself.",
+        "study": "The ODE against SGD across the dimension N (`hierarchy study`): "
+                 "max over alpha of |mean SGD - ODE| for every statistic and eg, and its "
+                 "slope against N.",
         "spectra": "The Hessian and G spectra of run 0 recorded by `hierarchy sgd` "
                    "(spectra.npz), with their prediction from the statistics along the ODE.",
     }
