@@ -50,6 +50,13 @@ def plot_solved(out_dir, config, trajectory, family=None, extra=None):
     """
     if len(trajectory.t) == 0:
         return None
+    fig = solved_figure(out_dir, config, trajectory, family, extra)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return save_figure(fig, Path(out_dir) / SOLVE_PLOT)
+
+
+def solved_figure(out_dir, config, trajectory, family=None, extra=None):
+    """The figure of :func:`plot_solved` (not saved)."""
     family = family if family is not None else registry.family_of(config)
     time = family.time_label(config)
     title = settings_title(config, f"the ODE to {time} = {significant(trajectory.t[-1])}")
@@ -60,8 +67,7 @@ def plot_solved(out_dir, config, trajectory, family=None, extra=None):
     visits = visited_points(read_points(out_dir), family, config, trajectory)
     if visits:
         mark_points(fig, visits, "eg" in (extra or {}))
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    return save_figure(fig, Path(out_dir) / SOLVE_PLOT)
+    return fig
 
 
 def replot_solved(out_dir):
