@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from scenarios import write_toml
 
 import hierarchy
 from hierarchy.cli.main import main
@@ -29,25 +30,6 @@ SMALL_NETWORK = {"model": {"family": "network", "student": {"width": 2},
                            "teacher": {"width": 2}},
                  "init": {"source": "gaussian", "scale": 0.01, "seed": 1},
                  "solve": {"t_final": 4.0, "points": 5}, "sgd": {"dimension": 60, "runs": 3}}
-
-
-def write_toml(path, document):
-    """A TOML file of a nested dict of scalars (enough for these configs)."""
-    lines = []
-
-    def table(name, values):
-        scalars = {k: v for k, v in values.items() if not isinstance(v, dict)}
-        if scalars:
-            lines.append(f"[{name}]")
-            lines.extend(f"{key} = {json.dumps(value)}" for key, value in scalars.items())
-        for key, value in values.items():
-            if isinstance(value, dict):
-                table(f"{name}.{key}", value)
-
-    for name, values in document.items():
-        table(name, values)
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_solve_is_the_cli_solve_bit_for_bit(tmp_path, capsys):

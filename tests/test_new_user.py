@@ -12,7 +12,6 @@ import contextlib
 import functools
 import importlib.util
 import io
-import json
 import logging
 import operator
 import pathlib
@@ -21,6 +20,7 @@ import sys
 
 import numpy as np
 import pytest
+from scenarios import write_toml
 
 from hierarchy import actions
 from hierarchy.cli import commands
@@ -179,24 +179,6 @@ def test_permutations_match_an_independent_relabelling_through_the_matrices():
 
 
 # 5.4 -------------------------------------------------------------------------------------
-
-def write_toml(path, document):
-    lines = []
-
-    def table(name, values):
-        scalars = {k: v for k, v in values.items() if not isinstance(v, dict)}
-        if scalars:
-            lines.append(f"[{name}]")
-            lines.extend(f"{key} = {json.dumps(value)}" for key, value in scalars.items())
-        for key, value in values.items():
-            if isinstance(value, dict):
-                table(f"{name}.{key}", value)
-
-    for name, values in document.items():
-        table(name, values)
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
 
 def test_the_network_sgd_table_and_figure_have_eg(tmp_path, capsys):
     config = write_toml(tmp_path / "net.toml", SMALL)

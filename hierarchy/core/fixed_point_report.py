@@ -12,8 +12,6 @@ point is left at that rate, below it is approached. :func:`read_points` reads th
 import json
 from pathlib import Path
 
-import numpy as np
-
 from hierarchy.core.io import atomic_write
 from hierarchy.core.plotting import fit_title, new_figure, save_figure
 
