@@ -349,6 +349,9 @@ def test_solve_and_fixed_points_write_figures_that_fit(tmp_path):
     assert read_points(tmp_path) == [p for p in record if p.get("found") is not False]
     fig = make_points_figure(record, "network: fixed points " + "(settings) " * 20)
     assert title_inside(fig)
+    for text in fig.axes[0].texts:   # each point's label inside the frame too
+        box = text.get_window_extent()
+        assert fig.bbox.x0 - 0.5 <= box.x0 and box.x1 <= fig.bbox.x1 + 0.5, text.get_text()
     ax = fig.axes[0]
     xs = sorted(float(line.get_xdata()[0]) for line in ax.get_lines()
                 if line.get_marker() == "o")

@@ -85,6 +85,9 @@ def make_points_figure(points, title):
     Stable points are filled, unstable ones open; each is labelled with its kind and numbers.
     """
     with_risk = all(isinstance(point.get("eg"), (int, float)) for point in points)
+    xs = [float(point["eg"]) if with_risk else float(number)
+          for number, point in enumerate(points, start=1)]
+    middle = (min(xs) + max(xs)) / 2
     fig, axes = new_figure(figsize=(7.0, 4.6))
     ax = axes[0, 0]
     ax.axhline(0.0, color="0.5", lw=0.8)
@@ -98,9 +101,11 @@ def make_points_figure(points, title):
                 else "not classified")
         count = point.get("multiplicity", 1)
         shown = point_name(point, number) + (f" x{count}" if count != 1 else "")
+        right = len(points) > 1 and x > middle   # text towards the middle: inside the frame
         ax.annotate(f"{shown}\neg = {x:.4g}, λ = {y:.3g}" if with_risk
                     else f"{shown}\nλ = {y:.3g}", (x, y), textcoords="offset points",
-                    xytext=(6, 6), fontsize=7)
+                    xytext=(-6 if right else 6, 6), ha="right" if right else "left",
+                    fontsize=7)
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
     ax.legend(list(handles.values()), list(handles), fontsize=8, loc="best")
     ax.set(xlabel="eg (population risk) of the point" if with_risk else "point",
