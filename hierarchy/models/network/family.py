@@ -13,9 +13,15 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import (
+    PAIRED_RUNS,
+    SGD_KEY_HELP,
+    check_paired_runs,
+    check_start,
+)
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.core.progress import Progress
+from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, mixture, starts
@@ -96,6 +102,9 @@ KEY_HELP = {
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
+    "spectra.times": ("Times alpha (= steps/N, the family's time, as `solve.t_final`) at which "
+                      "`hierarchy sgd` records the Hessian and G spectra of run 0 (empty: no "
+                      "recording).", spectra_config.KEY_HELP["spectra.times"][1]),
     "spectra.top": ("Eigenpairs per block; `auto`: K + M for W_i (the dimension of span{w_k, "
                     "w*_n}), K for v.", '"auto" or integer >= 1'),
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (W1 .. WK; v when the "
@@ -118,6 +127,9 @@ class NetworkFamily(ModelFamily):
         "init": "Where the order parameters start.",
         "solve": "Output times (alpha = steps/N) and integrator of `hierarchy solve`.",
         "sgd": "Online SGD of the network itself.",
+        "study": "The ODE against SGD across the dimension N (`hierarchy study`): "
+                 "max over alpha of |mean SGD - ODE| for every statistic and eg, and its "
+                 "slope against N.",
         "spectra": "The Hessian and G spectra of run 0 recorded by `hierarchy sgd` "
                    "(spectra.npz), with their prediction from the statistics along the ODE.",
     }
@@ -131,7 +143,7 @@ class NetworkFamily(ModelFamily):
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0},
+                "seed": 0, "paired_runs": PAIRED_RUNS},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -148,6 +160,7 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)
@@ -287,6 +300,17 @@ class NetworkFamily(ModelFamily):
         """The study's own check (before any job)."""
         network_study.check(config)
 
+    # 14, 15
+    def paired_odes(self, config, labels, starts, times):
+        """The ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return network_study.odes_from_starts(config, labels, starts, times)
+
+    def unit_matching(self, config):
+        """Student units matched to teacher units by maximum ``|R|``
+        (:mod:`hierarchy.models.network.matching`), when they are interchangeable."""
+        from hierarchy.models.network.matching import unit_matching
+        return unit_matching(self.network(config))
+
     # 12 (N2)
     def fixed_points(self, config, progress=None):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
@@ -296,6 +320,16 @@ class NetworkFamily(ModelFamily):
         start = self.initial_state(config, system)
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
         return network_fixed_points.fixed_points(self.network(config), system, end[-1, :-1])
+
+    def equivalent_states(self, config, labels, u):
+        """``u`` under every permutation of the student units (the same point of the dynamics:
+        the ODE does not tell its student units apart), for states ordered like ``labels``."""
+        from hierarchy.models.network import fixed_points as network_fixed_points
+        net = self.network(config)
+        order = [net.labels.index(label) for label in labels]
+        state = np.empty(net.size)
+        state[order] = u
+        return [permuted[order] for permuted in network_fixed_points.permutations_of(net, state)]
 
     # 13
     def show(self, config, format="text"):
@@ -384,6 +418,7 @@ def write_solution(out_dir, config, system, result, interrupted=None, check=None
         summary["beyond_horizon"] = True
         summary["beyond_from"] = quadrature_error["first_uncertified"]
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, extra_arrays={"eg": eg},
                  complete=result.status == Status.COMPLETE, state_name="u")

@@ -25,6 +25,7 @@ from hierarchy.models.network import sgd
 from hierarchy.models.network.field import network_system
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
 from hierarchy.ode.system import integrate_system
+from hierarchy.sgd.paired import solve_starts
 from hierarchy.study import dimension_config
 from hierarchy.study.dimensions import DimensionStudy
 
@@ -85,15 +86,16 @@ def ensemble(config, dimension, runs, seed, labels, times):
     return values[:, :, columns(labels, config)]
 
 
-def paired_odes(config, labels, times, runs):
-    """``(runs, T, k)``: each run's ODE from its own statistics at ``times[0]``."""
+def odes_from_starts(config, labels, starts, times):
+    """``(runs, T, k)``: the ODE from each start ``(runs, k)`` (ordered like ``labels``; an
+    ``eg`` entry of a start is ignored), one solve per distinct start
+    (:func:`hierarchy.sgd.paired.solve_starts`)."""
     system = family_of(config).system(config)
     where = list(labels)
     state = [where.index(label) for label in system.labels]
-    starts = np.asarray(runs, dtype=float)[:, 0, state]
     pick = columns(labels, config)
-    return np.stack([ode_solution(config, system, start, times)[0][:, pick]
-                     for start in starts])
+    return solve_starts(np.asarray(starts, dtype=float)[:, state],
+                        lambda start: ode_solution(config, system, start, times)[0][:, pick])
 
 
 def check(config):
@@ -108,4 +110,4 @@ def check(config):
     dimension_config.check_study_dimensions(config, low, "student plus teacher width", one)
 
 
-STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=paired_odes)
+STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=odes_from_starts)
