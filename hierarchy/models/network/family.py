@@ -262,6 +262,7 @@ class NetworkFamily(ModelFamily):
         system = self.system(config)
         start = np.asarray(self.initial_state(config, system), dtype=float)
         times = self.output_times(config)
+
         def solve():
             return integrate_system(
                 system, start, (float(times[0]), float(times[-1])), t_eval=times,
