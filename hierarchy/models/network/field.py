@@ -15,8 +15,6 @@ Two evaluations of the expectations of :mod:`.derivation`:
 ``rhs(u, t)``, ``eg(u)`` and ``drift_and_corrector(u)``.
 """
 
-import dataclasses
-
 import numpy as np
 import sympy
 
@@ -24,11 +22,14 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import closed_forms, quadrature
 from hierarchy.models.network.derivation import (
     needs_full_quadrature,
+    row_weights,
     single_field_function,
+    sub_covariances,
     term_table,
 )
 from hierarchy.models.network.gradients import SampleGradients, numpy_function
 from hierarchy.models.network.activations import X
+from hierarchy.models.network.laws import Component  # noqa: F401 (re-exported)
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
 
 
@@ -47,23 +48,7 @@ def ridge_drift(net, u):
 
 def time_factor(net):
     """The factor of the field per unit of the family's time (1, or the seed convention's)."""
-    if net.data != "mixture":
-        return 1.0
-    from hierarchy.models.network.mixture import time_factor as mixture_time_factor
-    return mixture_time_factor(net.mixture, net.step)
-
-
-def row_weights(group, v):
-    """``coefficient * prod v[v_index]`` of every row of a group (trained ``v``)."""
-    weights = group.coefficient.copy()
-    for column in group.v_index.T:
-        weights = weights * np.where(column >= 0, v[np.maximum(column, 0)], 1.0)
-    return weights
-
-
-def sub_covariances(c, fields):
-    """``C[fields_r, fields_r]`` for every row: ``(rows, d, d)``."""
-    return c[fields[:, :, None], fields[:, None, :]]
+    return net.law.time_factor(net.step)
 
 
 class TableField:
@@ -140,27 +125,9 @@ class TableField:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
-class Component:
-    """One Gaussian component of the local fields' law.
-
-    ``weight``; ``mean (K + M)``, ``covariance (K + M, K + M)`` of ``z = (lambda, nu)``;
-    ``label``: None for the teacher's ``y = sum v*_n g*(nu_n) + sigma xi``, else the
-    component's constant label; ``variance``: ``E|x|^2 / N`` (the corrector's factor).
-    """
-
-    weight: float
-    mean: np.ndarray
-    covariance: np.ndarray
-    label: float | None = None
-    variance: float = 1.0
-
-
 def components(net, u):
-    """The components of the local fields' law at state ``u``."""
-    if net.data == "teacher":
-        return [Component(1.0, np.zeros(net.K + net.M), gram(net, u))]
-    return list(net.mixture.components(net, u))
+    """The components of the local fields' law at state ``u`` (the network's data law)."""
+    return list(net.law.components(net, u))
 
 
 class QuadratureField:
@@ -309,7 +276,7 @@ def network_system(config_or_net, engine="auto"):
         return NetworkSystem(net, QuadratureField(net))
     if engine in ("auto", "compiled"):
         from hierarchy.models.network.kernel import compiled_field
-        field = compiled_field(net, required=engine == "compiled")
+        field = compiled_field(TableField(net), required=engine == "compiled")
         if field is not None:
             return NetworkSystem(net, field)
     return NetworkSystem(net, TableField(net))
