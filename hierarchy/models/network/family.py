@@ -14,17 +14,20 @@ import numpy as np
 
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.network import activations, mixture, starts
+from hierarchy.models.network import activations, inputs, mixture, starts
 from hierarchy.models.network.field import network_system
+from hierarchy.models.network.structured import structured_system
 from hierarchy.models.network.model import (
     DATA,
     MAX_WIDTH,
     SECOND_LAYERS,
     network_from_config,
+    state_labels,
     teacher_labels,
 )
 from hierarchy.models.network import study as network_study
@@ -90,6 +93,7 @@ KEY_HELP = {
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
     **mixture.KEY_HELP,
+    **inputs.KEY_HELP,
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
@@ -124,7 +128,7 @@ class NetworkFamily(ModelFamily):
                               "second_layer_values": []},
                   "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
                               "second_layer_values": []},
-                  "mixture": mixture.DEFAULTS},
+                  "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
@@ -148,7 +152,7 @@ class NetworkFamily(ModelFamily):
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)
-        init["statistics"] = check_start(init, net.labels, self.name)
+        init["statistics"] = check_start(init, starts.start_labels(net), self.name)
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
         if "study" in config:
@@ -174,8 +178,11 @@ class NetworkFamily(ModelFamily):
                 "step_second_layer": config["sgd"]["step_second_layer"]}
 
     def system(self, config):
-        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config``."""
-        return network_system(self.network(config))
+        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config`` (the
+        per-block :class:`~hierarchy.models.network.structured.StructuredSystem` with
+        structured inputs)."""
+        net = self.network(config)
+        return network_system(net) if net.inputs is None else structured_system(net)
 
     def initial_state(self, config, system=None):
         """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
@@ -280,6 +287,10 @@ class NetworkFamily(ModelFamily):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        if self.network(config).inputs is not None:
+            raise HierarchyError("fixed points: the symmetric and specialised points are found "
+                                 "for isotropic inputs only; allowed: model.inputs.covariance "
+                                 '= "identity"', field="model.inputs.covariance")
         system = self.system(config)
         start = self.initial_state(config, system)
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
@@ -309,6 +320,11 @@ def write_solution(out_dir, config, system, result, interrupted=None):
     solve = config["solve"]
     scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
     net = system.net
+    extra = {"eg": eg}
+    if net.inputs is not None:
+        extra.update(field_arrays(net, result.y))
+        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
+                             "trace": net.inputs.trace}
     summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
                                    in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
     summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
@@ -318,9 +334,22 @@ def write_solution(out_dir, config, system, result, interrupted=None):
                                                        and eg_error == 0.0)})
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays={"eg": eg},
+                 summary=summary, extra_arrays=extra,
                  complete=result.status == Status.COMPLETE, state_name="u")
     return summary
+
+
+def field_arrays(net, states):
+    """``field_labels`` (``Q{i}.{k}``, ``R{i}.{n}``) and ``fields`` ``(T, len)``: the local
+    fields' covariance ``Q = w Sigma w/N``, ``R = w Sigma w*/N`` at every state."""
+    K, M = net.K, net.M
+    labels = state_labels(K, M, False)
+    iu = np.triu_indices(K)
+    values = np.zeros((len(states), len(labels)))
+    for j, u in enumerate(states):
+        c = net.inputs.field_covariance(net, u)
+        values[j] = np.concatenate([c[:K, :K][iu], c[:K, K:].reshape(-1)])
+    return {"field_labels": np.array(labels), "fields": values}
 
 
 NETWORK = NetworkFamily()

@@ -29,7 +29,7 @@ from hierarchy.models.network.derivation import (
 )
 from hierarchy.models.network.gradients import SampleGradients, numpy_function
 from hierarchy.models.network.activations import X
-from hierarchy.models.network.laws import Component  # noqa: F401 (re-exported)
+from hierarchy.models.network.laws import Component
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
 
 
@@ -99,8 +99,10 @@ class TableField:
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
-        v = second_layer_of(self.net, u)
+        return self.outputs_at(gram(self.net, u), second_layer_of(self.net, u))
+
+    def outputs_at(self, c, v):
+        """:meth:`outputs` at the local fields' covariance ``c`` and second layer ``v``."""
         out = np.zeros(2 * self.table.size + 1)
         for group, form in zip(self.table.groups, self.evaluators):
             values = form(sub_covariances(c, group.fields))
@@ -115,8 +117,10 @@ class TableField:
         QMC replicates' standard error for other non-smooth ones.
         """
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
-        v = second_layer_of(self.net, u)
+        return self.quadrature_error_at(gram(self.net, u), second_layer_of(self.net, u))
+
+    def quadrature_error_at(self, c, v):
+        """:meth:`quadrature_error` at the covariance ``c`` and second layer ``v``."""
         out = np.zeros(2 * self.table.size + 1)
         for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
@@ -152,12 +156,16 @@ class QuadratureField:
     def replicate_outputs(self, u, risk=True):
         """``[f (n), g (n), eg]`` per QMC replicate: ``(replicates, 2n + 1)``; ``eg`` is 0
         when ``risk`` is False (the field alone: the ODE's right-hand side never needs it)."""
-        net, K, M = self.net, self.net.K, self.net.M
         u = np.asarray(u, dtype=float)
-        v = second_layer_of(net, u)
+        return self.replicate_outputs_of(components(self.net, u), second_layer_of(self.net, u),
+                                         risk)
+
+    def replicate_outputs_of(self, parts, v, risk=True):
+        """:meth:`replicate_outputs` of the law's components ``parts`` and second layer ``v``."""
+        net, K, M = self.net, self.net.K, self.net.M
         n = len(net.labels)
         out = np.zeros((len(self.points), 2 * n + 1))
-        for comp in components(net, u):
+        for comp in parts:
             root = quadrature.square_root(comp.covariance[None])[0]
             z = comp.mean + self.points[..., :K + M] @ root.T
             lam, nu = z[..., :K], z[..., K:]
@@ -190,6 +198,17 @@ class QuadratureField:
     def outputs(self, u):
         """``[f (n), g (n), eg]`` (the replicates' mean)."""
         return self.replicate_outputs(u).mean(axis=0)
+
+    def outputs_at(self, c, v):
+        """:meth:`outputs` of one centred component of covariance ``c`` (teacher data)."""
+        part = Component(1.0, np.zeros(len(c)), np.asarray(c, dtype=float))
+        return self.replicate_outputs_of([part], v).mean(axis=0)
+
+    def quadrature_error_at(self, c, v):
+        """:meth:`quadrature_error` of one centred component of covariance ``c``."""
+        part = Component(1.0, np.zeros(len(c)), np.asarray(c, dtype=float))
+        reps = self.replicate_outputs_of([part], v)
+        return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
     def field_outputs(self, u):
         """:meth:`outputs` without the risk (its entry 0), at a lower cost."""

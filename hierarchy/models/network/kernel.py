@@ -141,8 +141,11 @@ class CompiledField:
 
     def outputs(self, u):
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
-        v = np.ascontiguousarray(second_layer_of(self.net, u))
+        return self.outputs_at(gram(self.net, u), second_layer_of(self.net, u))
+
+    def outputs_at(self, c, v):
+        """``[f (n), g (n), eg]`` at the local fields' covariance ``c`` and second layer ``v``."""
+        v = np.ascontiguousarray(v, dtype=float)
         out = np.zeros(self.nout)
         kind, fields, coef, v_index, V, target, wick_start, terms, wick_c, pair_start, \
             npairs, pairs = self._args
@@ -157,6 +160,9 @@ class CompiledField:
 
     def quadrature_error(self, u):
         return self.reference.quadrature_error(u)
+
+    def quadrature_error_at(self, c, v):
+        return self.reference.quadrature_error_at(c, v)
 
 
 def compiled_field(reference, required=False):

@@ -20,6 +20,7 @@ from hierarchy.config import fields
 from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import activations
+from hierarchy.models.network.inputs import inputs_from_config
 from hierarchy.models.network.laws import ISOTROPIC
 from hierarchy.models.network.mixture import mixture_from_config
 from hierarchy.models.network.state import (  # noqa: F401 (re-exported)
@@ -48,7 +49,8 @@ class Network:
     ``activations.output_symbols``) with their config text in ``*_name``;
     ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
-    and ``eta_v``; ``mixture``: None for teacher data.
+    and ``eta_v``; ``mixture``: None for teacher data; ``inputs``: None for isotropic
+    inputs, else the :class:`~.inputs.StructuredInputs` of ``x ~ N(0, Sigma)``.
     """
 
     data: str
@@ -69,16 +71,22 @@ class Network:
     step: float = 1.0
     step_second_layer: float = 1.0
     mixture: object = None
+    inputs: object = None
 
     @property
     def labels(self):
-        """The state labels, in state order."""
+        """The state labels, in state order (per block with structured inputs)."""
+        if self.inputs is not None:
+            return self.inputs.labels(self.K, self.M, self.trained_second_layer)
         return state_labels(self.K, self.M, self.trained_second_layer)
 
     @property
     def law(self):
-        """The data law the field consumes (:mod:`.laws`): the mixture, or the inputs."""
-        return self.mixture if self.data == "mixture" else ISOTROPIC
+        """The data law the field consumes (:mod:`.laws`): the mixture, the structured
+        inputs (:mod:`.inputs`) or the isotropic law."""
+        if self.data == "mixture":
+            return self.mixture
+        return ISOTROPIC if self.inputs is None else self.inputs
 
     @property
     def overlap_matrix(self):
@@ -150,12 +158,13 @@ def network_from_config(config):
         v_star = _values(teacher, "model.teacher", M)
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
         overlaps = _overlaps(teacher, M, config)
+    inputs = inputs_from_config(config)
     return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
                    teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
                    loss=loss, loss_name=loss_name, ridge=ridge,
                    trained_second_layer=layer == "trained", second_layer=v,
                    teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
-                   step_second_layer=step_v, mixture=mixture)
+                   step_second_layer=step_v, mixture=mixture, inputs=inputs)
 
 
 def step_second_layer(sgd, step):
@@ -243,6 +252,15 @@ def _overlaps(teacher, M, config):
 
 
 def check_start_gram(net, u, field="init.statistics"):
-    """Refuse a start whose ``[[Q, R], [R^T, T]]`` is not positive semi-definite."""
-    check_gram(gram(net, u), field=field,
-               what="the Q, R values with the teacher overlaps T ([[Q, R], [R^T, T]])")
+    """Refuse a start whose ``[[Q, R], [R^T, T]]`` is not positive semi-definite (with
+    structured inputs: that of every block, ``[[q_b, r_b], [r_b^T, t_b]]``)."""
+    if net.inputs is None:
+        check_gram(gram(net, u), field=field,
+                   what="the Q, R values with the teacher overlaps T ([[Q, R], [R^T, T]])")
+        return
+    grams = net.inputs.block_grams(net, u)
+    scale = np.maximum(1.0, np.abs(grams).max(axis=(1, 2)))
+    smallest = np.linalg.eigvalsh(grams / scale[:, None, None]).min(axis=1)
+    b = int(np.argmin(smallest))
+    check_gram(grams[b], field=field, what=f"the Q, R values of block {b + 1} with its teacher "
+               "overlaps t_b ([[q_b, r_b], [r_b^T, t_b]])")

@@ -27,7 +27,11 @@ def gram(net, u):
     Returns
     -------
     numpy.ndarray, shape (K + M, K + M)
+        With structured inputs, the ``Sigma``-weighted sum over the blocks
+        (:meth:`~.inputs.StructuredInputs.field_covariance`).
     """
+    if getattr(net, "inputs", None) is not None:
+        return net.inputs.field_covariance(net, u)
     K, M = net.K, net.M
     u = np.asarray(u, dtype=float)
     q = np.zeros((K, K))
