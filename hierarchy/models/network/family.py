@@ -81,6 +81,9 @@ KEY_HELP = {
     "init.statistics": ("Starting values by label (Q{i}.{k} with i <= k, R{i}.{n}, and v{i} when "
                         "trained); missing Q, R start at 0, missing v at "
                         "`second_layer_values`. [[Q, R], [R^T, T]] must be positive "
+                        "semi-definite. With structured `model.inputs`: Q{i}.{k}@{b}, "
+                        "R{i}.{n}@{b} set block b (from 1), a key without @ every block; "
+                        "each block's [[q_b, r_b], [r_b^T, t_b]] must be positive "
                         "semi-definite.", "table of numbers"),
     "init.scale": ("Standard deviation of each student weight of the Gaussian start.",
                    "number > 0 and <= 1000"),
