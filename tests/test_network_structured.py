@@ -373,3 +373,26 @@ def test_cli_bad_input_exits_2_and_solve_writes_blocks_and_fields(tmp_path, caps
     # Q1.1 = sum f_b rho_b q_b; R1.1 = f_2 rho_2 r_2
     np.testing.assert_allclose(result["fields"][0, [0, 3]], [0.3 * (0.5 + 0.375), 0.0375],
                                rtol=1e-14)
+
+
+def test_jacobian_is_the_frozen_expectation_derivative():
+    """The sparse Jacobian for the implicit integrators equals finite differences of the field
+    with the expectations at C held fixed (block-diagonal; the coupling through C left out)."""
+    net = make_net(spectrum([2.0, 1.0, 0.25], [0.2, 0.3, 0.5]),
+                   student={"second_layer": "trained"}, ridge=0.2, step=0.6)
+    system = StructuredSystem(net)
+    u = block_state(net, np.random.default_rng(8))
+    frozen = system.expectations(u)
+    h = 1e-6
+    columns = []
+    for j in range(net.size):
+        step = np.zeros(net.size)
+        step[j] = h
+        plus = sum(system.drift_and_corrector(u + step, frozen))
+        minus = sum(system.drift_and_corrector(u - step, frozen))
+        columns.append((plus - minus) / (2 * h))
+    expected = np.array(columns).T
+    K = net.K
+    expected[-K:, :] = 0.0                 # v's drift depends on v only through C and v
+    expected[-K:, -K:] = np.diag(np.full(K, -net.step_second_layer * net.ridge))
+    np.testing.assert_allclose(system.jacobian(u).toarray(), expected, atol=1e-8)
