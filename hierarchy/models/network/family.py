@@ -8,6 +8,7 @@ step, step_second_layer, runs, seed``; ``[spectra]`` (run 0's Hessian and G spec
 ``hierarchy sgd``, :mod:`hierarchy.models.network.spectral`).
 """
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,7 @@ from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, inputs, mixture, starts
-from hierarchy.models.network.field import network_system
-from hierarchy.models.network.structured import structured_system
+from hierarchy.models.network.structured import system_of
 from hierarchy.models.network.model import (
     DATA,
     MAX_WIDTH,
@@ -185,7 +185,7 @@ class NetworkFamily(ModelFamily):
         per-block :class:`~hierarchy.models.network.structured.StructuredSystem` with
         structured inputs)."""
         net = self.network(config)
-        return network_system(net) if net.inputs is None else structured_system(net)
+        return system_of(net)
 
     def initial_state(self, config, system=None):
         """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
@@ -303,7 +303,15 @@ class NetworkFamily(ModelFamily):
     def show(self, config, format="text"):
         """The derived equations of ``config`` (:mod:`hierarchy.models.network.display`)."""
         from hierarchy.models.network.display import render
-        return render(self.network(config), format)
+        net = self.network(config)
+        if net.inputs is None:
+            return render(net, format)
+        note = (f"Structured inputs ({net.inputs.covariance}, L = {net.inputs.blocks} blocks): "
+                "the expectations below are taken at the local fields' covariance C = sum_b "
+                "f_b rho_b [[q_b, r_b], [r_b^T, t_b]]; each block moves by dq_b = -eta rho_b "
+                "(X_b A + A^T X_b^T) + eta^2 rho_b E[dl dl^T], dr_b = -eta rho_b A^T [r_b; t_b], "
+                "A = C^+ E[z dl^T] (docs/network.md, Structured inputs).")
+        return note + "\n\n" + render(dataclasses.replace(net, inputs=None), format)
 
 
 def write_solution(out_dir, config, system, result, interrupted=None):

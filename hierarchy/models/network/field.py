@@ -288,6 +288,10 @@ def network_system(config_or_net, engine="auto"):
     """
     net = config_or_net if isinstance(config_or_net, Network) else \
         network_from_config(config_or_net)
+    if net.inputs is not None:
+        raise HierarchyError("network_system is the isotropic field; structured inputs need "
+                             "hierarchy.models.network.structured.system_of",
+                             field="model.inputs.covariance")
     if engine == "quadrature" or needs_full_quadrature(net):
         if engine in ("numpy", "compiled"):
             raise HierarchyError(f"engine {engine!r}: the term table does not apply to this "

@@ -260,3 +260,9 @@ class StructuredSystem:
 def structured_system(net, engine="auto"):
     """The :class:`StructuredSystem` of a network with structured inputs."""
     return StructuredSystem(net, engine)
+
+
+def system_of(net, engine="auto"):
+    """The ODE of any teacher or mixture network: :func:`~.field.network_system` for
+    isotropic inputs and mixtures, :class:`StructuredSystem` for structured inputs."""
+    return network_system(net, engine) if net.inputs is None else StructuredSystem(net, engine)
