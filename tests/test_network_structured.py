@@ -393,3 +393,26 @@ def test_jacobian_is_the_frozen_expectation_derivative():
         columns.append((plus - minus) / (2 * h))
     expected = np.array(columns).T
     np.testing.assert_allclose(system.jacobian(u).toarray(), expected, atol=1e-8)
+
+
+def test_gaussian_start_draws_per_block_statistics_with_an_exact_teacher():
+    """init.source = "gaussian" with structured inputs: q_b ~ scale^2 I within the chi-square
+    spread of n_b coordinates, and the drawn teacher has exactly t_b = c_b T in every block."""
+    from hierarchy.models.network import sgd, starts
+    net = make_net(spectrum([2.0, 0.5], [0.25, 0.75], teacher_scales=[2.0, 0.5]))
+    dimension, scale = 800, 0.5
+    u = starts.gaussian_start(net, dimension, scale, seed=3)
+    q, r = net.inputs.block_matrices(net, u)
+    counts = np.diff(net.inputs.layout(dimension))
+    for b in range(2):
+        spread = scale**2 * np.sqrt(2.0 / counts[b])
+        assert np.all(np.abs(np.diag(q[b]) - scale**2) < 5 * spread), q[b]
+        assert np.all(np.abs(r[b]) < 5 * scale * np.sqrt(net.inputs.teacher_scales[b]
+                                                        / counts[b])), r[b]
+    _, teacher = sgd.gaussian_weights(net, dimension, 2, np.random.default_rng(0), scale)
+    bounds = net.inputs.layout(dimension)
+    for b in range(2):
+        part = teacher[:, :, bounds[b]:bounds[b + 1]]
+        gram = np.einsum("rmn,rkn->rmk", part, part) / counts[b]
+        np.testing.assert_allclose(gram, np.broadcast_to(
+            net.inputs.teacher_scales[b] * net.overlap_matrix, gram.shape), atol=1e-12)
