@@ -22,7 +22,7 @@ import numpy as np
 from hierarchy.config.statistics_start import check_sgd_ensemble
 from hierarchy.core.registry import family_of
 from hierarchy.models.network import sgd
-from hierarchy.models.network.field import network_system
+from hierarchy.models.network.structured import system_of
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
 from hierarchy.ode.system import integrate_system
 from hierarchy.sgd.paired import solve_starts
@@ -81,7 +81,7 @@ def ensemble(config, dimension, runs, seed, labels, times):
     trajectory = sgd.run_sgd(net, int(dimension), int(runs), times, seed=seed, start=start,
                              scale=float(init["scale"]))
     u_runs = np.asarray(trajectory.u_runs, dtype=float)
-    risk = sgd.risk_along(network_system(net), u_runs)
+    risk = sgd.risk_along(system_of(net), u_runs)
     values = np.concatenate([u_runs, risk[:, :, None]], axis=2)
     return values[:, :, columns(labels, config)]
 
@@ -107,6 +107,8 @@ def check(config):
         check_sgd_ensemble(config, dimension, runs, width=net.K + net.M,
                            statistics=len(net.labels), keys=RESOURCE_KEYS,
                            field="study.dimensions", steps=False)
+        if net.inputs is not None:
+            net.inputs.check_dimension(net, dimension, "study.dimensions")
     dimension_config.check_study_dimensions(config, low, "student plus teacher width", one)
 
 
