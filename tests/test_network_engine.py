@@ -194,7 +194,9 @@ def test_relu_erf_step_moments_against_monte_carlo(seed, case, data):
     z = np.random.default_rng(seed).multivariate_normal(np.zeros(d), c, size=400_000,
                                                         method="eigh")
     samples = integrand(z)
-    assert abs(value[0] - samples.mean()) <= 5 * samples.std() / math.sqrt(len(z)) + error[0]
+    # 1e-14: the roundoff of the arcsines where the moment vanishes exactly (rank 1)
+    assert abs(value[0] - samples.mean()) <= (5 * samples.std() / math.sqrt(len(z)) + error[0]
+                                              + 1e-14)
     assert error[0] < 1e-9
 
 
