@@ -31,6 +31,7 @@ Gaussian (:mod:`.quadrature`).
 import dataclasses
 import functools
 from collections import defaultdict
+from math import comb
 
 import numpy as np
 import sympy
@@ -147,6 +148,53 @@ def parity(expr):
     if sympy.expand(mirrored + expr) == 0:
         return -1
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TableSize:
+    """What :func:`term_table` holds and does, predicted before it runs.
+
+    ``entries``: monomials of all rows before they are merged (the dict entries it holds at
+    once, and an upper bound on its rows); ``products``: monomial products of the
+    expansion (its work; the corrector's ``K (K + 1)/2 |l'|^2`` dominate).
+    """
+
+    entries: int
+    products: int
+
+
+def monomials(terms, yhat_atoms, label_atoms):
+    """Distinct monomials of ``sum c_ab yhat^a y^b`` with ``yhat`` a sum of ``yhat_atoms``
+    atoms and ``y`` one of ``label_atoms``: ``sum_(a, b) C(K + a - 1, a) C(B + b - 1, b)``
+    (homogeneous monomials of degree ``a`` in ``K`` atoms times those of degree ``b`` in
+    ``B``; distinct ``(a, b)`` give distinct monomials)."""
+    return sum(comb(yhat_atoms + a - 1, a) * comb(label_atoms + b - 1, b) for a, b in terms)
+
+
+def table_size(net):
+    """The :class:`TableSize` of :func:`term_table` from the widths and the loss's terms, or
+    None when no table is built (mixture data, ``l'`` not a polynomial).
+
+    ``E = monomials(l')`` per error, ``E2 = monomials(l'^2)`` per corrector row, ``L =
+    monomials(l)`` for the risk, with ``K`` student atoms and ``M`` teacher atoms (plus
+    ``xi`` with label noise); rows: ``K M`` of ``R``, ``K^2`` of ``Q``, ``K (K + 1)/2`` of the
+    corrector, ``K`` of a trained ``v``, one of the risk. Exact (``tests/test_formula_probe``
+    counts the expansion against it).
+    """
+    if net.data != "teacher":
+        return None
+    error = _error_polynomial(net)
+    if error is None:
+        return None
+    K, M = net.K, net.M
+    label = M + int(bool(net.noise))
+    square = {(a1 + a2, b1 + b2) for a1, b1 in error for a2, b2 in error}
+    e, e2 = monomials(error, K, label), monomials(square, K, label)
+    loss = polynomial_in(net.loss, YHAT, Y)
+    risk = monomials(loss, K, M) if loss is not None else 0
+    pairs = K * (K + 1) // 2
+    entries = K * M * e + K * K * e + pairs * e2 + (K * e if net.trained_second_layer else 0)
+    return TableSize(entries=entries + risk, products=pairs * e * e + entries)
 
 
 def needs_full_quadrature(net):

@@ -19,6 +19,7 @@ from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, mixture, starts
+from hierarchy.models.network import resources as network_resources
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.model import (
     DATA,
@@ -108,6 +109,8 @@ class NetworkFamily(ModelFamily):
     show_formats = ("text", "latex")
     #: one step advances alpha by 1/N whatever sgd.step (the learning rate)
     step_count_key = None
+    #: the keys that set a run's size (named by resource and out-of-memory errors)
+    resource_keys = network_resources.SGD_KEYS
     key_help = KEY_HELP
     section_help = {
         "model": "A two-layer student yhat = sum_k v_k g(w_k.x/sqrt N), its data and its loss "
@@ -151,6 +154,8 @@ class NetworkFamily(ModelFamily):
         init["statistics"] = check_start(init, net.labels, self.name)
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
+        network_resources.check_table(net)
+        network_resources.check_sgd(config, net)
         if "study" in config:
             dimension_config.validate_study(config["study"])
         if "spectra" in config:

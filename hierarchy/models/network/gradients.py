@@ -152,8 +152,9 @@ def second_derivative(activation):
 
 
 def derivative(activation):
-    """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``)."""
-    return sympy.diff(activation, X)
+    """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``; a step such as ``sign``:
+    0, its ``delta`` dropped as SGD's gradient drops it, ``lambda_k != 0`` almost surely)."""
+    return sympy.diff(activation, X).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
 
 
 def numpy_function(expr, *args):

@@ -4,8 +4,9 @@ A two-layer student ``yhat(x) = sum_k v_k g(lambda_k)``, ``lambda_k = w_k.x/sqrt
 from teacher data (``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``) or from a Gaussian
 mixture (``mixture``, filled by :mod:`hierarchy.models.network.mixture`), by online SGD on a
 loss ``l(yhat, y)`` with an optional ridge. :func:`network_from_config` checks every key of
-``[model]``, ``[model.student]``, ``[model.teacher]`` and the steps of ``[sgd]`` and raises a
-one-line :class:`~hierarchy.core.errors.HierarchyError` naming the field.
+``[model]``, ``[model.student]``, ``[model.teacher]`` and the steps of ``[sgd]``, and that
+every formula is finite and integrable (:mod:`.formulas`), and raises a one-line
+:class:`~hierarchy.core.errors.HierarchyError` naming the field.
 
 State labels (pinned): ``Q{i}.{k}`` (``1 <= i <= k <= K``), ``R{i}.{n}``, then ``v{i}`` when
 the second layer is trained; ``T{n}.{m}`` is a constant of the model (:attr:`Network.overlaps`).
@@ -19,7 +20,7 @@ import sympy
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network import activations
+from hierarchy.models.network import activations, formulas
 
 DATA = ("teacher", "mixture")
 SECOND_LAYERS = ("fixed", "trained")
@@ -146,12 +147,14 @@ def network_from_config(config):
         v_star = _values(teacher, "model.teacher", M)
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
         overlaps = _overlaps(teacher, M, config)
-    return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
-                   teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
-                   loss=loss, loss_name=loss_name, ridge=ridge,
-                   trained_second_layer=layer == "trained", second_layer=v,
-                   teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
-                   step_second_layer=step_v, mixture=mixture)
+    net = Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
+                  teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
+                  loss=loss, loss_name=loss_name, ridge=ridge,
+                  trained_second_layer=layer == "trained", second_layer=v,
+                  teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
+                  step_second_layer=step_v, mixture=mixture)
+    formulas.check_network(net)
+    return net
 
 
 def step_second_layer(sgd, step):

@@ -22,6 +22,7 @@ import numpy as np
 from hierarchy.config.statistics_start import check_sgd_ensemble
 from hierarchy.core.registry import family_of
 from hierarchy.models.network import sgd
+from hierarchy.models.network.resources import check_risk_pass
 from hierarchy.models.network.field import network_system
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
 from hierarchy.ode.system import integrate_system
@@ -106,6 +107,7 @@ def check(config):
                            statistics=len(net.labels), keys=RESOURCE_KEYS,
                            field="study.dimensions", steps=False)
     dimension_config.check_study_dimensions(config, low, "student plus teacher width", one)
+    check_risk_pass(net, config["study"]["runs"], config["solve"]["points"], "study.runs")
 
 
 STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=paired_odes)
