@@ -44,9 +44,10 @@ MAX_EXPONENT = 100       # |constant exponent|
 MAX_DEGREE = 16          # polynomial degree the expression can expand to
 MAX_TERMS = 2_000        # terms the expression can expand to
 #: nested function calls, like tanh(tanh(...)): sympy's derivative recurses once per level
-#: and fails near 150 (tools/probe_nesting.py); well below, derivatives of derivatives
-#: and the printers stay within Python's recursion limit
-MAX_CALL_NESTING = 40
+#: (RecursionError at 150 levels of tanh); a network's field also takes the derivative's
+#: derivative and prints them, whose size grows with the square of the nesting (40 levels
+#: took minutes), so the limit is far below
+MAX_CALL_NESTING = 20
 CONSTANT_PRECISION = 15  # significant digits a constant is evaluated with
 MAX_MAGNITUDE = 1e300    # largest |constant| (a finite double with room to spare)
 

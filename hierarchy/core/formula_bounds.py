@@ -152,11 +152,17 @@ class _Walk:
 
     def __init__(self, field, given):
         self.field, self.given = field, given
+        self.seen = {}  # sub-expression -> envelope (derivatives repeat their parts)
 
     def fail(self, message):
         raise HierarchyError(f"{self.field}: {message}", field=self.field)
 
     def of(self, expr):
+        if expr not in self.seen:
+            self.seen[expr] = self.walk(expr)
+        return self.seen[expr]
+
+    def walk(self, expr):
         if expr.is_Number or expr.is_NumberSymbol:
             value = float(expr)
             if not math.isfinite(value):

@@ -23,8 +23,9 @@ field), so that each group is evaluated at once, by a closed form or by quadratu
 (:mod:`.closed_forms`, :mod:`.quadrature`). sympy derives the rules; it evaluates nothing per
 state.
 
-Other losses, more than four fields in a term, or mixture data: :func:`needs_full_quadrature`
-is true and the field integrates the per-sample gradients over the whole ``(K + M)``-dim
+Other losses (``l'`` of degree above :data:`MAX_TABLE_ERROR_DEGREE`, integrands of degree
+above :data:`MAX_WICK_DEGREE`), more than four fields in a term, or mixture data:
+:func:`needs_full_quadrature` is true and the field integrates the per-sample gradients over the whole ``(K + M)``-dim
 Gaussian (:mod:`.quadrature`).
 """
 
@@ -41,6 +42,13 @@ from hierarchy.models.network.gradients import derivative
 
 #: most distinct local fields of one term evaluated by the term table
 MAX_FIELDS = 4
+#: largest degree of ``l'`` the term table expands (``(yhat - y)**4/4``); beyond, the
+#: rows multiply into thousands of patterns without closed form (``(yhat - y)**16``: 6341,
+#: each a quadrature per step) and the full quadrature's cost does not grow with the degree
+MAX_TABLE_ERROR_DEGREE = 3
+#: largest polynomial degree of an integrand of the table (Wick's theorem enumerates the
+#: pairings of its fields; mse with ``g = x**8`` is 30)
+MAX_WICK_DEGREE = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,11 +189,9 @@ def table_size(net):
     corrector, ``K`` of a trained ``v``, one of the risk. Exact (``tests/test_formula_probe``
     counts the expansion against it).
     """
-    if net.data != "teacher":
+    if not table_applies(net):
         return None
     error = _error_polynomial(net)
-    if error is None:
-        return None
     K, M = net.K, net.M
     label = M + int(bool(net.noise))
     square = {(a1 + a2, b1 + b2) for a1, b1 in error for a2, b2 in error}
@@ -199,7 +205,30 @@ def table_size(net):
 
 def needs_full_quadrature(net):
     """True when the term table does not apply (see the module docstring)."""
-    return net.data != "teacher" or _error_polynomial(net) is None or term_table(net) is None
+    return not table_applies(net) or term_table(net) is None
+
+
+def table_applies(net):
+    """Whether :func:`term_table` may be built: teacher data, ``l'`` a polynomial of degree
+    at most :data:`MAX_TABLE_ERROR_DEGREE`, integrands of polynomial degree at most
+    :data:`MAX_WICK_DEGREE` (:func:`integrand_degree`); else the full quadrature."""
+    if net.data != "teacher":
+        return False
+    error = _error_polynomial(net)
+    if error is None:
+        return False
+    degree = max((a + b for a, b in error), default=0)
+    return degree <= MAX_TABLE_ERROR_DEGREE and integrand_degree(net, degree) <= MAX_WICK_DEGREE
+
+
+def integrand_degree(net, error_degree):
+    """A bound on the polynomial degree of the table's integrands: the corrector's ``l'^2 g'_i
+    g'_k`` (``2 e d + 2 (d - 1)``) or the risk's ``l`` (``(e + 1) d``), ``d`` the largest
+    degree of a polynomial activation (0 when neither is one: no Wick sums)."""
+    degrees = [sympy.degree(g, X) for g in (net.student_activation, net.teacher_activation)
+               if g.is_polynomial(X) and g.free_symbols]
+    d = max(degrees, default=0)
+    return max(2 * error_degree * d + 2 * max(d - 1, 0), (error_degree + 1) * d)
 
 
 def _error_polynomial(net):
