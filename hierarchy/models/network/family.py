@@ -44,13 +44,20 @@ KEY_HELP = {
     "model.data": ("The data: `teacher` (x ~ N(0, I_N), y = sum_n v*_n g*(nu_n) + sigma xi) or "
                    "`mixture` (a labelled Gaussian mixture).", " \\| ".join(DATA)),
     "model.loss": ("The loss l(yhat, y): `mse` = (yhat - y)^2/2, `logistic` = "
-                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`.",
+                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`, "
+                   "finite for every real input and growing more slowly than exp(c z^2), "
+                   "alone and with yhat, y as functions of the Gaussian fields (kinks: "
+                   "abs, sign, sqrt(u**2)).",
                    f"{' | '.join(activations.LOSSES)} | a whitelisted expression"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",
                     "number in 0..1000"),
-    "model.student.width": ("Student width K (hidden units).", f"integer in 1..{MAX_WIDTH}"),
+    "model.student.width": ("Student width K (hidden units).",
+                            f"integer in 1..{MAX_WIDTH} (the term table of the field, "
+                            "predicted from K, M and the loss, must fit: mse to K = M = 20)"),
     "model.student.activation": ("Student activation g: `erf` means erf(x/sqrt 2); or an "
-                                 "expression in `x`.",
+                                 "expression in `x`, it and its derivative finite for every "
+                                 "real x and growing more slowly than exp(c x^2) (kinks: abs, "
+                                 "sign, sqrt(x**2), routed like relu).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x "
                                  f"(polynomial degree <= {activations.ACTIVATION_DEGREE})"),
     "model.student.second_layer": ("`fixed`: v stays at `second_layer_values`; `trained`: v is "
@@ -61,7 +68,7 @@ KEY_HELP = {
                                           "[] or K numbers of magnitude <= 1000"),
     "model.teacher.width": ("Teacher width M (`data = \"teacher\"`).",
                             f"integer in 1..{MAX_WIDTH}"),
-    "model.teacher.activation": ("Teacher activation g*.",
+    "model.teacher.activation": ("Teacher activation g* (the same rules as the student's).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x"),
     "model.teacher.noise": ("Label noise sigma: y gets sigma xi, xi ~ N(0, 1).",
                             "number in 0..1000"),
