@@ -302,12 +302,22 @@ def test_the_table_limit_sits_between_the_widths_it_names():
     assert size(20) <= MAX_TABLE_ENTRIES < size(64)
 
 
-def test_high_degree_losses_leave_the_table_for_the_quadrature():
-    # (yhat - y)**16 expanded into 6341 patterns without closed form: minutes per solve
-    net = network_from_config(load_config(None, {"model": {"family": "network",
-                                                           "loss": "(yhat - y)**16"}}))
-    assert not derivation.table_applies(net) and derivation.table_size(net) is None
-    assert derivation.needs_full_quadrature(net)
+def test_high_degree_losses_are_refused_and_kept_off_the_table():
+    # (yhat - y)**16 expanded into 6341 patterns without closed form, and its quadrature
+    # solve did not end in 10 minutes: refused by the loss's degree bound
+    start = time.perf_counter()
+    with pytest.raises(HierarchyError, match=r"degree up to 16 is too high \(at most 4\)") as info:
+        load_config(None, {"model": {"family": "network", "loss": "(yhat - y)**16"}})
+    assert info.value.field == "model.loss" and time.perf_counter() - start < 20
+    # the table itself takes l' of degree <= 3 only, and Wick sums of degree <= 32
+    config = load_config(None, {"model": {"family": "network"}})
+    config["model"]["loss"] = "(yhat - y)**4/4"
+    wide = network_from_config(config)
+    assert derivation.integrand_degree(wide, 3) == 0 and derivation.table_applies(wide)  # erf
+    config["model"]["student"]["activation"] = "x**8"
+    assert not derivation.table_applies(network_from_config(config))  # degree 6*8 + 14 = 62
+    config["model"]["loss"] = "mse"
+    assert derivation.table_applies(network_from_config(config))      # degree 2*8 + 14 = 30
     quartic = network_from_config(load_config(None, {"model": {"family": "network",
                                                                "loss": "(yhat - y)**4/4"}}))
     assert derivation.table_applies(quartic)

@@ -48,7 +48,8 @@ KEY_HELP = {
                    "finite for every real input and growing more slowly than exp(c z^2), "
                    "alone and with yhat, y as functions of the Gaussian fields (kinks: "
                    "abs, sign, sqrt(u**2)).",
-                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression"),
+                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression "
+                   f"(polynomial degree <= {activations.LOSS_DEGREE})"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",
                     "number in 0..1000"),
     "model.student.width": ("Student width K (hidden units).",
