@@ -55,7 +55,7 @@ KEY_HELP = {
                     "number in 0..1000"),
     "model.student.width": ("Student width K (hidden units).",
                             f"integer in 1..{MAX_WIDTH} (the term table of the field, "
-                            "predicted from K, M and the loss, must fit: mse to K = M = 20)"),
+                            "predicted from K, M and the loss, must fit: mse to K = M = 21)"),
     "model.student.activation": ("Student activation g: `erf` means erf(x/sqrt 2); or an "
                                  "expression in `x`, it and its derivative finite for every "
                                  "real x and growing more slowly than exp(c x^2) (kinks: abs, "
