@@ -166,6 +166,8 @@ def test_a_deeply_nested_toml_array_is_one_line(tmp_path, capsys, depth):
     ("model.student.activation", "tan(x)", "+-pi/2"),
     ("model.teacher.activation", "exp(x**2)", "grows like exp(c |z|^2)"),
     ("model.student.activation", "sin(exp(x**2))", "the derivative"),  # bounded, g' is not
+    ("model.loss", "sqrt((yhat - y)**2)", "kink or a step"),  # a solve to 0.5 took > 500 s
+    ("model.loss", "(yhat - y)/sqrt((yhat - y)**2)*yhat", "kink or a step"),
 ])
 def test_undefined_and_non_integrable_network_formulas_are_refused(key, text, words):
     with pytest.raises(HierarchyError) as info:

@@ -47,8 +47,8 @@ KEY_HELP = {
     "model.loss": ("The loss l(yhat, y): `mse` = (yhat - y)^2/2, `logistic` = "
                    "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`, "
                    "finite for every real input and growing more slowly than exp(c z^2), "
-                   "alone and with yhat, y as functions of the Gaussian fields (kinks: "
-                   "abs, sign, sqrt(u**2)).",
+                   "alone and with yhat, y as functions of the Gaussian fields, and smooth "
+                   "(no abs, sign, sqrt(u**2)).",
                    f"{' | '.join(activations.LOSSES)} | a whitelisted expression "
                    f"(polynomial degree <= {activations.LOSS_DEGREE})"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",

@@ -8,7 +8,8 @@ with :mod:`hierarchy.core.formula_bounds`, that each is finite for every real in
 grows more slowly than any ``exp(c z^2)``:
 
 - each activation and its derivative in ``x``;
-- the loss and ``l'`` in ``yhat`` and ``y``, each taken as a free real variable;
+- the loss and ``l'`` in ``yhat`` and ``y``, each taken as a free real variable; a loss with a
+  kink (``abs(yhat - y)``) is refused: its field, by quadrature, makes the solve crawl;
 - the loss and ``l'`` as functions of the Gaussian fields, ``yhat`` growing like ``g`` and
   ``y`` like ``g*`` (or linearly with label noise; a mixture's labels are constants), so
   ``exp(yhat)`` is allowed with ``g = x`` but refused with ``g = x**2``.
@@ -82,6 +83,12 @@ def check_loss(loss, field="model.loss", student=None, teacher=None):
         The envelopes of ``yhat`` and ``y`` as functions of the Gaussian fields (see
         :func:`field_envelopes`); the composite check is skipped without them.
     """
+    if loss.has(sympy.Max, sympy.Min, sympy.Heaviside):
+        raise HierarchyError(
+            f"{field}: the loss has a kink or a step (abs, sign, sqrt(u**2)): its derivative "
+            "jumps, and the quadrature field of such a loss did not finish a solve to "
+            "t_final = 0.5 in 500 s; allowed: a smooth loss (kinks are allowed in the "
+            "activations)", field=field)
     slope = sympy.diff(loss, YHAT)
     check_constants(loss, field)
     check_integrable(loss, field)
