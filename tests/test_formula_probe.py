@@ -350,6 +350,17 @@ def test_the_risk_pass_is_estimated(monkeypatch):
     assert info.value.field == "sgd.runs" and "solve.points" in str(info.value)
 
 
+def test_the_study_risk_pass_is_estimated_per_ensemble(monkeypatch):
+    from hierarchy.core.registry import family
+    from hierarchy.models.network import resources as network_resources
+    config = load_config(None, {"model": {"family": "network"}, "study": {"runs": 4}})
+    family("network").check_study(config)
+    monkeypatch.setattr(network_resources, "MAX_RISK_EVALUATIONS", 4 * 301 * 72 - 1)
+    with pytest.raises(HierarchyError, match="risk of 4 runs at 301 times") as info:
+        family("network").check_study(config)
+    assert info.value.field == "study.runs" and "solve.points" in str(info.value)
+
+
 def test_a_tiny_horizon_is_refused_naming_solve_t_final():
     # was: t_final = 1e-300 hung at t = 0
     with pytest.raises(HierarchyError) as info:
