@@ -22,9 +22,13 @@ from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, mixture, starts
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.model import (
+    BATCH_RATIO,
+    CONSTRAINTS,
     DATA,
+    MAX_BATCH,
     MAX_WIDTH,
     SECOND_LAYERS,
+    check_batch,
     network_from_config,
     teacher_labels,
 )
@@ -90,6 +94,15 @@ KEY_HELP = {
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
+    "sgd.batch": ("Mini-batch size B: B fresh samples per step, gradients averaged; time is "
+                  "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
+                  "corrector is divided by B. The ODE is that of B << N: B proportional to N "
+                  "(the large-batch limit) is refused.",
+                  f"integer in 1..{MAX_BATCH}, and at most sgd.dimension/{BATCH_RATIO}"),
+    "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
+                       "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
+                       "start is normalised); `none`: the free step.",
+                       " | ".join(CONSTRAINTS)),
     **mixture.KEY_HELP,
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
@@ -135,7 +148,7 @@ class NetworkFamily(ModelFamily):
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0},
+                "seed": 0, "batch": 1, "constraint": "none"},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -152,6 +165,7 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        check_batch(net, sgd["dimension"])
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)

@@ -23,6 +23,12 @@ from hierarchy.models.network import activations
 
 DATA = ("teacher", "mixture")
 SECOND_LAYERS = ("fixed", "trained")
+#: ``[sgd] constraint``: none, or every ``w_k`` renormalised to ``|w_k|^2 = N`` after each step
+CONSTRAINTS = ("none", "sphere")
+#: largest ``[sgd] batch`` (the ODE holds for ``B = O(1)``; see :func:`check_batch`)
+MAX_BATCH = 4096
+#: the ODE's mini-batch bound: ``batch <= dimension / BATCH_RATIO`` (``B << N``)
+BATCH_RATIO = 100
 #: largest student or teacher width
 MAX_WIDTH = 64
 #: largest ``|ridge|``, ``sigma``, step and second-layer value (beyond: stiffness, overflow)
@@ -41,7 +47,9 @@ class Network:
     ``activations.output_symbols``) with their config text in ``*_name``;
     ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
-    and ``eta_v``; ``mixture``: None for teacher data.
+    and ``eta_v``; ``mixture``: None for teacher data; ``batch``: ``B`` fresh samples per
+    step, gradients averaged; ``constraint``: ``"none"`` or ``"sphere"`` (every ``w_k``
+    renormalised to ``|w_k|^2 = N`` after each step).
     """
 
     data: str
@@ -62,6 +70,8 @@ class Network:
     step: float = 1.0
     step_second_layer: float = 1.0
     mixture: object = None
+    batch: int = 1
+    constraint: str = "none"
 
     @property
     def labels(self):
@@ -133,6 +143,9 @@ def network_from_config(config):
     sgd = config["sgd"]
     step = fields.real(sgd, "sgd", "step", 0.0, True, MAX_PARAMETER)
     step_v = step_second_layer(sgd, step)
+    batch = fields.integer({"batch": sgd.get("batch", 1)}, "sgd", "batch", 1, MAX_BATCH)
+    constraint = fields.choice({"constraint": sgd.get("constraint", "none")}, "sgd",
+                               "constraint", CONSTRAINTS)
     mixture = None
     if data == "mixture":
         mixture = _mixture(config)
@@ -151,7 +164,33 @@ def network_from_config(config):
                    loss=loss, loss_name=loss_name, ridge=ridge,
                    trained_second_layer=layer == "trained", second_layer=v,
                    teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
-                   step_second_layer=step_v, mixture=mixture)
+                   step_second_layer=step_v, mixture=mixture, batch=batch,
+                   constraint=constraint)
+
+
+def check_batch(net, dimension, field="sgd.batch"):
+    """Refuse ``B`` beyond ``N / BATCH_RATIO``: the ODE is that of ``B = O(1)``, ``B << N``.
+
+    The terms a mini-batch adds beyond ``g/B`` (the cross products of two samples of one
+    batch) are of relative order ``B/N`` per step; ``B`` proportional to ``N`` is the
+    large-batch regime, a different limit, refused here.
+    """
+    if net.batch * BATCH_RATIO > dimension:
+        raise HierarchyError(f"{field} = {net.batch} must be at most sgd.dimension / "
+                             f"{BATCH_RATIO} = {dimension // BATCH_RATIO} (the ODE is that of "
+                             f"batches B << N; B proportional to N is not implemented)",
+                             field=field)
+
+
+def check_sphere_start(net, u, field="init.statistics"):
+    """With ``constraint = "sphere"``, refuse a start whose ``Q_kk`` is not 1."""
+    if net.constraint != "sphere":
+        return
+    for k in range(1, net.K + 1):
+        value = float(np.asarray(u)[net.labels.index(f"Q{k}.{k}")])
+        if abs(value - 1.0) > 1e-12:
+            raise HierarchyError(f'{field}: sgd.constraint = "sphere" holds |w_k|^2/N = 1, so '
+                                 f"Q{k}.{k} must be 1 (got {value:g})", field=field)
 
 
 def step_second_layer(sgd, step):

@@ -11,7 +11,7 @@
 
 import numpy as np
 
-from hierarchy.models.network.model import check_start_gram
+from hierarchy.models.network.model import check_sphere_start, check_start_gram
 
 
 def from_table(net, table):
@@ -22,6 +22,7 @@ def from_table(net, table):
             u[j] = net.second_layer[int(label[1:]) - 1]
         u[j] = table.get(label, u[j])
     check_start_gram(net, u)
+    check_sphere_start(net, u)
     return u
 
 
@@ -54,4 +55,6 @@ def statistics_of(net, weights, teacher, v=None):
 def gaussian_start(net, dimension, scale, seed):
     """The order parameters of one Gaussian draw at ``dimension``."""
     weights, teacher = gaussian_weights(net, dimension, scale, seed)
+    if net.constraint == "sphere":  # the constrained start: |w_k|^2 = N
+        weights = np.sqrt(dimension) * weights / np.linalg.norm(weights, axis=1, keepdims=True)
     return statistics_of(net, weights, teacher)
