@@ -8,7 +8,9 @@ with ``l' = dl/dyhat`` and ``dl/dlambda_i = l' v_i g'(lambda_i)`` (sympy's chain
 - ``dQ_ik = -eta E[dl/dlambda_i lambda_k + dl/dlambda_k lambda_i] - 2 eta alpha Q_ik``
   (drift ``f``) ``+ eta^2 E[dl/dlambda_i dl/dlambda_k]`` (corrector ``g``);
 - ``dv_k = -eta_v E[dl/dv_k] = -eta_v E[l' g(lambda_k)]`` (a trained second layer);
-- ``eg = E[l(yhat, y*)]``, ``y* = sum_n v*_n g*(nu_n)`` (no label noise).
+- ``eg = E[l(yhat, y*)]``, ``y* = sum_n v*_n g*(nu_n)`` (no label noise), or a polynomial
+  multi-index target ``y* = f*(nu)`` written in the atoms ``N_n = nu_n``
+  (:func:`target_label`; a non-polynomial one goes to the quadrature field).
 
 For teacher data and a loss whose ``l'`` (and, for ``eg``, ``l``) is a polynomial in ``yhat``
 and ``y``, every integrand is a polynomial in the *atoms* ``G_k = g(lambda_k)``, ``D_k =
@@ -37,6 +39,7 @@ import sympy
 
 from hierarchy.models.network.activations import X, Y, YHAT
 from hierarchy.models.network.gradients import derivative
+from hierarchy.models.network.target import monomials
 
 #: most distinct local fields of one term evaluated by the term table
 MAX_FIELDS = 4
@@ -151,7 +154,25 @@ def parity(expr):
 
 def needs_full_quadrature(net):
     """True when the term table does not apply (see the module docstring)."""
+    if net.target is not None and monomials(net.target, net.M) is None:
+        return True  # a target that is not a polynomial in the nu's
     return net.data != "teacher" or _error_polynomial(net) is None or term_table(net) is None
+
+
+def target_label(net, one):
+    """The clean label as a polynomial in atoms: ``sum_n v*_n H_n`` (a committee teacher),
+    or a polynomial target ``f*(nu)`` in the atoms ``N_n`` (:func:`~.target.monomials`)."""
+    label = {}
+    if net.target is None:
+        for m in range(net.M):
+            label = _sum(label, _atom("H", m, value=net.teacher_second_layer[m]))
+        return label
+    for exponents, c in monomials(net.target, net.M).items():
+        term = {key: value * c for key, value in one.items()}
+        for m, power in enumerate(exponents):
+            term = _product(term, _power(_atom("N", m), power, one))
+        label = _sum(label, term)
+    return label
 
 
 def _error_polynomial(net):
@@ -179,9 +200,7 @@ def term_table(net):
     yhat = {}
     for k in range(K):
         yhat = _sum(yhat, v_of(k, ("G", k)))
-    label = {}
-    for m in range(M):
-        label = _sum(label, _atom("H", m, value=net.teacher_second_layer[m]))
+    label = target_label(net, one)
     clean_label = label
     if net.noise:
         label = _sum(label, _atom("xi", 0, value=net.noise))

@@ -143,7 +143,7 @@ class NetworkFamily(ModelFamily):
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
                   "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": []},
+                              "second_layer_values": [], "target": ""},
                   "mixture": mixture.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},

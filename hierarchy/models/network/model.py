@@ -20,6 +20,7 @@ from hierarchy.config import fields
 from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import activations
+from hierarchy.models.network.target import committee, parse_target
 
 DATA = ("teacher", "mixture")
 SECOND_LAYERS = ("fixed", "trained")
@@ -34,7 +35,9 @@ MAX_WIDTH = 64
 #: largest ``|ridge|``, ``sigma``, step and second-layer value (beyond: stiffness, overflow)
 MAX_PARAMETER = 1e3
 STUDENT_KEYS = ("width", "activation", "second_layer", "second_layer_values")
-TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values")
+TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values", "target")
+#: the teacher activation a ``target`` leaves at its default
+DEFAULT_TEACHER_ACTIVATION = "erf"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +52,10 @@ class Network:
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
     and ``eta_v``; ``mixture``: None for teacher data; ``batch``: ``B`` fresh samples per
     step, gradients averaged; ``constraint``: ``"none"`` or ``"sphere"`` (every ``w_k``
-    renormalised to ``|w_k|^2 = N`` after each step).
+    renormalised to ``|w_k|^2 = N`` after each step); ``target``: a multi-index target
+    ``f*(nu1..nuM)`` (sympy, in :func:`~.target.nu_symbols`) replacing ``sum v*_n g*(nu_n)``,
+    or None (a committee target is today's teacher: ``target`` None, ``target_name`` its
+    text).
     """
 
     data: str
@@ -72,6 +78,8 @@ class Network:
     mixture: object = None
     batch: int = 1
     constraint: str = "none"
+    target: sympy.Expr = None
+    target_name: str = ""
 
     @property
     def labels(self):
@@ -152,11 +160,20 @@ def network_from_config(config):
         M = mixture.signals
         teacher_g_name, teacher_g, v_star, sigma = "", sympy.S.Zero, (), 0.0
         overlaps = tuple(tuple(float(n == m) for m in range(M)) for n in range(M))  # T = I_S
+        target_name, target = "", None
     else:
         M = fields.integer(teacher, "model.teacher", "width", 1, MAX_WIDTH)
         teacher_g_name = fields.string(teacher, "model.teacher", "activation")
         teacher_g = activations.activation(teacher_g_name, "model.teacher.activation")
         v_star = _values(teacher, "model.teacher", M)
+        target_name, target = _target(teacher, M)
+        if target_name:
+            reduced = committee(target, M)
+            if reduced is not None:       # sum_n c_n h(nu_n): today's teacher, g* = h, v* = c
+                teacher_g, v_star = reduced
+                teacher_g_name, target = activation_name(teacher_g), None
+            else:
+                teacher_g, teacher_g_name, v_star = sympy.S.Zero, "", (0.0,) * M
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
         overlaps = _overlaps(teacher, M, config)
     return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
@@ -165,7 +182,31 @@ def network_from_config(config):
                    trained_second_layer=layer == "trained", second_layer=v,
                    teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
                    step_second_layer=step_v, mixture=mixture, batch=batch,
-                   constraint=constraint)
+                   constraint=constraint, target=target, target_name=target_name)
+
+
+def _target(teacher, M):
+    """``(text, expression)`` of ``[model.teacher] target``, ``("", None)`` when empty; with a
+    target, an explicit teacher activation or second layer is refused (one line)."""
+    text = teacher.get("target", "")
+    if not isinstance(text, str):
+        raise HierarchyError(f"model.teacher.target must be a string (an expression in nu1.."
+                             f"nu{M}) or empty; got {fields.show(text)}",
+                             field="model.teacher.target")
+    if not text.strip():
+        return "", None
+    for key, default in (("activation", DEFAULT_TEACHER_ACTIVATION),
+                         ("second_layer_values", [])):
+        if teacher.get(key, default) != default:
+            raise HierarchyError(f"model.teacher.{key} cannot be set with model.teacher.target "
+                                 "(the target replaces sum_n v*_n g*(nu_n)); remove one",
+                                 field=f"model.teacher.{key}")
+    return text, parse_target(text, M)
+
+
+def activation_name(expr):
+    """The :data:`~.activations.ACTIVATIONS` name of an expression in ``x``, else its text."""
+    return next((name for name, g in activations.ACTIVATIONS.items() if g == expr), str(expr))
 
 
 def check_batch(net, dimension, field="sgd.batch"):
