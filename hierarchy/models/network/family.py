@@ -77,6 +77,13 @@ KEY_HELP = {
                                '[], "drawn" or a symmetric positive semi-definite M x M matrix'),
     "model.teacher.second_layer_values": ("The teacher's second layer v*; `[]`: all 1.",
                                           "[] or M numbers of magnitude <= 1000"),
+    "model.teacher.target": ("A multi-index target y = f*(nu1, .., nuM) replacing "
+                             "sum_n v*_n g*(nu_n): an expression in nu1..nuM (whitelisted "
+                             "parser, never evaluated as code); `\"\"`: none. With a target, "
+                             "an explicit teacher activation or second_layer_values is an "
+                             "error. Polynomials and erf, erfc, tanh, atan, sin, cos of them; "
+                             "a committee sum_n c_n h(nu_n) is the teacher g* = h, v* = c.",
+                             '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
                     "`sgd.dimension`, and start from their Q, R.", "statistics | gaussian"),
