@@ -204,3 +204,19 @@ def test_sphere_gaussian_start_is_normalised():
     net = family.network(cfg)
     for k in (1, 2):
         assert np.isclose(u[net.labels.index(f"Q{k}.{k}")], 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("sgd_table, field", [({"batch": 2}, "sgd.batch"),
+                                              ({"constraint": "sphere"}, "sgd.constraint")])
+def test_fixed_points_and_diffusion_refuse_what_they_do_not_derive(sgd_table, field):
+    """The diffusion matrix and the fixed-point search are single-sample free SGD's: a
+    mini-batch or the sphere is refused in one line naming the key, before any work."""
+    from hierarchy.core import registry
+    from hierarchy.models.network.diffusion import diffusion
+    cfg = config(sgd=sgd_table, init={"statistics": {"Q1.1": 1.0, "Q2.2": 1.0}})
+    family = registry.family("network")
+    for call in (lambda: family.fixed_points(cfg),
+                 lambda: diffusion(family.network(cfg), SPHERE_STATE[:7])):
+        with pytest.raises(HierarchyError) as error:
+            call()
+        assert error.value.field == field and "\n" not in str(error.value)

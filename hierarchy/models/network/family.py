@@ -29,6 +29,7 @@ from hierarchy.models.network.model import (
     MAX_WIDTH,
     SECOND_LAYERS,
     check_batch,
+    check_plain_sgd,
     network_from_config,
     teacher_labels,
 )
@@ -308,6 +309,7 @@ class NetworkFamily(ModelFamily):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        check_plain_sgd(self.network(config), "the fixed-point search")  # before any work
         system = self.system(config)
         start = self.initial_state(config, system)
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))

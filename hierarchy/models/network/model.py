@@ -223,6 +223,19 @@ def check_batch(net, dimension, field="sgd.batch"):
                              field=field)
 
 
+def check_plain_sgd(net, what):
+    """Refuse, in one line, a mini-batch, the sphere or a multi-index target for ``what``:
+    a computation derived for single-sample free SGD on a committee teacher only."""
+    for field, plain, value in (("sgd.batch", 1, net.batch),
+                                ("sgd.constraint", "none", net.constraint),
+                                ("model.teacher.target", "", net.target_name if net.target
+                                 is not None else "")):
+        if value != plain:
+            raise HierarchyError(f"{field} = {value!r}: {what} is derived for single-sample "
+                                 f"free SGD on a committee teacher; use {field} = {plain!r}",
+                                 field=field)
+
+
 def check_sphere_start(net, u, field="init.statistics"):
     """With ``constraint = "sphere"``, refuse a start whose ``Q_kk`` is not 1."""
     if net.constraint != "sphere":
