@@ -106,7 +106,7 @@ KEY_HELP = {
                   "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
                   "corrector is divided by B. The ODE is that of B << N: B proportional to N "
                   "(the large-batch limit) is refused.",
-                  f"integer in 1..{MAX_BATCH}, and at most sgd.dimension/{BATCH_RATIO}"),
+                  f"integer in 1..{MAX_BATCH}; above 1, at most sgd.dimension/{BATCH_RATIO}"),
     "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
                        "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
                        "start is normalised); `none`: the free step.",

@@ -216,7 +216,7 @@ def check_batch(net, dimension, field="sgd.batch"):
     batch) are of relative order ``B/N`` per step; ``B`` proportional to ``N`` is the
     large-batch regime, a different limit, refused here.
     """
-    if net.batch * BATCH_RATIO > dimension:
+    if net.batch > 1 and net.batch * BATCH_RATIO > dimension:
         raise HierarchyError(f"{field} = {net.batch} must be at most sgd.dimension / "
                              f"{BATCH_RATIO} = {dimension // BATCH_RATIO} (the ODE is that of "
                              f"batches B << N; B proportional to N is not implemented)",
