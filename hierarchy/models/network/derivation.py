@@ -8,7 +8,9 @@ with ``l' = dl/dyhat`` and ``dl/dlambda_i = l' v_i g'(lambda_i)`` (sympy's chain
 - ``dQ_ik = -eta E[dl/dlambda_i lambda_k + dl/dlambda_k lambda_i] - 2 eta alpha Q_ik``
   (drift ``f``) ``+ eta^2 E[dl/dlambda_i dl/dlambda_k]`` (corrector ``g``);
 - ``dv_k = -eta_v E[dl/dv_k] = -eta_v E[l' g(lambda_k)]`` (a trained second layer);
-- ``eg = E[l(yhat, y*)]``, ``y* = sum_n v*_n g*(nu_n)`` (no label noise).
+- ``eg = E[l(yhat, y*)]``, ``y* = sum_n v*_n g*(nu_n)`` (no label noise), or a polynomial
+  multi-index target ``y* = f*(nu)`` written in the atoms ``N_n = nu_n``
+  (:func:`target_label`; a non-polynomial one goes to the quadrature field).
 
 For teacher data and a loss whose ``l'`` (and, for ``eg``, ``l``) is a polynomial in ``yhat``
 and ``y``, every integrand is a polynomial in the *atoms* ``G_k = g(lambda_k)``, ``D_k =
@@ -39,6 +41,7 @@ import sympy
 
 from hierarchy.models.network.activations import X, Y, YHAT
 from hierarchy.models.network.gradients import derivative
+from hierarchy.models.network.target import monomials as target_monomials
 
 #: most distinct local fields of one term evaluated by the term table
 MAX_FIELDS = 4
@@ -189,8 +192,8 @@ def table_size(net):
     corrector, ``K`` of a trained ``v``, one of the risk. Exact (``tests/test_formula_probe``
     counts the expansion against it).
     """
-    if not table_applies(net):
-        return None
+    if not table_applies(net) or net.target is not None:
+        return None  # a multi-index target's label atoms are not counted here
     error = _error_polynomial(net)
     K, M = net.K, net.M
     label = M + int(bool(net.noise))
@@ -205,6 +208,8 @@ def table_size(net):
 
 def needs_full_quadrature(net):
     """True when the term table does not apply (see the module docstring)."""
+    if net.target is not None and target_monomials(net.target, net.M) is None:
+        return True  # a target that is not a polynomial in the nu's
     return not table_applies(net) or term_table(net) is None
 
 
@@ -229,6 +234,22 @@ def integrand_degree(net, error_degree):
                if g.is_polynomial(X) and g.free_symbols]
     d = max(degrees, default=0)
     return max(2 * error_degree * d + 2 * max(d - 1, 0), (error_degree + 1) * d)
+
+
+def target_label(net, one):
+    """The clean label as a polynomial in atoms: ``sum_n v*_n H_n`` (a committee teacher),
+    or a polynomial target ``f*(nu)`` in the atoms ``N_n`` (:func:`~.target.monomials`)."""
+    label = {}
+    if net.target is None:
+        for m in range(net.M):
+            label = _sum(label, _atom("H", m, value=net.teacher_second_layer[m]))
+        return label
+    for exponents, c in target_monomials(net.target, net.M).items():
+        term = {key: value * c for key, value in one.items()}
+        for m, power in enumerate(exponents):
+            term = _product(term, _power(_atom("N", m), power, one))
+        label = _sum(label, term)
+    return label
 
 
 def _error_polynomial(net):
@@ -256,9 +277,7 @@ def term_table(net):
     yhat = {}
     for k in range(K):
         yhat = _sum(yhat, v_of(k, ("G", k)))
-    label = {}
-    for m in range(M):
-        label = _sum(label, _atom("H", m, value=net.teacher_second_layer[m]))
+    label = target_label(net, one)
     clean_label = label
     if net.noise:
         label = _sum(label, _atom("xi", 0, value=net.noise))

@@ -30,9 +30,14 @@ from hierarchy.models.network import activations, inputs, mixture, starts
 from hierarchy.models.network.structured import system_of
 from hierarchy.models.network import resources as network_resources
 from hierarchy.models.network.model import (
+    BATCH_RATIO,
+    CONSTRAINTS,
     DATA,
+    MAX_BATCH,
     MAX_WIDTH,
     SECOND_LAYERS,
+    check_batch,
+    check_plain_sgd,
     network_from_config,
     state_labels,
     teacher_labels,
@@ -90,6 +95,13 @@ KEY_HELP = {
                                '[], "drawn" or a symmetric positive semi-definite M x M matrix'),
     "model.teacher.second_layer_values": ("The teacher's second layer v*; `[]`: all 1.",
                                           "[] or M numbers of magnitude <= 1000"),
+    "model.teacher.target": ("A multi-index target y = f*(nu1, .., nuM) replacing "
+                             "sum_n v*_n g*(nu_n): an expression in nu1..nuM (whitelisted "
+                             "parser, never evaluated as code); `\"\"`: none. With a target, "
+                             "an explicit teacher activation or second_layer_values is an "
+                             "error. Polynomials and erf, erfc, tanh, atan, sin, cos of them; "
+                             "a committee sum_n c_n h(nu_n) is the teacher g* = h, v* = c.",
+                             '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
                     "`sgd.dimension`, and start from their Q, R.", "statistics | gaussian"),
@@ -110,6 +122,15 @@ KEY_HELP = {
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
+    "sgd.batch": ("Mini-batch size B: B fresh samples per step, gradients averaged; time is "
+                  "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
+                  "corrector is divided by B. The ODE is that of B << N: B proportional to N "
+                  "(the large-batch limit) is refused.",
+                  f"integer in 1..{MAX_BATCH}; above 1, at most sgd.dimension/{BATCH_RATIO}"),
+    "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
+                       "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
+                       "start is normalised); `none`: the free step.",
+                       " | ".join(CONSTRAINTS)),
     **mixture.KEY_HELP,
     **inputs.KEY_HELP,
     **SGD_KEY_HELP,
@@ -153,12 +174,13 @@ class NetworkFamily(ModelFamily):
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
                   "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": []},
+                              "second_layer_values": [], "target": ""},
                   "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0, "paired_runs": PAIRED_RUNS},
+                "seed": 0, "paired_runs": PAIRED_RUNS, "batch": 1,
+                "constraint": "none"},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -175,6 +197,7 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        check_batch(net, sgd["dimension"])
         sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
@@ -327,6 +350,7 @@ class NetworkFamily(ModelFamily):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        check_plain_sgd(self.network(config), "the fixed-point search")  # before any work
         if self.network(config).inputs is not None:
             raise HierarchyError("fixed points: the symmetric and specialised points are found "
                                  "for isotropic inputs only; allowed: model.inputs.covariance "

@@ -24,6 +24,7 @@ from hierarchy.core.registry import family_of
 from hierarchy.models.network import sgd
 from hierarchy.models.network.resources import check_risk_pass
 from hierarchy.models.network.structured import system_of
+from hierarchy.models.network.model import check_batch
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
 from hierarchy.ode.system import integrate_system
 from hierarchy.sgd.paired import solve_starts
@@ -105,6 +106,7 @@ def check(config):
     low = sgd.minimum_dimension(net)
 
     def one(dimension, runs):
+        check_batch(net, dimension, field="sgd.batch")  # B << N at every study dimension
         check_sgd_ensemble(config, dimension, runs, width=net.K + net.M,
                            statistics=len(net.labels), keys=RESOURCE_KEYS,
                            field="study.dimensions", steps=False)
