@@ -177,9 +177,11 @@ def plot(out, dimensions, rows, sgd_dims, sgd):
     for k, times in rows.items():
         ax.loglog(dimensions, times, "o-", color=f"C{k - 1}", label=f"He{k} ODE")
     for k, escapes in sgd.items():
+        # a run that did not escape (inf) raises the median but draws no bar end
         medians = [np.median(e) for e in escapes]
         low = [medians[i] - np.min(e) for i, e in enumerate(escapes)]
-        high = [np.max(e) - medians[i] for i, e in enumerate(escapes)]  # inf: not escaped
+        high = [np.max(e[np.isfinite(e)], initial=medians[i]) - medians[i]
+                for i, e in enumerate(escapes)]
         ax.errorbar(sgd_dims, medians, yerr=[low, high], fmt="s", mfc="none",
                     color=f"C{k - 1}", capsize=3, label=f"He{k} SGD (median, range)")
     ax.set_xlabel("N")
