@@ -165,7 +165,7 @@ def sgd(args, progress):
     summary = registry.family_of(config).run_sgd(config, args.out, resume=args.resume,
                                                  progress=progress)
     diverged = summary.get("diverged") if isinstance(summary, dict) else None
-    if diverged:
+    if diverged and not summary.get("stage"):  # an interrupted post-processing: exit 130
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
         report(f"{diverged['message']}; the rows before it are kept in {args.out} "
                "(marked incomplete)")

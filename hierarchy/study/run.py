@@ -60,9 +60,10 @@ import numpy as np
 
 from hierarchy.config.loader import check_scheduler, load_config
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import Checkpoint, interruptible
+from hierarchy.core.io import Checkpoint, hold_signals, interruptible
 from hierarchy.core.progress import Progress
 from hierarchy.core.registry import family, family_of
+from hierarchy.sgd.divergence import DivergedError
 from hierarchy.study import runner
 from hierarchy.study.compute import compute_job, job_hash
 from hierarchy.study.dimension_report import chosen_observables
@@ -178,8 +179,9 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
     lines = JobLines(jobs, done, progress, describe=model.describe_job if hooked else None)
 
     def keep(job, result):
-        save_job(out, job, result, expected[job])
-        finished[job] = result
+        with hold_signals():  # a job on disk is a job counted as kept
+            save_job(out, job, result, expected[job])
+            finished[job] = result
         lines.report(job, result)
 
     def write(results, complete):
@@ -202,6 +204,9 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
             # The CLI says "interrupted" once; this line only counts what was kept.
             print(f"{len(finished)}/{len(jobs)} finished jobs kept in {jobs_folder(out)}",
                   file=sys.stderr)
+            raise
+        except DivergedError:
+            write(finished, complete=False)  # the jobs before it, marked incomplete (exit 1)
             raise
     return write(results, complete=True)
 

@@ -31,6 +31,7 @@ from hierarchy.models.network import study as network_study
 from hierarchy.models.network.spectral import NetworkSpectra, block_names, check_spectra_network
 from hierarchy.spectra import config as spectra_config
 from hierarchy.spectra.job import run_ensemble
+from hierarchy.sgd.ensemble import RowValue
 from hierarchy.study import dimension_config
 from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
 from hierarchy.ode.integrate import SolveInterrupted
@@ -212,18 +213,15 @@ class NetworkFamily(ModelFamily):
                                        seed=table["seed"], start=start, scale=init["scale"],
                                        observer=observer, **loop)
 
-        def risk(trajectory):
-            # the loop may record more times than the outputs (the spectra's): keep the outputs
-            recorded = np.round(np.asarray(trajectory.t, dtype=float), 12)
-            rows = np.searchsorted(recorded, np.round(self.output_times(config), 12))
-            u_runs = np.asarray(trajectory.u_runs, dtype=float)[:, rows]
-            eg_runs = network_sgd.risk_along(self.system(config), u_runs)
-            alive = np.isfinite(eg_runs)
-            with np.errstate(invalid="ignore"):
-                mean = np.where(alive, eg_runs, 0.0).sum(axis=0) / alive.sum(axis=0)
-            return {"eg": [float(e) for e in mean], "eg_final": float(mean[-1]),
-                    "eg_source": "population risk of each run's statistics (field eg)",
-                    "result_arrays": {"eg": mean, "eg_runs": eg_runs}}
+        built = {}
+
+        def population_risk(state):  # the field is built once SGD is done, as it was
+            if "system" not in built:
+                built["system"] = self.system(config)
+            return built["system"].eg(state)
+
+        risk = RowValue("eg", population_risk,
+                        eg_source="population risk of each run's statistics (field eg)")
 
         adapter = None
         if config.get("spectra", {}).get("times"):
@@ -231,7 +229,7 @@ class NetworkFamily(ModelFamily):
                                      start, init["scale"],
                                      {**DEFAULT_SETTINGS, **config["solve"]})
         return run_ensemble(config, out_dir, run, self.output_times(config), adapter,
-                            state_name=self.state_name, on_finish=risk, resume=resume,
+                            state_name=self.state_name, row_value=risk, resume=resume,
                             progress=progress, dimension=int(table["dimension"]),
                             sampler="network SGD")
 
