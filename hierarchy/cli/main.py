@@ -21,8 +21,10 @@ results kept, marked incomplete; ``--resume`` continues sgd and study).
 
 The parser is :mod:`hierarchy.cli.parser`, the subcommands :mod:`hierarchy.cli.commands`.
 """
+import contextlib
 import logging
 import os
+import signal
 import sys
 
 from hierarchy.cli import commands
@@ -44,13 +46,19 @@ def build_parser():
     return cli_parser.build_parser(commands.HANDLERS)
 
 
-def main(argv=None):
+def main(argv=None, *, exiting=None):
     """Run the ``hierarchy`` command line.
 
     Parameters
     ----------
     argv : list of str, optional
         Arguments without the program name; default ``sys.argv[1:]``.
+    exiting : bool, optional
+        Whether the process ends when this returns (default: ``argv`` is None, as for the
+        ``hierarchy`` script and ``python -m hierarchy``). Then, once the run is over (an
+        interrupt caught, or its work done), SIGINT and SIGTERM are ignored: a second
+        Ctrl-C while the process exits cannot turn exit 130 into death by signal. A caller
+        that goes on (a test, a notebook) keeps its handlers.
 
     Returns
     -------
@@ -63,6 +71,7 @@ def main(argv=None):
     except cli_parser.UsageError as error:
         report(str(error))
         return EXIT_BAD_INPUT
+    exiting = argv is None if exiting is None else exiting
     quiet = commands.is_quiet(args)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
     progress = Progress.quiet() if quiet else Progress()
@@ -78,6 +87,8 @@ def main(argv=None):
         report(f"error: {str(error).strip()}")
         return getattr(error, "exit_status", EXIT_BAD_INPUT)  # 1 for a diverged study job
     except KeyboardInterrupt:
+        if exiting:
+            ignore_signals()  # the partial result is on disk; from here on we only exit
         report(interrupted_message(args, before))
         return EXIT_INTERRUPTED
     except MemoryError:
@@ -87,7 +98,16 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     finally:
+        if exiting:
+            ignore_signals()
         progress.close()
+
+
+def ignore_signals():
+    """Ignore SIGINT and SIGTERM from now on (the process is about to exit)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def family_of_args(args):

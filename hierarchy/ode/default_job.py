@@ -92,10 +92,10 @@ def trajectory_summary(result, interrupted=None):
 
 def _write(family, out, config, result, summary):
     out.mkdir(parents=True, exist_ok=True)
-    plot_solved(out, config, result, family)
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, complete=result.status == Status.COMPLETE,
                  state_name=family.state_name)
+    plot_solved(out, config, result, family)  # after the result: a plot is no result
 
 
 def write_solved(out_dir, config, trajectory, state_name, method):
@@ -109,9 +109,9 @@ def write_solved(out_dir, config, trajectory, state_name, method):
                "method": method, "t_reached": float(trajectory.t[-1]),
                "final": {label: float(trajectory.y[-1, j])
                          for j, label in enumerate(trajectory.labels)}}
-    plot_solved(out_dir, config, trajectory)
     write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
                  config=config, summary=summary, complete=trajectory.success,
                  state_name=state_name)
+    plot_solved(out_dir, config, trajectory)  # after the result: a plot is no result
     return summary
 

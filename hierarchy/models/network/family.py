@@ -293,12 +293,48 @@ class NetworkFamily(ModelFamily):
 def write_solution(out_dir, config, system, result, interrupted=None):
     """Write ``result.npz`` (``t``, ``labels``, ``u``, ``eg``) and ``result.json``.
 
-    The summary adds ``eg_final``, the field's ``engine`` and the estimated quadrature error
-    of the field and of ``eg`` at the start and the last state (0 for closed forms);
-    ``certified`` is false when it exceeds the solve's ``atol + rtol |u|``.
+    The trajectory is written first, before any slow post-processing, marked incomplete
+    (``stage: "post-processing"``, ``eg`` NaN): an interrupt from there on keeps every row.
+    An interrupted solve stops there (``eg`` not computed). Otherwise ``eg`` is computed row
+    by row (an interrupt keeps the rows done, still incomplete), then the summary adds
+    ``eg_final``, the field's ``engine`` and the estimated quadrature error of the field and
+    of ``eg`` at the start and the last state (0 for closed forms); ``certified`` is false
+    when it exceeds the solve's ``atol + rtol |u|``.
     """
     summary = trajectory_summary(result, interrupted=interrupted)
-    eg = np.array([system.eg(u) for u in result.y])
+    net = system.net
+    summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
+                                   in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
+    summary["engine"] = system.engine
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    eg = np.full(len(result.t), np.nan)
+    write_network_result(out_dir, config, result, eg, dict(summary, stage="post-processing",
+                                                          eg="not computed yet"), False)
+    if interrupted is not None:
+        summary["eg"] = "not computed: interrupted"
+        return summary
+    done = 0
+    try:
+        for u in result.y:
+            eg[done] = system.eg(u)
+            done += 1
+        error = quadrature_error(config, system, result)
+    except KeyboardInterrupt:
+        write_network_result(out_dir, config, result, eg,
+                             dict(summary, stage="post-processing",
+                                  eg=f"interrupted: {done} of {len(eg)} rows computed"), False)
+        raise
+    summary.update(eg_final=float(eg[-1]) if eg.size else None, quadrature_error=error)
+    complete = result.status == Status.COMPLETE and bool(np.all(np.isfinite(eg)))
+    if result.status == Status.COMPLETE and not complete:
+        summary["eg_not_finite"] = int(np.sum(~np.isfinite(eg)))
+    write_network_result(out_dir, config, result, eg, summary, complete)
+    return summary
+
+
+def quadrature_error(config, system, result):
+    """The largest estimated quadrature error of the field and of ``eg`` at the start and the
+    last state, and whether it is within the solve's ``atol + rtol |u|`` (``certified``)."""
     field_error, eg_error = 0.0, 0.0
     for u in result.y[[0, -1]] if len(result.y) else ():
         rhs_error, risk_error = system.quadrature_error(u)
@@ -306,19 +342,15 @@ def write_solution(out_dir, config, system, result, interrupted=None):
         eg_error = max(eg_error, risk_error)
     solve = config["solve"]
     scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
-    net = system.net
-    summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
-                                   in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
-    summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
-                   quadrature_error={"field": field_error, "eg": eg_error,
-                                     "certified": bool(eg_error <= solve["atol"] + solve["rtol"]
-                                                       * max(1.0, scale) or field_error == 0.0
-                                                       and eg_error == 0.0)})
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return {"field": field_error, "eg": eg_error,
+            "certified": bool(eg_error <= solve["atol"] + solve["rtol"] * max(1.0, scale)
+                              or field_error == 0.0 and eg_error == 0.0)}
+
+
+def write_network_result(out_dir, config, result, eg, summary, complete):
+    """``result.npz`` and ``result.json`` of a solve (``complete`` as given)."""
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays={"eg": eg},
-                 complete=result.status == Status.COMPLETE, state_name="u")
-    return summary
+                 summary=summary, extra_arrays={"eg": eg}, complete=complete, state_name="u")
 
 
 NETWORK = NetworkFamily()
