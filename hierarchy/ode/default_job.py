@@ -94,7 +94,7 @@ def _write(family, out, config, result, summary):
     out.mkdir(parents=True, exist_ok=True)
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, complete=result.status == Status.COMPLETE,
-                 state_name=family.state_name)
+                 state_name=family.state_name, command="solve")
     plot_solved(out, config, result, family)  # after the result: a plot is no result
 
 
@@ -111,7 +111,7 @@ def write_solved(out_dir, config, trajectory, state_name, method):
                          for j, label in enumerate(trajectory.labels)}}
     write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
                  config=config, summary=summary, complete=trajectory.success,
-                 state_name=state_name)
+                 state_name=state_name, command="solve")
     plot_solved(out_dir, config, trajectory)  # after the result: a plot is no result
     return summary
 

@@ -639,7 +639,8 @@ class EnsembleJob:
         self.config, self.rows, self.state_name = config, rows, state_name
         self.extra, self.checkpoint_every = summary, checkpoint_every
         self.digest = config_digest(config)
-        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every)
+        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every,
+                                     command="sgd")
 
     def previous(self):
         """``(summary, None)`` of a finished (or diverged) run to reuse, or ``(None, state)``

@@ -131,7 +131,7 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     elif "sgd" in study.get("references", REFERENCES):
         model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
-    checkpoint = Checkpoint(out, config)
+    checkpoint = Checkpoint(out, config, command="study")
     planned = model.plan_jobs(config) if own_hooks(model) else plan_jobs(config)
     expected = {job: job_hash(config, job, labels) for job in planned}
     # An existing cluster is reached first: an unreachable one leaves the folder untouched.

@@ -350,7 +350,8 @@ def quadrature_error(config, system, result):
 def write_network_result(out_dir, config, result, eg, summary, complete):
     """``result.npz`` and ``result.json`` of a solve (``complete`` as given)."""
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays={"eg": eg}, complete=complete, state_name="u")
+                 summary=summary, extra_arrays={"eg": eg}, complete=complete, state_name="u",
+                 command="solve")
 
 
 NETWORK = NetworkFamily()
