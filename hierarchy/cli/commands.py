@@ -296,8 +296,9 @@ def printed_value(value):
 def fixed_point_line(point):
     """One printed line: verdict, multiplicity, where it was searched from, the values."""
     if point.get("found") is False:
+        error = point.get("residual")
         return (f"not found    {point['searched']} (Newton residual "
-                f"{point['residual']:.1e})")
+                f"{'non-finite' if error is None else format(error, '.1e')})")
     verdict = {True: "stable       ", False: "unstable     ",
                None: "unclassified "}[point["stable"]]
     count = point.get("multiplicity", 1)

@@ -329,8 +329,12 @@ HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def hold_signals():
+def hold_signals(redeliver=True):
     """Hold SIGINT/SIGTERM until the block ends, so a write is never cut half way.
+
+    ``redeliver=False`` drops the signals held instead of delivering them at the end: for
+    the block that keeps the partial result of a run already being interrupted, where a
+    second Ctrl-C asks for nothing more than the first (the run then exits with 130).
 
     In the main thread the handlers are swapped for a recorder and a signal that arrived is
     re-delivered to the previous handler afterwards. (Blocking with ``pthread_sigmask``
@@ -358,7 +362,7 @@ def hold_signals():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if received:
+        if received and redeliver:
             _redeliver(received[0], previous.get(received[0]))
 
 
@@ -553,7 +557,7 @@ class Checkpoint:
             _remove_states(self.out_dir, self.name)
         return path
 
-    def resume(self, ignore=("study.scheduler", "study.workers")):
+    def resume(self, ignore=("study.scheduler", "study.workers", "study.connect_timeout")):
         """Read back what an earlier run left in ``out_dir``.
 
         Parameters

@@ -254,8 +254,9 @@ class EnsembleLoop:
                 # Nobody keeps a partial ensemble (a study's job is whole or nothing): the
                 # interrupt goes on up. Its unrecorded rows are never read as a divergence.
                 raise
-            partial = self.snapshot(Status.INTERRUPTED)
-            on_checkpoint(partial)
+            with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                partial = self.snapshot(Status.INTERRUPTED)
+                on_checkpoint(partial)
             return partial
         return self.snapshot(Status.BLOWUP if self.stops else Status.COMPLETE,
                              with_state=True)
@@ -618,9 +619,10 @@ def row_value_pass(job, trajectory, row_value, state, progress):
                          more_state={key: values, ROW_VALUE_PREFIX + "rows": np.array(done)})
                 last = time.monotonic()
     except KeyboardInterrupt:
-        job.save(trajectory, stage=POST_PROCESSING,
-                 more_state={key: values, ROW_VALUE_PREFIX + "rows": np.array(done)},
-                 more_arrays={row_value.name + "_runs": values})
+        with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+            job.save(trajectory, stage=POST_PROCESSING,
+                     more_state={key: values, ROW_VALUE_PREFIX + "rows": np.array(done)},
+                     more_arrays={row_value.name + "_runs": values})
         return None
     finally:
         if progress is not None:

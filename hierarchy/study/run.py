@@ -200,7 +200,8 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
                                       scheduler=scheduler, workers=int(study.get("workers", 0)),
                                       done=done, on_result=keep, client=client)
         except KeyboardInterrupt:
-            write(finished, complete=False)
+            with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                write(finished, complete=False)
             # The CLI says "interrupted" once; this line only counts what was kept.
             print(f"{len(finished)}/{len(jobs)} finished jobs kept in {jobs_folder(out)}",
                   file=sys.stderr)

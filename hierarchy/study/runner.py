@@ -44,6 +44,14 @@ def connect(address, timeout, field="study.scheduler"):
             f"{field}: cannot reach the Dask scheduler at {address} within {float(timeout):g} s "
             f"({reason}); start it, fix the address, raise study.connect_timeout, or use serial",
             field=field) from None
+    except Exception as error:  # noqa: BLE001  (whatever the service answered; MemoryError too)
+        # Something answers there but not in Dask's protocol: its bytes read as a frame
+        # length ask for exabytes (MemoryError), or fail to decode. Not our memory.
+        raise HierarchyError(
+            f"{field}: the service at {address} does not answer as a Dask scheduler "
+            f"({type(error).__name__} reading its reply); point --scheduler or study.scheduler "
+            "at a Dask scheduler (dask scheduler prints its tcp:// address), or use serial",
+            field=field) from None
 
 
 def run_jobs(jobs, *, compute, scheduler=None, workers=0, done=None, on_result=None,

@@ -14,7 +14,7 @@ import numpy as np
 
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
-from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.io import hold_signals, interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
@@ -24,6 +24,7 @@ from hierarchy.models.network.model import (
     DATA,
     MAX_WIDTH,
     SECOND_LAYERS,
+    TEACHER_DEFAULTS,
     network_from_config,
     teacher_labels,
 )
@@ -123,8 +124,7 @@ class NetworkFamily(ModelFamily):
         "model": {"data": "teacher", "loss": "mse", "ridge": 0.0,
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
-                  "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": []},
+                  "teacher": dict(TEACHER_DEFAULTS),
                   "mixture": mixture.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
@@ -248,8 +248,9 @@ class NetworkFamily(ModelFamily):
                     method=str(settings["method"]), rtol=float(settings["rtol"]),
                     atol=float(settings["atol"]), progress=progress)
             except SolveInterrupted as stop:
-                write_solution(out_dir, config, system, stop.result,
-                               interrupted=stop.result.message)
+                with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                    write_solution(out_dir, config, system, stop.result,
+                                   interrupted=stop.result.message)
                 raise
         return write_solution(out_dir, config, system, result)
 
@@ -308,11 +309,12 @@ def write_solution(out_dir, config, system, result, interrupted=None):
     summary["engine"] = system.engine
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     eg = np.full(len(result.t), np.nan)
-    write_network_result(out_dir, config, result, eg, dict(summary, stage="post-processing",
-                                                          eg="not computed yet"), False)
     if interrupted is not None:
         summary["eg"] = "not computed: interrupted"
+        write_network_result(out_dir, config, result, eg, summary, False)
         return summary
+    write_network_result(out_dir, config, result, eg, dict(summary, stage="post-processing",
+                                                          eg="not computed yet"), False)
     done = 0
     try:
         for u in result.y:
@@ -320,9 +322,11 @@ def write_solution(out_dir, config, system, result, interrupted=None):
             done += 1
         error = quadrature_error(config, system, result)
     except KeyboardInterrupt:
-        write_network_result(out_dir, config, result, eg,
-                             dict(summary, stage="post-processing",
-                                  eg=f"interrupted: {done} of {len(eg)} rows computed"), False)
+        with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+            write_network_result(out_dir, config, result, eg,
+                                 dict(summary, stage="post-processing",
+                                      eg=f"interrupted: {done} of {len(eg)} rows computed"),
+                                 False)
         raise
     summary.update(eg_final=float(eg[-1]) if eg.size else None, quadrature_error=error)
     complete = result.status == Status.COMPLETE and bool(np.all(np.isfinite(eg)))

@@ -193,7 +193,9 @@ def committee_points(net, system, vanishing_step=False):
     -------
     list of dict
         The points found (a root with residual at most :data:`RESIDUAL`), as
-        :func:`classify` returns them; ``[]`` when the units are not exchangeable.
+        :func:`classify` returns them, and for each search that found none a record
+        ``found: False`` (:func:`not_found`: its kind, the Newton residual where it stopped);
+        ``[]`` when the units are not exchangeable.
     """
     if not exchangeable(net):
         return []
@@ -211,17 +213,33 @@ def committee_points(net, system, vanishing_step=False):
     found = []
     for kind, classes, guess in searches:
         point = solve_in_subspace(net, function, classes, guess)
-        if residual(function, point) < RESIDUAL:
-            found.append(classify(net, system, function, point, kind))
+        error = residual(function, point)
+        found.append(classify(net, system, function, point, kind) if error < RESIDUAL
+                     else not_found(net, point, kind, error))
     return found
 
 
+def not_found(net, point, kind, error):
+    """The record of a search that found no root: ``found: False``, the ``kind`` searched
+    for, where Newton stopped (``u``) and its residual (None when not finite)."""
+    return {"u": dict(zip(net.labels, map(float, point))), "stable": None, "eigenvalues": [],
+            "kind": kind, "found": False, "searched": kind,
+            "residual": float(error) if np.isfinite(error) else None,
+            "note": f"{kind}: no root found (largest |field| {error:.3g} > {RESIDUAL:g} where "
+                    "Newton stopped)"}
+
+
 def distinct(points):
-    """The points, each root once (the first kind found is kept)."""
+    """The points, each root once (the first kind found is kept); searches that found
+    nothing are all kept."""
     kept = []
     for point in points:
+        if point.get("found") is False:
+            kept.append(point)
+            continue
         u = np.array(list(point["u"].values()))
-        if not any(np.max(np.abs(u - np.array(list(k["u"].values())))) < SAME for k in kept):
+        if not any(np.max(np.abs(u - np.array(list(k["u"].values())))) < SAME for k in kept
+                   if k.get("found") is not False):
             kept.append(point)
     return kept
 

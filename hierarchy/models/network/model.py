@@ -29,6 +29,9 @@ MAX_WIDTH = 64
 MAX_PARAMETER = 1e3
 STUDENT_KEYS = ("width", "activation", "second_layer", "second_layer_values")
 TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values")
+#: ``[model.teacher]`` defaults (a mixture's data has no teacher: any other value is refused)
+TEACHER_DEFAULTS = {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
+                    "second_layer_values": []}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +136,7 @@ def network_from_config(config):
     sgd = config["sgd"]
     step = fields.real(sgd, "sgd", "step", 0.0, True, MAX_PARAMETER)
     step_v = step_second_layer(sgd, step)
+    check_unused_tables(model, data)
     mixture = None
     if data == "mixture":
         mixture = _mixture(config)
@@ -152,6 +156,30 @@ def network_from_config(config):
                    trained_second_layer=layer == "trained", second_layer=v,
                    teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
                    step_second_layer=step_v, mixture=mixture)
+
+
+def check_unused_tables(model, data):
+    """Refuse a table the data law ignores (one line naming the key): ``[model.mixture]``
+    with teacher data, a ``[model.teacher]`` key with mixture data (the label noise of a
+    mixture is its ``snr``). A value equal to its default changes nothing and passes."""
+    if data == "teacher":
+        from hierarchy.models.network.mixture import DEFAULTS  # noqa: PLC0415 (optional part)
+        table = model.get("mixture", {})
+        fields.check_is_table(table, "model.mixture")
+        changed = [key for key in table if key not in DEFAULTS or table[key] != DEFAULTS[key]]
+        if changed:
+            raise HierarchyError(f'model.mixture.{changed[0]} is set but model.data = "teacher" '
+                                 'ignores [model.mixture]; set model.data = "mixture", or '
+                                 "remove [model.mixture]", field=f"model.mixture.{changed[0]}")
+        return
+    table = model.get("teacher", {})
+    changed = [key for key in table if table[key] != TEACHER_DEFAULTS.get(key)]
+    if changed:
+        hint = (" (a mixture's label noise is model.mixture.snr)" if changed[0] == "noise"
+                else "")
+        raise HierarchyError(f'model.teacher.{changed[0]} is set but model.data = "mixture" has '
+                             f"no teacher{hint}; remove it from [model.teacher], or set "
+                             'model.data = "teacher"', field=f"model.teacher.{changed[0]}")
 
 
 def step_second_layer(sgd, step):
