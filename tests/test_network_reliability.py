@@ -528,3 +528,25 @@ def test_interrupt_corpus_keeps_every_row(tmp_path, monkeypatch, command, where)
         corpus_sgd(tmp_path, monkeypatch, where)
     else:
         corpus_study(tmp_path, monkeypatch, where, command.split("-")[1].replace("local", ""))
+
+
+# ---------------------------------------------------------------------------------------
+# Nothing non-finite is ever complete: true
+
+
+@pytest.mark.parametrize("command", ["solve", "sgd"])
+def test_a_non_finite_risk_is_never_complete(tmp_path, monkeypatch, capsys, command):
+    config = write(tmp_path, SGD)
+    eg = network_field.NetworkSystem.eg
+    calls = {"n": 0}
+
+    def undefined_once(self, u):
+        calls["n"] += 1
+        return np.nan if calls["n"] == 3 else eg(self, u)
+    monkeypatch.setattr(network_field.NetworkSystem, "eg", undefined_once)
+    assert cli(command, config, "--out", tmp_path / "out") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "eg is not finite" in err[0] and "incomplete" in err[0]
+    record = record_of(tmp_path / "out")
+    assert record["complete"] is False and record["summary"]["not_finite"]["count"] == 1
+    assert not list((tmp_path / "out").glob("result.state-*.npz"))

@@ -159,6 +159,9 @@ def solve(args, progress):
     refuse_interrupted_run(args, "solve")
     family = registry.family_of(config)
     summary = family.run_solve(config, args.out, progress) or {}
+    if summary.get("not_finite"):
+        report(f"{summary['not_finite']['message']} in {args.out}")
+        return EXIT_INCOMPLETE
     if not is_quiet(args) and summary.get("final"):
         print(family.format_summary(summary))
     if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
@@ -185,6 +188,9 @@ def sgd(args, progress):
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
         report(f"{diverged['message']}; the rows before it are kept in {args.out} "
                "(marked incomplete)")
+        return EXIT_INCOMPLETE
+    if isinstance(summary, dict) and summary.get("not_finite"):
+        report(f"{summary['not_finite']['message']} in {args.out}")
         return EXIT_INCOMPLETE
     if isinstance(summary, dict) and summary.get("complete") is not False:
         table = run_report.report_ensemble(config, args.out)  # sgd.png of an ensemble

@@ -629,9 +629,18 @@ def row_value_pass(job, trajectory, row_value, state, progress):
             progress.close()
     mean, _ = live_mean(values[:, :, None])
     mean = mean[:, 0]
-    return {row_value.name: [float(e) for e in mean], f"{row_value.name}_final": float(mean[-1]),
-            **row_value.summary,
-            "result_arrays": {row_value.name: mean, row_value.name + "_runs": values}}
+    summary = {row_value.name: [float(e) for e in mean],
+               f"{row_value.name}_final": float(mean[-1]), **row_value.summary,
+               "result_arrays": {row_value.name: mean, row_value.name + "_runs": values}}
+    bad = np.all(np.isfinite(u_runs), axis=2) & ~np.isfinite(values)
+    if bad.any():  # a finite state whose value is not: no complete result
+        run, row = (int(i) for i in np.argwhere(bad)[0])
+        summary["not_finite"] = {
+            "count": int(bad.sum()), "run": run, "t": float(np.asarray(trajectory.t)[job.rows][row]),
+            "message": f"{row_value.name} is not finite at {int(bad.sum())} finite states (first: "
+                       f"run {run}, t = {float(np.asarray(trajectory.t)[job.rows][row]):.6g}); "
+                       "the result is kept, marked incomplete"}
+    return summary
 
 
 class EnsembleJob:
@@ -701,6 +710,8 @@ class EnsembleJob:
         ``result_arrays`` (from a family's ``on_finish``) are more arrays of ``result.npz``."""
         t, mean, arrays, record = self.files(trajectory, **summary)
         arrays = {**arrays, **(result_arrays or {})}
+        if record.get("not_finite"):
+            record["complete"] = False
         if record["complete"]:
             self.checkpoint.finish(t=t, mu=mean, labels=trajectory.labels, summary=record,
                                    extra_arrays=arrays, state_name=self.state_name)

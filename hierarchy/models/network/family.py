@@ -331,7 +331,12 @@ def write_solution(out_dir, config, system, result, interrupted=None):
     summary.update(eg_final=float(eg[-1]) if eg.size else None, quadrature_error=error)
     complete = result.status == Status.COMPLETE and bool(np.all(np.isfinite(eg)))
     if result.status == Status.COMPLETE and not complete:
-        summary["eg_not_finite"] = int(np.sum(~np.isfinite(eg)))
+        count = int(np.sum(~np.isfinite(eg)))
+        summary["not_finite"] = {
+            "count": count, "t": float(result.t[np.argmin(np.isfinite(eg))]),
+            "message": f"eg is not finite at {count} of {len(eg)} output times (first: t = "
+                       f"{float(result.t[np.argmin(np.isfinite(eg))]):.6g}); the result is "
+                       "kept, marked incomplete"}
     write_network_result(out_dir, config, result, eg, summary, complete)
     return summary
 
