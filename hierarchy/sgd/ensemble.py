@@ -22,8 +22,16 @@ Families whose SGD runs as one vectorised ensemble (spiked PCA, the Gaussian mix
   checkpoints (the random stream, every run's parameters and the rows so far, with a hash of
   the config, through :class:`hierarchy.core.io.Checkpoint`) every
   :data:`CHECKPOINT_EVERY` seconds and on an interrupt; ``--resume`` continues from the last
-  checkpoint, bit for bit as an uninterrupted run, refuses another config's folder, and
-  reuses a finished (or diverged) run instead of rerunning it;
+  checkpoint, bit for bit as an uninterrupted run, refuses another config's (or another
+  command's) folder, and reuses a finished (or diverged) run instead of rerunning it. Once
+  the last step is done the result is written at once (``complete: false``, ``stage:
+  "post-processing"``, with the finished loop's state) before anything slow; a family's
+  :class:`RowValue` (the ``network`` family's population risk) is then computed from each
+  output row's own statistics by :func:`row_value_pass`, checkpointed and resumed like the
+  steps;
+- **an interrupt is never a result of the loop alone**: without an ``on_checkpoint`` to keep
+  the partial ensemble (a study's job), the loop re-raises it, so rows never recorded are
+  never read as a divergence;
 - **one result layout** (:func:`write_ensemble`): ``result.npz`` with ``t``, the mean over
   the runs *alive at each time* under the family's state name (``u``), ``labels``, ``u_runs``
   (runs x times x statistics, NaN where a run was stopped or not reached), ``alive`` (live
