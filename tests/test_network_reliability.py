@@ -363,6 +363,20 @@ def test_f7_repeated_interrupts_still_exit_130_with_the_rows(tmp_path):
     assert (out / record["state_file"]).exists()
 
 
+def test_f7_an_interrupt_while_the_command_starts_is_exit_130(monkeypatch, capsys):
+    """The heavy imports and the parsing happen inside main's handling (a Ctrl-C while
+    sympy loads was a traceback and death by signal)."""
+    import hierarchy.cli.main as cli_main
+
+    def starting():
+        os.kill(os.getpid(), signal.SIGINT)
+        raise AssertionError("the interrupt should have landed")
+    monkeypatch.setattr(cli_main, "build_parser", starting)
+    assert main(["sgd", "x.toml", "--out", "y"]) == 130
+    assert capsys.readouterr().err.strip() == \
+        "hierarchy: interrupted before any result was written"
+
+
 # ---------------------------------------------------------------------------------------
 # Finding 8: mistakes are refused in one line, or reported
 
