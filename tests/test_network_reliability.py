@@ -564,3 +564,30 @@ def test_a_non_finite_risk_is_never_complete(tmp_path, monkeypatch, capsys, comm
     record = record_of(tmp_path / "out")
     assert record["complete"] is False and record["summary"]["not_finite"]["count"] == 1
     assert not list((tmp_path / "out").glob("result.state-*.npz"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_process_group_of_a_local_dask_study(tmp_path):
+    """A terminal's Ctrl-C reaches the workers too: they ignore it (no tracebacks), the study
+    keeps the job that finished and exits 130. Synchronised on the first job's line."""
+    config = write(tmp_path, STUDY.replace('"serial"', '""\nworkers = 1').replace(
+        "t_final = 2.0", "t_final = 20.0").replace("[20, 40, 60, 80]", "[100, 200, 300, 400]"))
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    child = subprocess.Popen([sys.executable, "-m", "hierarchy", "study", str(config), "--out",
+                              str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, start_new_session=True)
+    try:
+        for line in child.stderr:
+            if line.startswith("[1/"):
+                os.killpg(child.pid, signal.SIGINT)
+                break
+        rest = child.stderr.read()
+        assert child.wait(timeout=300) == 130, rest
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest
+    record = record_of(out)
+    assert record["complete"] is False and len(record["summary"]["jobs"]) >= 1
+    assert sorted(record["summary"]["jobs"]) == sorted(p.stem for p in (out / "jobs").glob("*.npz"))

@@ -131,7 +131,9 @@ def _run_on_dask(todo, compute, results, on_result, *, scheduler, workers, clien
 def local_cluster(n_workers):
     """A Dask ``LocalCluster`` of ``n_workers`` single-threaded processes that import this package.
 
-    Each worker gets the package on its ``PYTHONPATH`` and one BLAS/OpenMP thread.
+    Each worker gets the package on its ``PYTHONPATH`` and one BLAS/OpenMP thread, and
+    ignores SIGINT (:mod:`hierarchy.study.worker_signals`): a Ctrl-C to the process group is
+    handled by the study's own process alone.
     """
     from dask.distributed import LocalCluster  # noqa: PLC0415  (Dask: heavy, optional, deferred)
 
@@ -139,5 +141,6 @@ def local_cluster(n_workers):
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                         dashboard_address=None, silence_logs=logging.ERROR,
+                        preload=["hierarchy.study.worker_signals"],  # Ctrl-C: ours to handle
                         env={"PYTHONPATH": path, "OMP_NUM_THREADS": "1",
                              "OPENBLAS_NUM_THREADS": "1"})
