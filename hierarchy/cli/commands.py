@@ -14,7 +14,6 @@ from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, 
 from hierarchy.config import loader
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interrupted_run
 from hierarchy.models.attention import compiled, display, operators
 from hierarchy.study import run as study_run
 
@@ -128,26 +127,11 @@ def module_name_and_path(solver):
 # solve, sgd, study
 
 
-def refuse_interrupted_run(args, command):
-    """Refuse to write over an interrupted run's checkpoint without ``--resume`` (of the same
-    command) or ``--overwrite``: a plain rerun would silently delete it (one line, exit 2)."""
-    if getattr(args, "resume", False) or getattr(args, "overwrite", False):
-        return
-    holder = interrupted_run(args.out)
-    if holder is None or (command == "study" and holder == "study"):
-        return  # the study refuses its own folders itself (--resume / --overwrite)
-    how = (f"continue it with `hierarchy {command} --resume`, " if holder == command else "")
-    raise HierarchyError(f"--out {args.out} holds an interrupted `hierarchy {holder}` run (its "
-                         f"checkpoint); {how}replace it with --overwrite, or choose another "
-                         "--out", field="--out")
-
-
 def solve(args, progress):
     """``hierarchy solve``: the config's family solves and writes; exit 0, 1 or 3."""
     config = loader.load_config(args.config)
-    refuse_interrupted_run(args, "solve")
     family = registry.family_of(config)
-    summary = actions.solve(config, args.out, progress)
+    summary = actions.solve(config, args.out, progress, overwrite=args.overwrite)
     if summary.get("not_finite"):
         report(f"{summary['not_finite']['message']} in {args.out}")
         return EXIT_INCOMPLETE
@@ -169,8 +153,8 @@ def solve(args, progress):
 def sgd(args, progress):
     """``hierarchy sgd``: online SGD of every seed; exit 0, 1 (diverged) or 130."""
     config = loader.load_config(args.config)
-    refuse_interrupted_run(args, "sgd")
-    summary, table = actions.sgd(config, args.out, resume=args.resume, progress=progress)
+    summary, table = actions.sgd(config, args.out, resume=args.resume,
+                                 overwrite=args.overwrite, progress=progress)
     diverged = summary.get("diverged") if isinstance(summary, dict) else None
     if diverged and not summary.get("stage"):  # an interrupted post-processing: exit 130
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
@@ -188,7 +172,7 @@ def sgd(args, progress):
 def study(args, progress):
     """``hierarchy study``: the truncation study of a config (or the embedded one)."""
     config = study_config(args.config) if args.config is not None else None
-    refuse_interrupted_run(args, "study")
+    actions.check_folder(args.out, "study", resume=args.resume, overwrite=args.overwrite)
     extra = {"overwrite": True} if args.overwrite else {}  # a plain run's call stays as it was
     summary = study_run.run_study(config, args.out, scheduler=args.scheduler,
                                   resume=args.resume, quiet=is_quiet(args), progress=progress,
