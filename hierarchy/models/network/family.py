@@ -8,25 +8,33 @@ step, step_second_layer, runs, seed``; ``[spectra]`` (run 0's Hessian and G spec
 ``hierarchy sgd``, :mod:`hierarchy.models.network.spectral`).
 """
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import (
+    PAIRED_RUNS,
+    SGD_KEY_HELP,
+    check_paired_runs,
+    check_start,
+)
+from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import hold_signals, interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.network import activations, mixture, starts
-from hierarchy.models.network.field import network_system
+from hierarchy.models.network import activations, inputs, mixture, starts
+from hierarchy.models.network.structured import system_of
 from hierarchy.models.network.model import (
     DATA,
     MAX_WIDTH,
     SECOND_LAYERS,
     TEACHER_DEFAULTS,
     network_from_config,
+    state_labels,
     teacher_labels,
 )
 from hierarchy.models.network import study as network_study
@@ -81,6 +89,9 @@ KEY_HELP = {
     "init.statistics": ("Starting values by label (Q{i}.{k} with i <= k, R{i}.{n}, and v{i} when "
                         "trained); missing Q, R start at 0, missing v at "
                         "`second_layer_values`. [[Q, R], [R^T, T]] must be positive "
+                        "semi-definite. With structured `model.inputs`: Q{i}.{k}@{b}, "
+                        "R{i}.{n}@{b} set block b (from 1), a key without @ every block; "
+                        "each block's [[q_b, r_b], [r_b^T, t_b]] must be positive "
                         "semi-definite.", "table of numbers"),
     "init.scale": ("Standard deviation of each student weight of the Gaussian start.",
                    "number > 0 and <= 1000"),
@@ -93,6 +104,7 @@ KEY_HELP = {
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
     **mixture.KEY_HELP,
+    **inputs.KEY_HELP,
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
@@ -132,11 +144,11 @@ class NetworkFamily(ModelFamily):
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
                   "teacher": dict(TEACHER_DEFAULTS),
-                  "mixture": mixture.DEFAULTS},
+                  "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0},
+                "seed": 0, "paired_runs": PAIRED_RUNS},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -153,10 +165,11 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)
-        init["statistics"] = check_start(init, net.labels, self.name)
+        init["statistics"] = check_start(init, starts.start_labels(net), self.name)
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
         if "study" in config:
@@ -182,8 +195,11 @@ class NetworkFamily(ModelFamily):
                 "step_second_layer": config["sgd"]["step_second_layer"]}
 
     def system(self, config):
-        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config``."""
-        return network_system(self.network(config))
+        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config`` (the
+        per-block :class:`~hierarchy.models.network.structured.StructuredSystem` with
+        structured inputs)."""
+        net = self.network(config)
+        return system_of(net)
 
     def initial_state(self, config, system=None):
         """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
@@ -281,11 +297,26 @@ class NetworkFamily(ModelFamily):
         """The study's own check (before any job)."""
         network_study.check(config)
 
+    # 14, 15
+    def paired_odes(self, config, labels, starts, times):
+        """The ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return network_study.odes_from_starts(config, labels, starts, times)
+
+    def unit_matching(self, config):
+        """Student units matched to teacher units by maximum ``|R|``
+        (:mod:`hierarchy.models.network.matching`), when they are interchangeable."""
+        from hierarchy.models.network.matching import unit_matching
+        return unit_matching(self.network(config))
+
     # 12 (N2)
     def fixed_points(self, config, progress=None):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        if self.network(config).inputs is not None:
+            raise HierarchyError("fixed points: the symmetric and specialised points are found "
+                                 "for isotropic inputs only; allowed: model.inputs.covariance "
+                                 '= "identity"', field="model.inputs.covariance")
         system = self.system(config)
         start = self.initial_state(config, system)
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
@@ -305,7 +336,15 @@ class NetworkFamily(ModelFamily):
     def show(self, config, format="text"):
         """The derived equations of ``config`` (:mod:`hierarchy.models.network.display`)."""
         from hierarchy.models.network.display import render
-        return render(self.network(config), format)
+        net = self.network(config)
+        if net.inputs is None:
+            return render(net, format)
+        note = (f"Structured inputs ({net.inputs.covariance}, L = {net.inputs.blocks} blocks): "
+                "the expectations below are taken at the local fields' covariance C = sum_b "
+                "f_b rho_b [[q_b, r_b], [r_b^T, t_b]]; each block moves by dq_b = -eta rho_b "
+                "(X_b A + A^T X_b^T) + eta^2 rho_b E[dl dl^T], dr_b = -eta rho_b A^T [r_b; t_b], "
+                "A = C^+ E[z dl^T] (docs/network.md, Structured inputs).")
+        return note + "\n\n" + render(dataclasses.replace(net, inputs=None), format)
 
 
 def write_solution(out_dir, config, system, result, interrupted=None):
@@ -324,14 +363,19 @@ def write_solution(out_dir, config, system, result, interrupted=None):
     summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
                                    in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
     summary["engine"] = system.engine
+    arrays = {}
+    if net.inputs is not None:
+        arrays = field_arrays(net, result.y)
+        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
+                             "trace": net.inputs.trace}
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     eg = np.full(len(result.t), np.nan)
     if interrupted is not None:
         summary["eg"] = "not computed: interrupted"
-        write_network_result(out_dir, config, result, eg, summary, False)
+        write_network_result(out_dir, config, result, eg, summary, False, arrays)
         return summary
     write_network_result(out_dir, config, result, eg, dict(summary, stage="post-processing",
-                                                          eg="not computed yet"), False)
+                                                          eg="not computed yet"), False, arrays)
     done = 0
     try:
         for u in result.y:
@@ -343,7 +387,7 @@ def write_solution(out_dir, config, system, result, interrupted=None):
             write_network_result(out_dir, config, result, eg,
                                  dict(summary, stage="post-processing",
                                       eg=f"interrupted: {done} of {len(eg)} rows computed"),
-                                 False)
+                                 False, arrays)
         raise
     summary.update(eg_final=float(eg[-1]) if eg.size else None, quadrature_error=error)
     complete = result.status == Status.COMPLETE and bool(np.all(np.isfinite(eg)))
@@ -354,7 +398,7 @@ def write_solution(out_dir, config, system, result, interrupted=None):
             "message": f"eg is not finite at {count} of {len(eg)} output times (first: t = "
                        f"{float(result.t[np.argmin(np.isfinite(eg))]):.6g}); the result is "
                        "kept, marked incomplete"}
-    write_network_result(out_dir, config, result, eg, summary, complete)
+    write_network_result(out_dir, config, result, eg, summary, complete, arrays)
     plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})  # after the result
     return summary
 
@@ -374,11 +418,25 @@ def quadrature_error(config, system, result):
                               or field_error == 0.0 and eg_error == 0.0)}
 
 
-def write_network_result(out_dir, config, result, eg, summary, complete):
-    """``result.npz`` and ``result.json`` of a solve (``complete`` as given)."""
+def write_network_result(out_dir, config, result, eg, summary, complete, arrays=None):
+    """``result.npz`` and ``result.json`` of a solve (``complete`` as given); ``arrays``:
+    more arrays (the structured inputs' local fields)."""
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays={"eg": eg}, complete=complete, state_name="u",
-                 command="solve")
+                 summary=summary, extra_arrays={"eg": eg, **(arrays or {})},
+                 complete=complete, state_name="u", command="solve")
+
+
+def field_arrays(net, states):
+    """``field_labels`` (``Q{i}.{k}``, ``R{i}.{n}``) and ``fields`` ``(T, len)``: the local
+    fields' covariance ``Q = w Sigma w/N``, ``R = w Sigma w*/N`` at every state."""
+    K, M = net.K, net.M
+    labels = state_labels(K, M, False)
+    iu = np.triu_indices(K)
+    values = np.zeros((len(states), len(labels)))
+    for j, u in enumerate(states):
+        c = net.inputs.field_covariance(net, u)
+        values[j] = np.concatenate([c[:K, :K][iu], c[:K, K:].reshape(-1)])
+    return {"field_labels": np.array(labels), "fields": values}
 
 
 NETWORK = NetworkFamily()

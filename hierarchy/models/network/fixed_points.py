@@ -21,7 +21,7 @@ Three kinds of points (``kind`` of each result):
 - ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
   polished by Newton (scipy ``hybr``), when it is a root.
 
-The Jacobian is a central difference of the field (step :data:`H`); a point is stable when
+The Jacobian is a central difference of the field (step :data:`~.linearisation.H`); a point is stable when
 every eigenvalue has a real part below ``-TOL``. Every stable point also carries its diffusive
 limit (``"diffusion"``, :func:`~.diffusion.diffusive_limit`): ``Sigma(u_*)`` with its
 quadrature error and the stationary covariance ``P`` of ``sqrt(N)(u - u_*)``
@@ -37,10 +37,10 @@ import itertools
 import numpy as np
 from scipy.optimize import root
 
+from hierarchy.models.network.diffusion import diffusive_limit
+from hierarchy.models.network.linearisation import field_function, jacobian
 from hierarchy.ode.integrate import integrate
 
-#: central-difference step of the Jacobian
-H = 1e-6
 #: eigenvalues above ``-TOL`` are not contracting
 TOL = 1e-8
 #: largest ``|field|`` at a root
@@ -60,15 +60,6 @@ FLOW_HORIZON = 5000.0
 #: largest entry of Sigma (4x the field's points: 6e-3 there)
 DIFFUSION_REPLICATES = 8
 DIFFUSION_POINTS = 16384
-
-
-def field_function(system, vanishing_step=False):
-    """``u -> du/dalpha`` of ``system`` (``f + g``), or the ``eta -> 0`` field ``f / eta``."""
-    if not vanishing_step:
-        return lambda u: np.asarray(system.rhs(np.asarray(u, dtype=float), 0.0), dtype=float)
-    eta = float(system.net.step)
-    return lambda u: np.asarray(system.drift_and_corrector(np.asarray(u, dtype=float))[0],
-                                dtype=float) / eta
 
 
 def exchangeable(net):
@@ -140,13 +131,6 @@ def residual(function, u):
     with np.errstate(all="ignore"):
         value = np.max(np.abs(function(u)))
     return float(value) if np.isfinite(value) else float("inf")
-
-
-def jacobian(function, u, h=H):
-    """Central-difference Jacobian ``(n, n)`` of ``function`` at ``u``."""
-    u = np.asarray(u, dtype=float)
-    columns = [(function(u + h * e) - function(u - h * e)) / (2 * h) for e in np.eye(len(u))]
-    return np.array(columns).T
 
 
 def classify(net, system, function, u, kind):
@@ -335,8 +319,6 @@ def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
     and the largest stationary variance ``N Var`` in its note; an unstable point unchanged."""
     if not point["stable"]:
         return point
-    # imported here: diffusion builds on this module's field_function and jacobian
-    from hierarchy.models.network.diffusion import diffusive_limit
     u = np.array([point["u"][label] for label in net.labels])
     limit = diffusive_limit(net, jacobian(field_function(system), u), u, replicates, count)
     variances = np.diag(limit["stationary_covariance"])
