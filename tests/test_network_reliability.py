@@ -316,9 +316,9 @@ def test_f7_sgd_interrupted_in_the_risk_pass_keeps_rows_and_resumes_without_step
     np.testing.assert_array_equal(kept["eg_runs"][:, :3], full["eg_runs"][:, :3])
     assert np.all(np.isnan(kept["eg_runs"][:, 3:]))
     steps = count_calls(monkeypatch, network_sgd.NetworkEnsemble, "advance")
-    risk = count_calls(monkeypatch, network_field.NetworkSystem, "eg")
+    rows = count_calls(monkeypatch, ensemble.RowValue, "of_row")
     assert cli("sgd", config, "--out", out, "--resume") == 0
-    assert steps["n"] == 0 and risk["n"] == 2 * 4                  # rows 3..6 of 2 runs
+    assert steps["n"] == 0 and rows["n"] == 4                      # rows 3..6 only
     done = read_result(out)
     for name in ("u_runs", "eg", "eg_runs", "u", "t"):
         np.testing.assert_array_equal(done[name], full[name])
