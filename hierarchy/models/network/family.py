@@ -28,11 +28,17 @@ from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, inputs, mixture, starts
 from hierarchy.models.network.structured import system_of
+from hierarchy.models.network import resources as network_resources
 from hierarchy.models.network.model import (
+    BATCH_RATIO,
+    CONSTRAINTS,
     DATA,
+    MAX_BATCH,
     MAX_WIDTH,
     SECOND_LAYERS,
     TEACHER_DEFAULTS,
+    check_batch,
+    check_plain_sgd,
     network_from_config,
     state_labels,
     teacher_labels,
@@ -54,13 +60,21 @@ KEY_HELP = {
     "model.data": ("The data: `teacher` (x ~ N(0, I_N), y = sum_n v*_n g*(nu_n) + sigma xi) or "
                    "`mixture` (a labelled Gaussian mixture).", " \\| ".join(DATA)),
     "model.loss": ("The loss l(yhat, y): `mse` = (yhat - y)^2/2, `logistic` = "
-                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`.",
-                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression"),
+                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`, "
+                   "finite for every real input and growing more slowly than exp(c z^2), "
+                   "alone and with yhat, y as functions of the Gaussian fields, and smooth "
+                   "(no abs, sign, sqrt(u**2)).",
+                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression "
+                   f"(polynomial degree <= {activations.LOSS_DEGREE})"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",
                     "number in 0..1000"),
-    "model.student.width": ("Student width K (hidden units).", f"integer in 1..{MAX_WIDTH}"),
+    "model.student.width": ("Student width K (hidden units).",
+                            f"integer in 1..{MAX_WIDTH} (the term table of the field, "
+                            "predicted from K, M and the loss, must fit: mse to K = M = 21)"),
     "model.student.activation": ("Student activation g: `erf` means erf(x/sqrt 2); or an "
-                                 "expression in `x`.",
+                                 "expression in `x`, it and its derivative finite for every "
+                                 "real x and growing more slowly than exp(c x^2) (kinks: abs, "
+                                 "sign, sqrt(x**2), routed like relu).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x "
                                  f"(polynomial degree <= {activations.ACTIVATION_DEGREE})"),
     "model.student.second_layer": ("`fixed`: v stays at `second_layer_values`; `trained`: v is "
@@ -71,7 +85,7 @@ KEY_HELP = {
                                           "[] or K numbers of magnitude <= 1000"),
     "model.teacher.width": ("Teacher width M (`data = \"teacher\"`).",
                             f"integer in 1..{MAX_WIDTH}"),
-    "model.teacher.activation": ("Teacher activation g*.",
+    "model.teacher.activation": ("Teacher activation g* (the same rules as the student's).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x"),
     "model.teacher.noise": ("Label noise sigma: y gets sigma xi, xi ~ N(0, 1).",
                             "number in 0..1000"),
@@ -83,6 +97,13 @@ KEY_HELP = {
                                '[], "drawn" or a symmetric positive semi-definite M x M matrix'),
     "model.teacher.second_layer_values": ("The teacher's second layer v*; `[]`: all 1.",
                                           "[] or M numbers of magnitude <= 1000"),
+    "model.teacher.target": ("A multi-index target y = f*(nu1, .., nuM) replacing "
+                             "sum_n v*_n g*(nu_n): an expression in nu1..nuM (whitelisted "
+                             "parser, never evaluated as code); `\"\"`: none. With a target, "
+                             "an explicit teacher activation or second_layer_values is an "
+                             "error. Polynomials and erf, erfc, tanh, atan, sin, cos of them; "
+                             "a committee sum_n c_n h(nu_n) is the teacher g* = h, v* = c.",
+                             '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
                     "`sgd.dimension`, and start from their Q, R.", "statistics | gaussian"),
@@ -103,6 +124,15 @@ KEY_HELP = {
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
+    "sgd.batch": ("Mini-batch size B: B fresh samples per step, gradients averaged; time is "
+                  "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
+                  "corrector is divided by B. The ODE is that of B << N: B proportional to N "
+                  "(the large-batch limit) is refused.",
+                  f"integer in 1..{MAX_BATCH}; above 1, at most sgd.dimension/{BATCH_RATIO}"),
+    "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
+                       "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
+                       "start is normalised); `none`: the free step.",
+                       " | ".join(CONSTRAINTS)),
     **mixture.KEY_HELP,
     **inputs.KEY_HELP,
     **SGD_KEY_HELP,
@@ -126,6 +156,8 @@ class NetworkFamily(ModelFamily):
     show_formats = ("text", "latex")
     #: one step advances alpha by 1/N whatever sgd.step (the learning rate)
     step_count_key = None
+    #: the keys that set a run's size (named by resource and out-of-memory errors)
+    resource_keys = network_resources.SGD_KEYS
     key_help = KEY_HELP
     section_help = {
         "model": "A two-layer student yhat = sum_k v_k g(w_k.x/sqrt N), its data and its loss "
@@ -148,7 +180,8 @@ class NetworkFamily(ModelFamily):
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0, "paired_runs": PAIRED_RUNS},
+                "seed": 0, "paired_runs": PAIRED_RUNS, "batch": 1,
+                "constraint": "none"},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -165,6 +198,7 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        check_batch(net, sgd["dimension"])
         sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
@@ -172,6 +206,8 @@ class NetworkFamily(ModelFamily):
         init["statistics"] = check_start(init, starts.start_labels(net), self.name)
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
+        network_resources.check_table(net)
+        network_resources.check_sgd(config, net)
         if "study" in config:
             dimension_config.validate_study(config["study"])
         if "spectra" in config:
@@ -313,6 +349,7 @@ class NetworkFamily(ModelFamily):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        check_plain_sgd(self.network(config), "the fixed-point search")  # before any work
         if self.network(config).inputs is not None:
             raise HierarchyError("fixed points: the symmetric and specialised points are found "
                                  "for isotropic inputs only; allowed: model.inputs.covariance "

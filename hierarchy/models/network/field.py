@@ -31,6 +31,7 @@ from hierarchy.models.network.gradients import SampleGradients, numpy_function
 from hierarchy.models.network.activations import X
 from hierarchy.models.network.laws import Component
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
+from hierarchy.models.network.sphere import project
 
 
 def ridge_drift(net, u):
@@ -44,6 +45,16 @@ def ridge_drift(net, u):
     if net.trained_second_layer:
         out[n_q + n_r:] = -net.step_second_layer * net.ridge * u[n_q + n_r:]
     return out
+
+
+def batch_corrector(net, corrector):
+    """The corrector of a mini-batch of ``B``: ``g / B`` (``docs/network.md``).
+
+    Of the ``B^2`` products of two gradients in ``|w' - w|^2``, the ``B`` squares carry
+    ``|x|^2 ~ N`` and make ``g``; the ``B(B - 1)`` cross products carry ``x.x' = O(sqrt N)``
+    and are ``O(1/N^2)`` per step. The label noise is inside ``g``, so it is divided too.
+    """
+    return np.asarray(corrector) / net.batch if net.batch != 1 else corrector
 
 
 def time_factor(net):
@@ -254,10 +265,18 @@ class NetworkSystem:
         return self._positions[label]
 
     def drift_and_corrector(self, u):
-        """``(f, g)`` at ``u``, ordered like :attr:`labels` (the ridge is in ``f``)."""
+        """``(f, g)`` at ``u``, ordered like :attr:`labels` (the ridge is in ``f``).
+
+        A mini-batch of ``B`` divides the corrector by ``B`` (:func:`batch_corrector`);
+        ``constraint = "sphere"`` maps both through the renormalisation's Jacobian
+        (:func:`~hierarchy.models.network.sphere.project`).
+        """
         out = getattr(self.evaluator, "field_outputs", self.evaluator.outputs)(u)
         drift = out[:self.n] + ridge_drift(self.net, np.asarray(u, dtype=float))
-        return self.factor * drift, self.factor * out[self.n:2 * self.n]
+        corrector = batch_corrector(self.net, out[self.n:2 * self.n])
+        if self.net.constraint == "sphere":
+            drift, corrector = project(self.net, u, drift), project(self.net, u, corrector)
+        return self.factor * drift, self.factor * corrector
 
     def rhs(self, u, t=0.0):
         """``du/dalpha = f + g``."""

@@ -39,6 +39,7 @@ from scipy.optimize import root
 
 from hierarchy.models.network.diffusion import diffusive_limit
 from hierarchy.models.network.linearisation import field_function, jacobian
+from hierarchy.models.network.model import check_plain_sgd
 from hierarchy.ode.integrate import integrate
 
 #: eigenvalues above ``-TOL`` are not contracting
@@ -304,6 +305,7 @@ def fixed_points(net, system, end=None):
     end : array_like, optional
         The end of the solve from the config's start, polished and kept when it is a root.
     """
+    check_plain_sgd(net, "the fixed-point search")
     points = committee_points(net, system)
     if end is not None and np.all(np.isfinite(end)):
         function = field_function(system)
