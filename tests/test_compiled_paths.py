@@ -48,7 +48,7 @@ NETWORKS = (
     ("sigmoid", "erf", "0.5*(yhat - y)**2 - 0.2*yhat", False, 0.4),
     ("linear", "quadratic", "(yhat - y)**4/4", True, 0.4),
     ("quadratic", "linear", "yhat**3/3 - y*yhat + 0.2*yhat**2", True, 0.4),
-    ("x + 0.2*x**3", "x**2 - 0.5*x", "(yhat - y)**4/8 + (yhat - y)**2/4 - 0.1*yhat", False, 0.4),
+    ("x + 0.2*x**3", "x**2 - 0.5*x", "(yhat - y)**2/2 - 0.1*yhat", False, 0.4),
     ("0.5*x**3", "erf", "mse", True, 0.4),
 )
 #: kernel kinds no term-table pattern reaches: equal-field factors merge into one position
@@ -65,7 +65,7 @@ def network(student, teacher, loss, trained, noise, width=WIDTH):
                                     "second_layer": "trained" if trained else "fixed",
                                     "second_layer_values": [0.8, -1.1, 0.6][:width]},
                         "teacher": {"width": width, "activation": teacher, "noise": noise,
-                                    "overlaps": [list(r) for r in T[:width]],
+                                    "overlaps": [list(r[:width]) for r in T[:width]],
                                     "second_layer_values": [1.0, 0.7, -0.4][:width]}}}
     return FAMILY.network(validate_config(deep_merge(defaults_for(FAMILY), tables)))
 
@@ -122,18 +122,21 @@ def closed_form_outputs(table, compiled, u):
     return reference, out
 
 
-@settings(max_examples=80, deadline=None)
-@given(case=st.integers(0, len(NETWORKS) - 1), kind=st.sampled_from(STATES),
-       seed=st.integers(0, 2 ** 16))
-def test_compiled_network_kernel_equals_the_numpy_table(case, kind, seed):
+@pytest.mark.parametrize("case", range(len(NETWORKS)))
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2 ** 16))
+def test_compiled_network_kernel_equals_the_numpy_table(case, seed):
     """Every row the kernel evaluates (erf, relu, Wick), at every kind of state, to 1e-12
-    relative: a wrong closed form, a wrong guard at ``C_uu = 0`` or a misplaced row shows."""
+    relative: a wrong closed form, a wrong guard at ``C_uu = 0`` or a misplaced row shows.
+    (Every network meets every kind of state: hypothesis draws the random parts only.)"""
     table, compiled = fields(case)
-    u = state(table.net, kind, seed)
-    reference, out = closed_form_outputs(table, compiled, u)
-    assert np.all(np.isfinite(reference)) and np.all(np.isfinite(out))
-    np.testing.assert_allclose(out, reference, rtol=1e-12,
-                               atol=1e-12 * max(np.abs(reference).max(), 1e-300))
+    for kind in STATES:
+        u = state(table.net, kind, seed)
+        reference, out = closed_form_outputs(table, compiled, u)
+        assert np.all(np.isfinite(reference)) and np.all(np.isfinite(out)), kind
+        np.testing.assert_allclose(out, reference, rtol=1e-12,
+                                   atol=1e-12 * max(np.abs(reference).max(), 1e-300),
+                                   err_msg=kind)
 
 
 @pytest.mark.parametrize("case", [0, 3, 8])
@@ -187,11 +190,11 @@ def _attention_matrices(parameterization, d, rng):
     return [rng.normal(size=(d, d)) / np.sqrt(d) for _ in widths]
 
 
-@settings(max_examples=24, deadline=None)
-@given(parameterization=st.sampled_from(["tied", "untied", "direct"]),
-       covariance=st.sampled_from(["identity", "general", "singular"]),
-       loss=st.sampled_from(["mse", "quartic"]), seed=st.integers(0, 2 ** 16),
-       lr=st.sampled_from([0.05, 0.5]), weight_decay=st.sampled_from([0.0, 0.7]))
+@pytest.mark.parametrize("covariance", ["identity", "general", "singular"])
+@pytest.mark.parametrize("parameterization", ["tied", "untied", "direct"])
+@settings(max_examples=3, deadline=None)
+@given(loss=st.sampled_from(["mse", "quartic"]), seed=st.integers(0, 2 ** 16),
+       lr=st.floats(0.01, 0.5), weight_decay=st.floats(0.05, 1.0))
 def test_compiled_sgd_step_equals_the_numpy_step(parameterization, covariance, loss, seed, lr,
                                                   weight_decay):
     """``G`` and the increment of every matrix, step by step, to 1e-10 of the increment: a
