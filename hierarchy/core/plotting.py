@@ -148,6 +148,19 @@ def figure_legend(fig, axes, loc="outside right upper", **kwargs):
                       **kwargs)
 
 
+def fit_title(fig, text, fontsize=10):
+    """Set ``text`` as the figure's title, each of its lines wrapped to the figure's width.
+
+    A long title (a family's settings) would otherwise run past the right edge of the PNG.
+    """
+    import textwrap
+
+    width = max(20, int(fig.get_figwidth() * 72 / (0.62 * fontsize)))
+    lines = [wrapped for line in str(text).split("\n")
+             for wrapped in (textwrap.wrap(line, width) or [""])]
+    return fig.suptitle("\n".join(lines), fontsize=fontsize)
+
+
 def save_figure(fig, path, dpi=MIN_DPI):
     """Save a figure as PNG at ``dpi`` (at least :data:`MIN_DPI`) and return the path."""
     if not dpi >= MIN_DPI:
@@ -468,8 +481,8 @@ def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_lab
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[1]:
             legend(ax)
-    fig.suptitle(title + (f"\nbands: {spread_name}" if spread is not None and spread_name
-                          else ""), fontsize=10)
+    fit_title(fig, title + (f"\nbands: {spread_name}" if spread is not None and spread_name
+                            else ""))
     return fig
 
 

@@ -134,7 +134,7 @@ class ModelFamily:
         """The lines ``hierarchy solve`` prints: the final values, by group when there are many
         (:func:`hierarchy.core.summary_table.final_table`)."""
         final = summary.get("final", {})
-        head = f"final values at t = {significant(summary.get('t_reached', float('nan')), 6)}"
+        head = f"final values at t = {significant(summary.get('t_recorded', summary.get('t_reached', float('nan'))), 6)}"
         return final_table(list(final), list(final.values()), head)
 
     def horizon_line(self, summary):

@@ -23,7 +23,13 @@ import numpy as np
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import atomic_write, hold_signals
-from hierarchy.core.plotting import figure_legend, panel_grid, plain_log_axis, save_figure
+from hierarchy.core.plotting import (
+    figure_legend,
+    fit_title,
+    panel_grid,
+    plain_log_axis,
+    save_figure,
+)
 from hierarchy.core.summary_table import groups, settings_title, significant
 from hierarchy.study.dimension_analysis import (
     CONTRACT_SLOPE,
@@ -163,6 +169,7 @@ def _slope_text(analysis, label):
             f"<= {CONTRACT_SLOPE:g}, error O(n^-1/2))")
     if analysis.get("noise_limited", {}).get(label):
         text += f"; noise-limited (error <= {NOISE_FACTOR:g} x noise at every n)"
+    text += f"; verdict: {slope_verdict(analysis, label)}"
     if label in analysis.get("spread_rate", {}):
         spread_se = analysis["spread_stderr"][label]
         text += (f"; the runs' spread: slope {analysis['spread_rate'][label]:.3f}"
@@ -212,7 +219,12 @@ def verdict_line(analysis, labels):
                  f"is that of the Monte-Carlo noise, -1/2): {sum(v is True for v in limited)}")
     if None in verdicts:
         line += f"; {sum(v is None for v in verdicts)} too few errors to fit"
-    return line
+    counts = {}
+    for label in labels:
+        verdict = slope_verdict(analysis, label)
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return line + "\nverdict per statistic (as in study_errors.png): " + ", ".join(
+        f"{verdict} {count}" for verdict, count in counts.items())
 
 
 def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
@@ -252,7 +264,7 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
         ax.grid(alpha=0.3, which="both")
     figure_legend(fig, axes, loc="outside lower center", ncol=3)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fit_title(fig, title)
     save_figure(fig, path)
     return fig
 
@@ -286,21 +298,37 @@ def plot_trajectories(path, times, reference, sgd_mu, sgd_sd, runs, dimensions, 
         ax.grid(alpha=0.3)
     figure_legend(fig, axes, loc="outside lower center", ncol=3)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fit_title(fig, title)
     save_figure(fig, path)
     return fig
 
 
 def _panel_verdict(analysis, label):
-    """What a panel's title says beyond the slope: a slope outside the target even at two
-    standard errors, or an error no larger than its noise."""
-    loose = analysis.get("within_error", {}).get(label)
-    if loose is False or (loose is None
-                          and analysis.get("within_contract", {}).get(label) is False):
-        return " (NOT within ≤ −1/2)"
+    """What a panel's title says beyond the slope: its :func:`slope_verdict`, the one the
+    printed summary counts."""
+    verdict = slope_verdict(analysis, label)
+    return "" if verdict == "within" else f"\n({verdict})"
+
+
+def slope_verdict(analysis, label):
+    """The one verdict on a statistic's slope, shared by the panels of ``study_errors.png``,
+    the table file and the printed count (:func:`verdict_line`).
+
+    ``noise-limited`` comes first: an error no larger than its noise at every ``n`` has the
+    slope of the Monte-Carlo noise, which says nothing of the ODE, whatever the slope; then
+    ``within`` (the target ``<= -1/2``), ``within 2 se`` (within its standard errors of it),
+    ``NOT within``; ``too few errors`` when no slope was fitted.
+    """
+    contract = analysis.get("within_contract", {}).get(label)
+    if contract is None:
+        return "too few errors"
     if analysis.get("noise_limited", {}).get(label):
-        return " (noise-limited)"
-    return ""
+        return "noise-limited"
+    if contract:
+        return "within"
+    if analysis.get("within_error", {}).get(label):
+        return f"within {SLOPE_SE_FACTOR:g} se"
+    return "NOT within"
 
 
 def study_title(config, dimensions):

@@ -660,7 +660,8 @@ def solve_summary(solver, result, interrupted=None):
         "nfev": result.nfev,
         "njev": result.njev,
         "wall_s": result.wall_s,
-        "t_reached": float(result.t[-1]) if result.t.size else None,
+        "t_reached": result.t_reached,
+        "t_recorded": result.t_recorded,
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
 
@@ -723,7 +724,7 @@ def format_summary(summary):
         final.setdefault(label, None)
     check = summary.get("truncation_check")
     time_name = summary.get("time_variable", "t")
-    reached = summary.get("t_reached")
+    reached = summary.get("t_recorded", summary.get("t_reached"))
     lines = [f"final values at {time_name} = {reached:.6g}" if reached is not None
              else "no output time reached"]
     if check:

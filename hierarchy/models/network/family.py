@@ -16,6 +16,7 @@ from hierarchy.config import fields
 from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.core.progress import Progress
+from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, mixture, starts
@@ -93,6 +94,9 @@ KEY_HELP = {
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
+    "spectra.times": ("Times alpha (= steps/N, the family's time, as `solve.t_final`) at which "
+                      "`hierarchy sgd` records the Hessian and G spectra of run 0 (empty: no "
+                      "recording).", spectra_config.KEY_HELP["spectra.times"][1]),
     "spectra.top": ("Eigenpairs per block; `auto`: K + M for W_i (the dimension of span{w_k, "
                     "w*_n}), K for v.", '"auto" or integer >= 1'),
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (W1 .. WK; v when the "
@@ -115,6 +119,9 @@ class NetworkFamily(ModelFamily):
         "init": "Where the order parameters start.",
         "solve": "Output times (alpha = steps/N) and integrator of `hierarchy solve`.",
         "sgd": "Online SGD of the network itself.",
+        "study": "The ODE against SGD across the dimension N (`hierarchy study`): "
+                 "max over alpha of |mean SGD - ODE| for every statistic and eg, and its "
+                 "slope against N.",
         "spectra": "The Hessian and G spectra of run 0 recorded by `hierarchy sgd` "
                    "(spectra.npz), with their prediction from the statistics along the ODE.",
     }
@@ -285,6 +292,16 @@ class NetworkFamily(ModelFamily):
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
         return network_fixed_points.fixed_points(self.network(config), system, end[-1, :-1])
 
+    def equivalent_states(self, config, labels, u):
+        """``u`` under every permutation of the student units (the same point of the dynamics:
+        the ODE does not tell its student units apart), for states ordered like ``labels``."""
+        from hierarchy.models.network import fixed_points as network_fixed_points
+        net = self.network(config)
+        order = [net.labels.index(label) for label in labels]
+        state = np.empty(net.size)
+        state[order] = u
+        return [permuted[order] for permuted in network_fixed_points.permutations_of(net, state)]
+
     # 13
     def show(self, config, format="text"):
         """The derived equations of ``config`` (:mod:`hierarchy.models.network.display`)."""
@@ -317,6 +334,7 @@ def write_solution(out_dir, config, system, result, interrupted=None):
                                                        * max(1.0, scale) or field_error == 0.0
                                                        and eg_error == 0.0)})
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, extra_arrays={"eg": eg},
                  complete=result.status == Status.COMPLETE, state_name="u")
