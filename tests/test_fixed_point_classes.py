@@ -101,3 +101,12 @@ def test_stability_on_both_sides_of_the_learning_rate_threshold(a, ratio, expect
     np.testing.assert_allclose(np.real(point["eigenvalues"]), expected_values, atol=1e-7)
     assert point["stability"] == expected
     assert point["stable"] is (expected == "stable")
+
+
+def test_a_neutral_point_is_printed_and_counted_as_neutral():
+    from hierarchy.cli import commands
+    net, system = linear_net(0.3, trained=True)
+    point = fp.classify(net, system, fp.field_function(system), np.array([1.0, 1.0, 1.0]),
+                        "test")
+    assert commands.fixed_point_line(point).startswith("neutral ")
+    assert "(0 stable, 0 unstable, 1 neutral)" in commands.fixed_point_tally([point])
