@@ -359,6 +359,11 @@ MUTATIONS = (
              "SAFETY = 1.25", "SAFETY = 3.75",
              [f"{ESTIMATES}::test_gauss_hermite_error_bounds_the_true_error_within_its_factor"],
              "Gauss-Hermite error over-claimed 3x"),
+    mutation("hermite-error-wide-vouched", "hierarchy/models/network/quadrature.py",
+             "return np.where(wide, np.inf, error)", "return error",
+             [f"{ESTIMATES}::test_gauss_hermite_error_is_not_vouched_for_beyond_the_trusted"
+              "_variances"],
+             "the two-order Gauss-Hermite error vouched for at any width (under-claims there)"),
     mutation("qmc-error-per-replicate", "hierarchy/models/network/quadrature.py",
              "return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))",
              "return reps.std(axis=0, ddof=1)",
