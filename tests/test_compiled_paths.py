@@ -16,7 +16,6 @@ The network and mixture families step in numpy only (``network/sgd.py``, ``sgd/e
 they have no compiled SGD step to compare.
 """
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -113,12 +112,11 @@ def closed_form_outputs(table, compiled, u):
         if j not in compiled.rest:
             values = form(sub_covariances(c, group.fields))
             np.add.at(reference, group.target, row_weights(group, v) * values)
-    kernel_only = compiled
-    rest, kernel_only.rest = kernel_only.rest, []
+    rest, compiled.rest = compiled.rest, []      # the kernel's rows only
     try:
-        out = kernel_only.outputs(u)
+        out = compiled.outputs(u)
     finally:
-        kernel_only.rest = rest
+        compiled.rest = rest
     return reference, out
 
 
