@@ -16,7 +16,6 @@ The network and mixture families step in numpy only (``network/sgd.py``, ``sgd/e
 they have no compiled SGD step to compare.
 """
 
-
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
