@@ -8,24 +8,38 @@ step, step_second_layer, runs, seed``; ``[spectra]`` (run 0's Hessian and G spec
 ``hierarchy sgd``, :mod:`hierarchy.models.network.spectral`).
 """
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from hierarchy.config import fields
-from hierarchy.config.statistics_start import SGD_KEY_HELP, check_start
+from hierarchy.config.statistics_start import (
+    PAIRED_RUNS,
+    SGD_KEY_HELP,
+    check_paired_runs,
+    check_start,
+)
+from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
-from hierarchy.models.network import activations, mixture, starts
-from hierarchy.models.network.field import network_system
+from hierarchy.models.network import activations, inputs, mixture, starts
+from hierarchy.models.network.structured import system_of
+from hierarchy.models.network import resources as network_resources
 from hierarchy.models.network.model import (
+    BATCH_RATIO,
+    CONSTRAINTS,
     DATA,
+    MAX_BATCH,
     MAX_WIDTH,
     SECOND_LAYERS,
+    check_batch,
+    check_plain_sgd,
     network_from_config,
+    state_labels,
     teacher_labels,
 )
 from hierarchy.models.network import study as network_study
@@ -44,13 +58,21 @@ KEY_HELP = {
     "model.data": ("The data: `teacher` (x ~ N(0, I_N), y = sum_n v*_n g*(nu_n) + sigma xi) or "
                    "`mixture` (a labelled Gaussian mixture).", " \\| ".join(DATA)),
     "model.loss": ("The loss l(yhat, y): `mse` = (yhat - y)^2/2, `logistic` = "
-                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`.",
-                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression"),
+                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`, "
+                   "finite for every real input and growing more slowly than exp(c z^2), "
+                   "alone and with yhat, y as functions of the Gaussian fields, and smooth "
+                   "(no abs, sign, sqrt(u**2)).",
+                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression "
+                   f"(polynomial degree <= {activations.LOSS_DEGREE})"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",
                     "number in 0..1000"),
-    "model.student.width": ("Student width K (hidden units).", f"integer in 1..{MAX_WIDTH}"),
+    "model.student.width": ("Student width K (hidden units).",
+                            f"integer in 1..{MAX_WIDTH} (the term table of the field, "
+                            "predicted from K, M and the loss, must fit: mse to K = M = 21)"),
     "model.student.activation": ("Student activation g: `erf` means erf(x/sqrt 2); or an "
-                                 "expression in `x`.",
+                                 "expression in `x`, it and its derivative finite for every "
+                                 "real x and growing more slowly than exp(c x^2) (kinks: abs, "
+                                 "sign, sqrt(x**2), routed like relu).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x "
                                  f"(polynomial degree <= {activations.ACTIVATION_DEGREE})"),
     "model.student.second_layer": ("`fixed`: v stays at `second_layer_values`; `trained`: v is "
@@ -61,7 +83,7 @@ KEY_HELP = {
                                           "[] or K numbers of magnitude <= 1000"),
     "model.teacher.width": ("Teacher width M (`data = \"teacher\"`).",
                             f"integer in 1..{MAX_WIDTH}"),
-    "model.teacher.activation": ("Teacher activation g*.",
+    "model.teacher.activation": ("Teacher activation g* (the same rules as the student's).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x"),
     "model.teacher.noise": ("Label noise sigma: y gets sigma xi, xi ~ N(0, 1).",
                             "number in 0..1000"),
@@ -73,12 +95,22 @@ KEY_HELP = {
                                '[], "drawn" or a symmetric positive semi-definite M x M matrix'),
     "model.teacher.second_layer_values": ("The teacher's second layer v*; `[]`: all 1.",
                                           "[] or M numbers of magnitude <= 1000"),
+    "model.teacher.target": ("A multi-index target y = f*(nu1, .., nuM) replacing "
+                             "sum_n v*_n g*(nu_n): an expression in nu1..nuM (whitelisted "
+                             "parser, never evaluated as code); `\"\"`: none. With a target, "
+                             "an explicit teacher activation or second_layer_values is an "
+                             "error. Polynomials and erf, erfc, tanh, atan, sin, cos of them; "
+                             "a committee sum_n c_n h(nu_n) is the teacher g* = h, v* = c.",
+                             '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
                     "`sgd.dimension`, and start from their Q, R.", "statistics | gaussian"),
     "init.statistics": ("Starting values by label (Q{i}.{k} with i <= k, R{i}.{n}, and v{i} when "
                         "trained); missing Q, R start at 0, missing v at "
                         "`second_layer_values`. [[Q, R], [R^T, T]] must be positive "
+                        "semi-definite. With structured `model.inputs`: Q{i}.{k}@{b}, "
+                        "R{i}.{n}@{b} set block b (from 1), a key without @ every block; "
+                        "each block's [[q_b, r_b], [r_b^T, t_b]] must be positive "
                         "semi-definite.", "table of numbers"),
     "init.scale": ("Standard deviation of each student weight of the Gaussian start.",
                    "number > 0 and <= 1000"),
@@ -90,7 +122,17 @@ KEY_HELP = {
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
+    "sgd.batch": ("Mini-batch size B: B fresh samples per step, gradients averaged; time is "
+                  "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
+                  "corrector is divided by B. The ODE is that of B << N: B proportional to N "
+                  "(the large-batch limit) is refused.",
+                  f"integer in 1..{MAX_BATCH}; above 1, at most sgd.dimension/{BATCH_RATIO}"),
+    "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
+                       "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
+                       "start is normalised); `none`: the free step.",
+                       " | ".join(CONSTRAINTS)),
     **mixture.KEY_HELP,
+    **inputs.KEY_HELP,
     **SGD_KEY_HELP,
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
@@ -112,6 +154,8 @@ class NetworkFamily(ModelFamily):
     show_formats = ("text", "latex")
     #: one step advances alpha by 1/N whatever sgd.step (the learning rate)
     step_count_key = None
+    #: the keys that set a run's size (named by resource and out-of-memory errors)
+    resource_keys = network_resources.SGD_KEYS
     key_help = KEY_HELP
     section_help = {
         "model": "A two-layer student yhat = sum_k v_k g(w_k.x/sqrt N), its data and its loss "
@@ -130,12 +174,13 @@ class NetworkFamily(ModelFamily):
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
                   "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": []},
-                  "mixture": mixture.DEFAULTS},
+                              "second_layer_values": [], "target": ""},
+                  "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0},
+                "seed": 0, "paired_runs": PAIRED_RUNS, "batch": 1,
+                "constraint": "none"},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -152,12 +197,16 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        check_batch(net, sgd["dimension"])
+        sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)
-        init["statistics"] = check_start(init, net.labels, self.name)
+        init["statistics"] = check_start(init, starts.start_labels(net), self.name)
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
+        network_resources.check_table(net)
+        network_resources.check_sgd(config, net)
         if "study" in config:
             dimension_config.validate_study(config["study"])
         if "spectra" in config:
@@ -181,8 +230,11 @@ class NetworkFamily(ModelFamily):
                 "step_second_layer": config["sgd"]["step_second_layer"]}
 
     def system(self, config):
-        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config``."""
-        return network_system(self.network(config))
+        """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config`` (the
+        per-block :class:`~hierarchy.models.network.structured.StructuredSystem` with
+        structured inputs)."""
+        net = self.network(config)
+        return system_of(net)
 
     def initial_state(self, config, system=None):
         """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
@@ -282,11 +334,27 @@ class NetworkFamily(ModelFamily):
         """The study's own check (before any job)."""
         network_study.check(config)
 
+    # 14, 15
+    def paired_odes(self, config, labels, starts, times):
+        """The ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return network_study.odes_from_starts(config, labels, starts, times)
+
+    def unit_matching(self, config):
+        """Student units matched to teacher units by maximum ``|R|``
+        (:mod:`hierarchy.models.network.matching`), when they are interchangeable."""
+        from hierarchy.models.network.matching import unit_matching
+        return unit_matching(self.network(config))
+
     # 12 (N2)
     def fixed_points(self, config, progress=None):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        check_plain_sgd(self.network(config), "the fixed-point search")  # before any work
+        if self.network(config).inputs is not None:
+            raise HierarchyError("fixed points: the symmetric and specialised points are found "
+                                 "for isotropic inputs only; allowed: model.inputs.covariance "
+                                 '= "identity"', field="model.inputs.covariance")
         system = self.system(config)
         start = self.initial_state(config, system)
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
@@ -306,7 +374,15 @@ class NetworkFamily(ModelFamily):
     def show(self, config, format="text"):
         """The derived equations of ``config`` (:mod:`hierarchy.models.network.display`)."""
         from hierarchy.models.network.display import render
-        return render(self.network(config), format)
+        net = self.network(config)
+        if net.inputs is None:
+            return render(net, format)
+        note = (f"Structured inputs ({net.inputs.covariance}, L = {net.inputs.blocks} blocks): "
+                "the expectations below are taken at the local fields' covariance C = sum_b "
+                "f_b rho_b [[q_b, r_b], [r_b^T, t_b]]; each block moves by dq_b = -eta rho_b "
+                "(X_b A + A^T X_b^T) + eta^2 rho_b E[dl dl^T], dr_b = -eta rho_b A^T [r_b; t_b], "
+                "A = C^+ E[z dl^T] (docs/network.md, Structured inputs).")
+        return note + "\n\n" + render(dataclasses.replace(net, inputs=None), format)
 
 
 def write_solution(out_dir, config, system, result, interrupted=None):
@@ -326,6 +402,11 @@ def write_solution(out_dir, config, system, result, interrupted=None):
     solve = config["solve"]
     scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
     net = system.net
+    extra = {"eg": eg}
+    if net.inputs is not None:
+        extra.update(field_arrays(net, result.y))
+        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
+                             "trace": net.inputs.trace}
     summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
                                    in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
     summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
@@ -336,9 +417,22 @@ def write_solution(out_dir, config, system, result, interrupted=None):
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays={"eg": eg},
+                 summary=summary, extra_arrays=extra,
                  complete=result.status == Status.COMPLETE, state_name="u")
     return summary
+
+
+def field_arrays(net, states):
+    """``field_labels`` (``Q{i}.{k}``, ``R{i}.{n}``) and ``fields`` ``(T, len)``: the local
+    fields' covariance ``Q = w Sigma w/N``, ``R = w Sigma w*/N`` at every state."""
+    K, M = net.K, net.M
+    labels = state_labels(K, M, False)
+    iu = np.triu_indices(K)
+    values = np.zeros((len(states), len(labels)))
+    for j, u in enumerate(states):
+        c = net.inputs.field_covariance(net, u)
+        values[j] = np.concatenate([c[:K, :K][iu], c[:K, K:].reshape(-1)])
+    return {"field_labels": np.array(labels), "fields": values}
 
 
 NETWORK = NetworkFamily()

@@ -21,10 +21,10 @@ Three kinds of points (``kind`` of each result):
 - ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
   polished by Newton (scipy ``hybr``), when it is a root.
 
-The Jacobian is a central difference of the field (step :data:`H`). Each point gets a
-``stability`` (:func:`stability_of`): ``"stable"`` when every eigenvalue has a real part below
-``-band``, ``"unstable"`` when one is above ``+band``, and ``"neutral"`` when the largest real
-part is within ``band`` of zero: a zero eigenvalue (a conserved quantity, a line of fixed
+The Jacobian is a central difference of the field (step :data:`~.linearisation.H`). Each
+point gets a ``stability`` (:func:`stability_of`): ``"stable"`` when every eigenvalue has a
+real part below ``-band``, ``"unstable"`` when one is above ``+band``, and ``"neutral"`` when
+the largest real part is within ``band`` of zero: a zero eigenvalue (a conserved quantity, a line of fixed
 points such as the ``v -> c v``, ``w -> w / c`` rescaling of a trained linear network, or a
 bifurcation point), which a linearisation cannot classify. The band is the Jacobian's own
 accuracy, ``NEUTRAL_FACTOR (e + sqrt(e |J|))`` with ``e = |J_h - J_2h|`` (spectral norms) and at
@@ -45,10 +45,11 @@ import itertools
 import numpy as np
 from scipy.optimize import root
 
+from hierarchy.models.network.diffusion import diffusive_limit
+from hierarchy.models.network.linearisation import H, field_function, jacobian
+from hierarchy.models.network.model import check_plain_sgd
 from hierarchy.ode.integrate import integrate
 
-#: central-difference step of the Jacobian
-H = 1e-6
 #: eigenvalues above ``-TOL`` are not contracting
 TOL = 1e-8
 #: the neutral band is this many times the Jacobian's estimated effect on an eigenvalue
@@ -70,15 +71,6 @@ FLOW_HORIZON = 5000.0
 #: largest entry of Sigma (4x the field's points: 6e-3 there)
 DIFFUSION_REPLICATES = 8
 DIFFUSION_POINTS = 16384
-
-
-def field_function(system, vanishing_step=False):
-    """``u -> du/dalpha`` of ``system`` (``f + g``), or the ``eta -> 0`` field ``f / eta``."""
-    if not vanishing_step:
-        return lambda u: np.asarray(system.rhs(np.asarray(u, dtype=float), 0.0), dtype=float)
-    eta = float(system.net.step)
-    return lambda u: np.asarray(system.drift_and_corrector(np.asarray(u, dtype=float))[0],
-                                dtype=float) / eta
 
 
 def exchangeable(net):
@@ -150,13 +142,6 @@ def residual(function, u):
     with np.errstate(all="ignore"):
         value = np.max(np.abs(function(u)))
     return float(value) if np.isfinite(value) else float("inf")
-
-
-def jacobian(function, u, h=H):
-    """Central-difference Jacobian ``(n, n)`` of ``function`` at ``u``."""
-    u = np.asarray(u, dtype=float)
-    columns = [(function(u + h * e) - function(u - h * e)) / (2 * h) for e in np.eye(len(u))]
-    return np.array(columns).T
 
 
 def neutral_band(drift, error):
@@ -330,6 +315,7 @@ def fixed_points(net, system, end=None):
     end : array_like, optional
         The end of the solve from the config's start, polished and kept when it is a root.
     """
+    check_plain_sgd(net, "the fixed-point search")
     points = committee_points(net, system)
     if end is not None and np.all(np.isfinite(end)):
         function = field_function(system)
@@ -345,8 +331,6 @@ def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
     and the largest stationary variance ``N Var`` in its note; an unstable point unchanged."""
     if not point["stable"]:
         return point
-    # imported here: diffusion builds on this module's field_function and jacobian
-    from hierarchy.models.network.diffusion import diffusive_limit
     u = np.array([point["u"][label] for label in net.labels])
     limit = diffusive_limit(net, jacobian(field_function(system), u), u, replicates, count)
     variances = np.diag(limit["stationary_covariance"])

@@ -29,6 +29,7 @@ import numpy as np
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import gram, second_layer_of
+from hierarchy.models.network.sphere import renormalise
 from hierarchy.models.gmm.sgd import SampleWindow
 from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
 
@@ -56,15 +57,40 @@ def realise_state(net, state, dimension, runs, rng):
     The rows ``[W; D] = sqrt(N) C^{1/2} B^T`` with ``C = [[Q, R], [R^T, T]]`` and ``B`` a
     random orthonormal ``N x (K + M)`` frame per run have Gram matrix ``N C``.
     """
+    if net.inputs is not None:
+        return _realise_blocks(net, net.inputs.block_grams(net, state), dimension, runs, rng)
     root = sqrt_psd(gram(net, state))                                  # (K+M, K+M)
     frames = orthonormal_frames(dimension, net.K + net.M, runs, rng)    # (R, N, K+M)
     rows = math.sqrt(dimension) * np.einsum("ij,rnj->rin", root, frames)
     return np.ascontiguousarray(rows[:, :net.K]), np.ascontiguousarray(rows[:, net.K:])
 
 
+def _realise_blocks(net, grams, dimension, runs, rng, student=None):
+    """Structured inputs: the rows on block ``b``'s coordinates (:meth:`~.inputs.
+    StructuredInputs.layout`) are ``sqrt(n_b) G_b^{1/2} B_b^T`` with ``G_b`` the block's Gram
+    (``(K + M)`` or, for the teacher alone, ``M`` square) and ``B_b`` a random orthonormal
+    ``n_b x size`` frame per run. ``student``: Gaussian student weights to keep (then
+    ``grams`` are the teacher's ``t_b``). A loop over blocks, at the start only."""
+    bounds = net.inputs.layout(dimension)
+    size = grams.shape[-1]
+    rows = np.zeros((runs, size, dimension))
+    for b in range(len(bounds) - 1):
+        lo, hi = bounds[b], bounds[b + 1]
+        frames = orthonormal_frames(hi - lo, size, runs, rng)
+        rows[:, :, lo:hi] = math.sqrt(hi - lo) * np.einsum("ij,rnj->rin", sqrt_psd(grams[b]),
+                                                           frames)
+    if student is not None:
+        return student, rows
+    return np.ascontiguousarray(rows[:, :net.K]), np.ascontiguousarray(rows[:, net.K:])
+
+
 def gaussian_weights(net, dimension, runs, rng, scale):
     """``W`` with i.i.d. ``N(0, scale^2)`` entries (``Q ~ scale^2 I``, ``R = O(scale/sqrt N)``)
     and teacher directions with exactly the overlaps ``T``."""
+    if net.inputs is not None:
+        weights = scale * rng.standard_normal((runs, net.K, dimension))
+        teacher = net.inputs.teacher_scales[:, None, None] * net.overlap_matrix[None]
+        return _realise_blocks(net, teacher, dimension, runs, rng, student=weights)
     frames = orthonormal_frames(dimension, net.M, runs, rng)
     directions = math.sqrt(dimension) * np.einsum("ij,rnj->rin",
                                                   sqrt_psd(net.overlap_matrix), frames)
@@ -73,7 +99,10 @@ def gaussian_weights(net, dimension, runs, rng, scale):
 
 
 def statistics(net, weights, directions, v):
-    """``(runs, n)`` states ordered like ``net.labels``: ``Q (i <= k)``, ``R``, then ``v``."""
+    """``(runs, n)`` states ordered like ``net.labels``: ``Q (i <= k)``, ``R``, then ``v``
+    (per block with structured inputs: :func:`block_statistics`)."""
+    if net.inputs is not None:
+        return block_statistics(net, weights, directions, v)
     dimension = weights.shape[-1]
     q = np.matmul(weights, np.swapaxes(weights, 1, 2)) / dimension
     r = np.matmul(weights, np.swapaxes(directions, 1, 2)) / dimension
@@ -84,26 +113,50 @@ def statistics(net, weights, directions, v):
     return np.concatenate(parts, axis=1)
 
 
-class TeacherData:
-    """Fresh teacher samples: ``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``."""
+def block_statistics(net, weights, directions, v):
+    """``(runs, n)`` per-block states ``q_b = W P_b W^T/n_b``, ``r_b = W P_b D^T/n_b`` (``n_b``
+    the coordinates of block ``b``: the actual ``N f_b``), then ``v``; one reduction over the
+    coordinates for all blocks at once."""
+    K, M = net.K, net.M
+    runs, _, dimension = weights.shape
+    bounds = net.inputs.layout(dimension)
+    counts = np.diff(bounds).astype(float)
+    iu = np.triu_indices(K)
+    pairs = [weights[:, i] * weights[:, k] for i, k in zip(*iu)]
+    pairs += [weights[:, i] * directions[:, m] for i in range(K) for m in range(M)]
+    sums = np.add.reduceat(np.stack(pairs, axis=1), bounds[:-1], axis=2)   # (runs, s, L)
+    blocks = np.swapaxes(sums / counts, 1, 2).reshape(runs, -1)
+    if net.trained_second_layer:
+        return np.concatenate([blocks, v], axis=1)
+    return blocks
 
-    def __init__(self, gradients):
+
+class TeacherData:
+    """Fresh teacher samples: ``x ~ N(0, I_N)`` (or ``x = Sigma^{1/2} g``, ``scale`` the
+    diagonal of ``Sigma^{1/2}`` in the blocks' basis), ``y = sum_n v*_n g*(nu_n) + sigma xi``."""
+
+    def __init__(self, gradients, scale=None):
         self.gradients = gradients
+        self.scale = scale
 
     def sample(self, directions, rng):
         """One sample per run: ``x (runs, N)`` and its label ``y (runs,)``."""
         runs, _, dimension = directions.shape
         x = rng.standard_normal((runs, dimension))
+        if self.scale is not None:
+            x *= self.scale
         nu = np.matmul(directions, x[:, :, None])[:, :, 0] / math.sqrt(dimension)
         y = self.gradients.teacher_labels(nu, rng.standard_normal(runs))
         return x, np.asarray(y, dtype=float)
 
 
-def data_law(net, gradients):
-    """The sampler of ``net``'s data: teacher data, or the mixture's own sampler
+def data_law(net, gradients, dimension=None):
+    """The sampler of ``net``'s data: teacher data (on ``x = Sigma^{1/2} g`` with structured
+    inputs, at ``dimension``), or the mixture's own sampler
     (:class:`hierarchy.models.network.mixture.MixtureSampler`, labels per cluster)."""
     if net.data == "teacher":
-        return TeacherData(gradients)
+        scale = None if net.inputs is None else net.inputs.input_scale(dimension)
+        return TeacherData(gradients, scale)
     from hierarchy.models.network.mixture import MixtureSampler  # noqa: PLC0415
     return MixtureSampler(net.mixture)
 
@@ -134,26 +187,49 @@ class NetworkEnsemble:
         self.v = np.array(np.broadcast_to(v, (self.runs, net.K)), dtype=float)
         self.size = self.weights.size + self.v.size
         self.gradients = SampleGradients(net)
-        self.data = data_law(net, self.gradients)
+        self.data = data_law(net, self.gradients, self.dimension)
         self.window = SampleWindow(window, self.dimension)
 
     def sgd_step(self, x, y):
-        """One SGD step in place for every run (``x (runs, N)``, ``y (runs,)``)."""
+        """One SGD step in place for every run: ``x (runs, N)``, ``y (runs,)``, or a
+        mini-batch ``x (runs, B, N)``, ``y (runs, B)`` whose gradients are averaged; with
+        ``constraint = "sphere"`` every ``w_k`` is renormalised to ``|w_k|^2 = N`` after it."""
         net, root = self.net, math.sqrt(self.dimension)
-        lam = np.matmul(self.weights, x[:, :, None])[:, :, 0] / root
-        coef = self.gradients.dl_dlambda(lam, self.v, y)
+        if x.ndim == 2:
+            lam = np.matmul(self.weights, x[:, :, None])[:, :, 0] / root
+            coef = self.gradients.dl_dlambda(lam, self.v, y)
+            dv = self.gradients.dl_dv(lam, self.v, y) if net.trained_second_layer else None
+            update = (net.step / root) * coef[:, :, None] * x[:, None, :]
+        else:
+            lam = np.matmul(x, np.swapaxes(self.weights, 1, 2)) / root    # (runs, B, K)
+            v = self.v[:, None, :]
+            coef = self.gradients.dl_dlambda(lam, v, y)                   # (runs, B, K)
+            dv = (self.gradients.dl_dv(lam, v, y).mean(axis=1)
+                  if net.trained_second_layer else None)
+            update = (net.step / (root * x.shape[1])) * np.matmul(np.swapaxes(coef, 1, 2), x)
         if net.trained_second_layer:
-            self.v -= (net.step_second_layer / self.dimension) * (
-                self.gradients.dl_dv(lam, self.v, y) + net.ridge * self.v)
+            self.v -= (net.step_second_layer / self.dimension) * (dv + net.ridge * self.v)
         if net.ridge:
             self.weights *= 1.0 - net.step * net.ridge / self.dimension
-        self.weights -= (net.step / root) * coef[:, :, None] * x[:, None, :]
+        self.weights -= update
+        if net.constraint == "sphere":
+            renormalise(self.weights)
+
+    def draw(self):
+        """The next step's samples: ``x (runs, N)``, ``y (runs,)``, or for ``batch = B > 1``
+        ``x (runs, B, N)``, ``y (runs, B)`` (``B`` draws of the data law, in order)."""
+        if self.net.batch == 1:
+            return self.data.sample(self.directions, self.rng)
+        draws = [self.data.sample(self.directions, self.rng) for _ in range(self.net.batch)]
+        return (np.stack([x for x, _ in draws], axis=1),
+                np.stack([np.asarray(y) for _, y in draws], axis=1))
 
     def advance(self, count):
-        """``count`` steps, each on a fresh sample per run."""
+        """``count`` steps, each on ``batch`` fresh samples per run."""
         for _ in range(int(count)):
-            x, y = self.data.sample(self.directions, self.rng)
-            self.window.push(x[0], y[0])
+            x, y = self.draw()
+            self.window.push(x[0] if x.ndim == 2 else x[0, -1], y[0] if x.ndim == 2
+                             else y[0, -1])
             self.sgd_step(x, y)
 
     def statistics(self):
@@ -197,6 +273,8 @@ def start_ensemble(net, dimension, runs, seed=0, start=None, scale=1.0, window=0
     rng = np.random.default_rng(seed)
     if start is None:
         weights, directions = gaussian_weights(net, dimension, runs, rng, scale)
+        if net.constraint == "sphere":
+            renormalise(weights)
         return NetworkEnsemble(net, weights, directions, np.array(net.second_layer, float), rng,
                                window)
     state = np.asarray(start, dtype=float).reshape(net.size)
@@ -271,3 +349,5 @@ def check_dimension(net, dimension, field="sgd.dimension"):
         raise HierarchyError(f"{field} must be an integer >= {low} (student plus teacher "
                              f"width, to realise the start exactly); got {dimension}",
                              field=field)
+    if net.inputs is not None:
+        net.inputs.check_dimension(net, dimension, field)
