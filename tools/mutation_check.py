@@ -370,8 +370,10 @@ MUTATIONS = (
              [f"{ESTIMATES}::test_qmc_standard_error_is_calibrated_against_relu_closed_forms"],
              "QMC error: the replicates' spread, not the standard error of their mean (2.8x)"),
     mutation("quadrature-field-error-third", "hierarchy/models/network/field.py",
-             "return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))",
-             "return reps.std(axis=0, ddof=1) / len(reps)",
+             "reps = self.replicate_outputs(u)\n        return reps.std(axis=0, ddof=1) / "
+             "np.sqrt(len(reps))",
+             "reps = self.replicate_outputs(u)\n        return reps.std(axis=0, ddof=1) / "
+             "len(reps)",
              [f"{ESTIMATES}::test_quadrature_field_standard_error_is_calibrated_against_the_term"
               "_table"],
              "quadrature field's standard error divided by R for sqrt(R) (2.8x too small)"),
@@ -434,7 +436,7 @@ MUTATIONS = (
              [f"{DIMENSIONS}::test_fitted_slope_and_its_standard_error_are_linregress"],
              "slope standard error with n - 1 for n - 2 degrees of freedom"),
     mutation("dimension-slope-stderr-uncentred", "hierarchy/study/dimension_analysis.py",
-             "np.sum((x - x.mean()) ** 2)", "np.sum(x ** 2)",
+             "(keep.sum() - 2) / np.sum((x - x.mean()) ** 2)", "(keep.sum() - 2) / np.sum(x ** 2)",
              [f"{DIMENSIONS}::test_fitted_slope_and_its_standard_error_are_linregress"],
              "slope standard error over sum x^2 for the centred sum of squares"),
     mutation("dimension-noise-over-runs", "hierarchy/study/dimension_analysis.py",
