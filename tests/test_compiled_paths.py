@@ -23,7 +23,7 @@ from hypothesis import given, settings, strategies as st
 from hierarchy.config.documents import deep_merge
 from hierarchy.config.loader import defaults_for, validate_config
 from hierarchy.core import registry
-from hierarchy.models.network.field import row_weights, sub_covariances
+from hierarchy.models.network.field import TableField, row_weights, sub_covariances
 from hierarchy.models.network.model import gram, second_layer_of
 
 FAMILY = registry.family("network")
@@ -97,7 +97,7 @@ def fields(case):
     if case not in _fields:
         from hierarchy.models.network.kernel import compiled_field
         net = network(*NETWORKS[case])
-        compiled = compiled_field(net, required=True)
+        compiled = compiled_field(TableField(net), required=True)
         _fields[case] = (compiled.reference, compiled)
     return _fields[case]
 
