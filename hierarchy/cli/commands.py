@@ -8,7 +8,6 @@ progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
 """
 
 from hierarchy import actions
-from hierarchy.cli import listing
 from hierarchy.cli.parser import parse_index_list, parse_int
 from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
@@ -290,6 +289,7 @@ def fixed_point_tally(record):
 
 def list_solvers(args, progress):
     """``hierarchy list``: the cached and generated solvers (:mod:`hierarchy.cli.listing`)."""
+    from hierarchy.cli import listing  # the attention family's imports, for this command only
     print(listing.solver_table())
 
 

@@ -357,6 +357,7 @@ def _groups(merged):
     return tuple(groups)
 
 
+@functools.lru_cache(maxsize=4096)
 def single_field_function(net, entry):
     """``h(x)`` of one pattern entry ``(teacher, a, b, c)``: ``g^a g'^b x^c`` or ``g*^a x^c``."""
     teacher, a, b, c = entry

@@ -27,6 +27,7 @@ from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, inputs, mixture, starts
+from hierarchy.models.network.engine import TARGET_FACTOR
 from hierarchy.models.network.structured import system_of
 from hierarchy.models.network import resources as network_resources
 from hierarchy.models.network.model import (
@@ -51,6 +52,8 @@ from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
 from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.ode.system import integrate_system
 
+#: the a-posteriori check of a solve tightens the engine's target by this factor
+CHECK_FACTOR = 100.0
 #: largest ``sgd.dimension`` (the Gaussian start draws ``K x N`` weights)
 MAX_DIMENSION = 10_000_000
 
@@ -232,9 +235,14 @@ class NetworkFamily(ModelFamily):
     def system(self, config):
         """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config`` (the
         per-block :class:`~hierarchy.models.network.structured.StructuredSystem` with
-        structured inputs)."""
+        structured inputs); the expectation engine's target is
+        :data:`~.engine.TARGET_FACTOR` times the solve's ``atol``."""
         net = self.network(config)
-        return system_of(net)
+        system = system_of(net)
+        if hasattr(system, "set_quadrature_target"):  # the engine's target: 0.01 atol
+            atol = config.get("solve", {}).get("atol", self.defaults["solve"]["atol"])
+            system.set_quadrature_target(TARGET_FACTOR * float(atol))
+        return system
 
     def initial_state(self, config, system=None):
         """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
@@ -302,28 +310,35 @@ class NetworkFamily(ModelFamily):
         system = self.system(config)
         start = np.asarray(self.initial_state(config, system), dtype=float)
         times = self.output_times(config)
+
+        def solve():
+            return integrate_system(
+                system, start, (float(times[0]), float(times[-1])), t_eval=times,
+                method=str(settings["method"]), rtol=float(settings["rtol"]),
+                atol=float(settings["atol"]), progress=progress)
+
         with interruptible():
             try:
-                result = integrate_system(
-                    system, start, (float(times[0]), float(times[-1])), t_eval=times,
-                    method=str(settings["method"]), rtol=float(settings["rtol"]),
-                    atol=float(settings["atol"]), progress=progress)
+                result = solve()
+                check = None
+                if getattr(system, "adaptive", False) and result.status == Status.COMPLETE:
+                    check = tightened_solve(system, solve)
             except SolveInterrupted as stop:
                 write_solution(out_dir, config, system, stop.result,
                                interrupted=stop.result.message)
                 raise
-        return write_solution(out_dir, config, system, result)
+        return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
         lines = [super().format_summary(summary)]
         if summary.get("eg_final") is not None:
             lines.append(f"  eg  {summary['eg_final']:.6g}  (population risk)")
-        error = summary.get("quadrature_error", {})
-        lines.append(f"field: {summary.get('engine', '')}; largest estimated quadrature error "
-                     f"of the field {error.get('field', 0.0):.3g}, of eg {error.get('eg', 0.0):.3g}"
-                     + ("" if error.get("certified", True) else
-                        "  -- NOT CERTIFIED: above the tolerance of the solve"))
+        lines.append(certification_line(summary))
         return "\n".join(lines)
+
+    def horizon_line(self, summary):
+        """The one line of a solve that cannot be certified (exit status 3)."""
+        return certification_line(summary)
 
     # 11 (N2)
     def study_model(self):
@@ -385,22 +400,76 @@ class NetworkFamily(ModelFamily):
         return note + "\n\n" + render(dataclasses.replace(net, inputs=None), format)
 
 
-def write_solution(out_dir, config, system, result, interrupted=None):
+def tightened_solve(system, solve):
+    """The a-posteriori check: ``solve()`` again with the engine's target divided by
+    :data:`CHECK_FACTOR`; returns ``(trajectory, eg along it)`` and restores the target."""
+    target = system.quadrature_target
+    system.set_quadrature_target(target / CHECK_FACTOR)
+    try:
+        tight = solve()
+        eg = np.array([system.eg(u) for u in tight.y])
+    finally:
+        system.set_quadrature_target(target)
+    return tight, eg
+
+
+def certify(config, system, result, eg, check=None):
+    """The ``quadrature_error`` summary of a solved trajectory (see :func:`write_solution`)."""
+    solve = config["solve"]
+    atol, rtol = float(solve["atol"]), float(solve["rtol"])
+    field_error = np.zeros(len(result.y))
+    eg_error = np.zeros(len(result.y))
+    for j, u in enumerate(result.y):
+        rhs_error, risk_error = system.quadrature_error(u)
+        field_error[j] = float(np.max(rhs_error, initial=0.0))
+        eg_error[j] = risk_error
+    scale = np.max(np.abs(result.y), axis=1, initial=1.0) if len(result.y) else np.ones(0)
+    tolerance = atol + rtol * scale
+    bad = (field_error > tolerance) | (eg_error > tolerance)
+    out = {"field": float(field_error.max(initial=0.0)), "eg": float(eg_error.max(initial=0.0)),
+           "target": getattr(system, "quadrature_target", None),
+           "times_checked": int(len(result.y))}
+    if check is not None:
+        tight, tight_eg = check
+        rows = min(len(tight.y), len(result.y))
+        state = np.max(np.abs(tight.y[:rows] - result.y[:rows]), axis=1, initial=0.0)
+        risk = np.abs(tight_eg[:rows] - eg[:rows])
+        bad[:rows] |= (state > tolerance[:rows]) | (risk > tolerance[:rows])
+        out.update(trajectory=float(state.max(initial=0.0)), eg_trajectory=float(risk.max(
+            initial=0.0)), check_factor=CHECK_FACTOR)
+    out["certified"] = bool(not bad.any())
+    out["first_uncertified"] = float(result.t[np.argmax(bad)]) if bad.any() else None
+    return out
+
+
+def certification_line(summary):
+    """One line: the field, its largest quadrature errors and whether the result is certified."""
+    error = summary.get("quadrature_error", {})
+    line = (f"field: {summary.get('engine', '')}; largest quadrature error of the field "
+            f"{error.get('field', 0.0):.3g}, of eg {error.get('eg', 0.0):.3g}")
+    if error.get("trajectory") is not None:
+        line += (f"; the solve with a {error.get('check_factor', CHECK_FACTOR):g}x tighter "
+                 f"quadrature moved the states by {error['trajectory']:.3g}, eg by "
+                 f"{error['eg_trajectory']:.3g}")
+    if error.get("certified", True):
+        return line + f" (certified at every output time against atol + rtol |u|)"
+    return (line + f" -- NOT CERTIFIED from alpha = {error.get('first_uncertified', 0.0):.6g}: "
+            "the quadrature error exceeds atol + rtol |u| of the solve")
+
+
+def write_solution(out_dir, config, system, result, interrupted=None, check=None):
     """Write ``result.npz`` (``t``, ``labels``, ``u``, ``eg``) and ``result.json``.
 
-    The summary adds ``eg_final``, the field's ``engine`` and the estimated quadrature error
-    of the field and of ``eg`` at the start and the last state (0 for closed forms);
-    ``certified`` is false when it exceeds the solve's ``atol + rtol |u|``.
+    The summary adds ``eg_final``, the field's ``engine``, ``teacher_overlaps`` and
+    ``quadrature_error`` (:func:`certify`): the largest stated quadrature error of the field
+    and of ``eg`` over every output time; with ``check`` (a solve with the engine's target
+    :data:`CHECK_FACTOR` times tighter, :func:`tightened_solve`) the largest change of the
+    states and of ``eg`` it made; ``certified`` when at every output time each of them is
+    within the solve's ``atol + rtol max|u|``. ``certified`` is repeated at the top level and
+    ``beyond_horizon`` is its negation (``hierarchy solve`` exits 3).
     """
     summary = trajectory_summary(result, interrupted=interrupted)
     eg = np.array([system.eg(u) for u in result.y])
-    field_error, eg_error = 0.0, 0.0
-    for u in result.y[[0, -1]] if len(result.y) else ():
-        rhs_error, risk_error = system.quadrature_error(u)
-        field_error = max(field_error, float(np.max(rhs_error, initial=0.0)))
-        eg_error = max(eg_error, risk_error)
-    solve = config["solve"]
-    scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
     net = system.net
     extra = {"eg": eg}
     if net.inputs is not None:
@@ -409,11 +478,13 @@ def write_solution(out_dir, config, system, result, interrupted=None):
                              "trace": net.inputs.trace}
     summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
                                    in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
+    quadrature_error = certify(config, system, result, eg, check)
     summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
-                   quadrature_error={"field": field_error, "eg": eg_error,
-                                     "certified": bool(eg_error <= solve["atol"] + solve["rtol"]
-                                                       * max(1.0, scale) or field_error == 0.0
-                                                       and eg_error == 0.0)})
+                   quadrature_error=quadrature_error,
+                   certified=quadrature_error["certified"])
+    if not quadrature_error["certified"]:
+        summary["beyond_horizon"] = True
+        summary["beyond_from"] = quadrature_error["first_uncertified"]
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})
     write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,

@@ -157,9 +157,11 @@ def second_derivative(activation):
     return sympy.diff(activation, X, 2).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
 
 
+@functools.lru_cache(maxsize=256)
 def derivative(activation):
     """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``; a step such as ``sign``:
-    0, its ``delta`` dropped as SGD's gradient drops it, ``lambda_k != 0`` almost surely)."""
+    0, its ``delta`` dropped as SGD's gradient drops it, ``lambda_k != 0`` almost surely;
+    memoised: the derivation asks for it once per pattern entry)."""
     return sympy.diff(activation, X).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
 
 

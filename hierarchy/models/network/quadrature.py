@@ -155,13 +155,19 @@ def qmc_points(dimension, replicates=REPLICATES, count=QMC_POINTS):
     return points
 
 
+@functools.cache
+def _plackett_nodes(nodes):
+    """Gauss-Legendre nodes and weights on ``[0, 1]`` (cached: every field call uses them)."""
+    x, w = np.polynomial.legendre.leggauss(nodes)
+    return (x + 1) / 2, w / 2
+
+
 def _orthant4_integral(r, nodes):
     """Plackett (1954): ``P(z > 0) = 1/16 + int_0^1 sum_{i<j} rho_ij dP/drho_ij (R_t) dt`` on
     ``R_t = I + t (R - I)``, with ``dP/drho_ij = phi_2(0, 0; r_ij) P(z_k, z_l > 0 | z_i = z_j = 0)``
     (the bivariate arcsine of the partial correlation); ``t = 1 - s^2`` smooths the
     ``1/sqrt(1 - t)`` end of a correlation near 1."""
-    x, w = np.polynomial.legendre.leggauss(nodes)
-    s, w = (x + 1) / 2, w / 2
+    s, w = _plackett_nodes(nodes)
     eye = np.eye(4)
     r_t = eye + (1 - s ** 2)[:, None, None, None] * (r - eye)  # (nodes, rows, 4, 4)
     omega = np.linalg.inv(r_t)

@@ -30,7 +30,6 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import gram, second_layer_of
 from hierarchy.models.network.sphere import renormalise
-from hierarchy.models.gmm.sgd import SampleWindow
 from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
 
 
@@ -188,6 +187,9 @@ class NetworkEnsemble:
         self.size = self.weights.size + self.v.size
         self.gradients = SampleGradients(net)
         self.data = data_law(net, self.gradients, self.dimension)
+        # imported here: the gmm package's import pulls in scipy.stats (a second of start-up
+        # that hierarchy solve never needs)
+        from hierarchy.models.gmm.sgd import SampleWindow
         self.window = SampleWindow(window, self.dimension)
 
     def sgd_step(self, x, y):
