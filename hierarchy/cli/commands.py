@@ -265,6 +265,8 @@ def fixed_point_line(point):
                 f"{'non-finite' if error is None else format(error, '.1e')})")
     verdict = {True: "stable       ", False: "unstable     ",
                None: "unclassified "}[point["stable"]]
+    if point.get("stability") == "neutral":  # neither contracting nor growing: a zero eigenvalue
+        verdict = "neutral      "
     count = point.get("multiplicity", 1)
     head = verdict + (f"x{count} " if count != 1 else "")
     if "searched" in point:
@@ -275,13 +277,15 @@ def fixed_point_line(point):
 
 def fixed_point_tally(record):
     """The closing line: how many points (multiplicities counted), stable, not found."""
-    count = {True: 0, False: 0, None: 0}
+    count = {True: 0, False: 0, None: 0, "neutral": 0}
     for point in record:
         if point.get("found") is not False:
-            count[point["stable"]] += point.get("multiplicity", 1)
+            key = "neutral" if point.get("stability") == "neutral" else point["stable"]
+            count[key] += point.get("multiplicity", 1)
     missed = sum(point.get("found") is False for point in record)
     line = (f"{sum(count.values())} fixed points or connected sets ({count[True]} stable, "
             f"{count[False]} unstable")
+    line += f", {count['neutral']} neutral" if count["neutral"] else ""
     line += f", {count[None]} not classified)" if count[None] else ")"
     if missed:
         line += f"; {missed} of the searched starts found no root"
