@@ -147,7 +147,8 @@ def plot(out, plateau, compared):
     left.loglog(b, [r[1] for r in plateau], "o-", label="ODE escape, steps/N (plateau start)")
     left.loglog(b, [r[0] * r[1] for r in plateau], "o--", label="ODE escape, samples/N")
     c = [r[0] for r in compared]
-    left.loglog(c, [r[1] for r in compared], "s-", color="C2", label="ODE escape, steps (R = 0.1 I)")
+    left.loglog(c, [r[1] for r in compared], "s-", color="C2",
+                label="ODE escape, steps (R = 0.1 I)")
     left.loglog(c, [r[2] for r in compared], "s", mfc="none", ms=9, color="C2",
                 label="SGD median, steps (R = 0.1 I)")
     left.loglog(c, [r[0] * r[1] for r in compared], "^--", color="C3",

@@ -110,7 +110,8 @@ def main():
     print(f"target {TARGET}, K = 3 relu, trained v, eta = {STEP}, N = {n_dim}, {runs} runs")
     for n in range(net.M):
         print(f"  step {n + 1} (max_k |R_k{n + 1}| >= {LEVEL}): ODE alpha = {ode_steps[n]:.4g}, "
-              f"SGD median {median[n]:.4g} (runs: {', '.join(f'{s:.4g}' for s in run_steps[:, n])})")
+              f"SGD median {median[n]:.4g} "
+              f"(runs: {', '.join(f'{s:.4g}' for s in run_steps[:, n])})")
     checkpoints = [t for t in (0, 5, 10, 20, 50, 100, 200) if t <= times[-1]]
     for t in checkpoints:
         i = int(np.argmin(np.abs(times - t)))
@@ -132,7 +133,8 @@ def write_outputs(out, times, ode_eg, sgd_eg, ode_m, sgd_m, n_dim):
     for n in range(ode_m.shape[1]):
         for run in sgd_m:
             left.plot(times, run[:, n], color=colours[n], alpha=0.3, lw=0.8)
-        left.plot(times, ode_m[:, n], color=colours[n], lw=2, label=f"m{n + 1} = max_k |R_k{n + 1}|")
+        left.plot(times, ode_m[:, n], color=colours[n], lw=2,
+                  label=f"m{n + 1} = max_k |R_k{n + 1}|")
     left.axhline(LEVEL, color="k", ls=":", lw=0.8)
     left.set_xlabel("alpha = steps/N")
     left.set_ylabel("alignment")
