@@ -22,6 +22,8 @@ from hierarchy.study.compute import compute_job, job_hash
 from hierarchy.study.jobs import SGD, Job
 from hierarchy.study.run import run_study
 
+from events import StreamWatcher
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Four jobs: sgd-0, degree-3, degree-2, flow; about a second in all once compiled.
@@ -220,7 +222,7 @@ rtol = 1e-11
 atol = 1e-13
 [sgd]
 d = 30
-learning_rate = 0.00002
+learning_rate = 0.002
 batch = 16
 [study]
 max_degree = 3
@@ -229,29 +231,49 @@ scheduler = "serial"
 """
 
 
-def _cli_child(*argv):
-    code = "import sys; from hierarchy.cli.main import main; sys.exit(main(sys.argv[1:]))"
+CLI = "import sys; from hierarchy.cli.main import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _cli_child(*argv, code=CLI):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return [sys.executable, "-c", code, *map(str, argv)], env
+
+
+# The CLI with the study's second job held: it says so on stdout and waits to be killed, so
+# the test kills it at a known point (one job stored, one running) however loaded the machine.
+HOLD_SECOND_JOB = """
+import sys, time
+import hierarchy.study.run as run
+from hierarchy.cli.main import main
+compute, started = run.compute_job, []
+def held(config, labels, job):
+    started.append(job.key)
+    if len(started) == 2:
+        print("HOLDING", job.key, flush=True)
+        time.sleep(3600)
+    return compute(config, labels, job)
+run.compute_job = held
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def test_resume_after_sigkill_reruns_only_the_missing_jobs(tmp_path):
     """The issue: SIGKILL before result.json exists; --resume used to rerun every job."""
     config, out = tmp_path / "c.toml", tmp_path / "S"
     config.write_text(SIGKILL_CONFIG)
-    command, env = _cli_child("study", config, "--out", out)
-    child = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    # the jobs run longest first: seed 1 takes as long as seed 0, so this lands inside it
-    while not (out / "jobs" / "sgd-0.npz").exists() and child.poll() is None:
-        assert time.monotonic() < deadline, "the first job never finished"
-        time.sleep(0.02)
-    child.send_signal(signal.SIGKILL)
-    child.communicate(timeout=60)
+    held, env = _cli_child("study", config, "--out", out, code=HOLD_SECOND_JOB)
+    with open(tmp_path / "stderr", "wb") as stderr:
+        child = subprocess.Popen(held, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr)
+    try:
+        StreamWatcher(child.stdout, child).wait_for(r"HOLDING \S+")  # the jobs run longest first
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
     assert not (out / "result.json").exists()
     kept = {p.name: p.stat().st_mtime_ns for p in (out / "jobs").glob("*.npz")}
     assert list(kept) == ["sgd-0.npz"]
 
+    command, env = _cli_child("study", config, "--out", out)
     resumed = subprocess.run(command + ["--resume"], env=env, cwd=REPO, capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
