@@ -1,8 +1,12 @@
 """Faults: broken compilers, damaged caches, races, interruptions, blow-ups; loss-parser fuzzing.
 
-Every fault runs in a child process with its own compiler cache (``HIERARCHY_GENERATED``,
-``XDG_CACHE_HOME`` and the repository's ``generated/`` redirected into ``tmp_path``), so the
-tests never touch or depend on the shared cache.
+Every fault of the build runs in a child process with its own compiler cache
+(``HIERARCHY_GENERATED``, ``XDG_CACHE_HOME`` and the repository's ``generated/`` redirected
+into ``tmp_path``), so those tests never touch or depend on the shared cache. The children
+that test no build (interruptions, blow-ups) use the cache of the test process instead
+(:func:`shared_cache_env`), so they compile nothing another test has built already.
+Interruption tests send their signal when the child prints that it reached the state under
+test (``tests/events.py``), never after a sleep.
 """
 import json
 import os
@@ -21,6 +25,7 @@ from hypothesis import strategies as st
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import read_result
+from hierarchy.jit import cache
 
 from events import StreamWatcher
 
@@ -46,6 +51,17 @@ def child_env(tmp_path, **extra):
         "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
     })
     env.update({key: str(value) for key, value in extra.items()})
+    return env
+
+
+def shared_cache_env(tmp_path):
+    """:func:`child_env` with the tests' own kernel cache: for children that test no build."""
+    env = child_env(tmp_path, TEST_REPO_GENERATED=cache.REPO_GENERATED)
+    for name in ("HIERARCHY_GENERATED", "XDG_CACHE_HOME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+        else:
+            env.pop(name)
     return env
 
 
@@ -328,19 +344,6 @@ job.simulate = observed
 """
 
 
-def shared_cache_env(tmp_path):
-    """:func:`child_env` with this session's kernel cache: for children that test no build."""
-    from hierarchy.jit import cache
-
-    env = child_env(tmp_path, TEST_REPO_GENERATED=cache.REPO_GENERATED)
-    for name in ("HIERARCHY_GENERATED", "XDG_CACHE_HOME"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-        else:
-            env.pop(name)
-    return env
-
-
 def test_sgd_interrupted_by_a_signal_keeps_its_record_and_resumes(tmp_path):
     out = tmp_path / "sgd"
     config = tmp_path / "sgd.toml"
@@ -385,7 +388,8 @@ print(json.dumps({"status": result.status, "message": result.message,
 """
     saved = tmp_path / "blowup.npz"
     proc = subprocess.run([sys.executable, "-c", child_code("import json\n" + body), str(saved)],
-                          capture_output=True, text=True, env=child_env(tmp_path), cwd=REPO, timeout=300)
+                          capture_output=True, text=True, env=shared_cache_env(tmp_path), cwd=REPO,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["status"] == 1
