@@ -3,7 +3,12 @@
 ``variant`` runs a test once per row of
 :data:`hierarchy.models.attention.variants.VARIANTS`, so a new row is covered by every
 invariant written against it. The shared systems and oracles themselves live in
-``tests/scenarios.py`` (import them: ``from scenarios import ...``).
+``tests/scenarios.py`` (import them: ``from scenarios import ...``); waiting for a child
+process to reach a state is ``tests/events.py``.
+
+The suite runs on two pytest-xdist workers (``pyproject.toml``), which share one kernel cache:
+the default cache, whose per-module file locks make each kernel build once (see
+``docs/testing.md``). A test writes only under its ``tmp_path``.
 """
 import pytest
 
