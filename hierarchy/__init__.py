@@ -16,7 +16,9 @@ Layers, in dependency order (each imports only from those above it):
   compiled solver, flows, the solve job ...)
 - ``sgd``, ``study``, ``config``, ``cli``   simulation, truncation study, configuration, CLI
 
-Public API: :func:`build`, :func:`load`, :class:`Solver` (from
+Public API: :class:`Model` (from :mod:`hierarchy.api`: any family's config, solved,
+simulated, its fixed points and equations; ``docs/python.md``), and, for the attention
+family's compiled hierarchy, :func:`build`, :func:`load`, :class:`Solver` (from
 :mod:`hierarchy.models.attention.compiled`) and :func:`build_field` (from
 :mod:`hierarchy.models.attention.operators`). They are imported on first use (module
 ``__getattr__``), so ``import hierarchy`` stays cheap: no sympy or Cython at import.
@@ -34,6 +36,7 @@ _LAZY = {
     "load": "hierarchy.models.attention.compiled",
     "Solver": "hierarchy.models.attention.compiled",
     "build_field": "hierarchy.models.attention.operators",
+    "Model": "hierarchy.api",
 }
 
 

@@ -249,3 +249,25 @@ def truncated_taylor_solution(degree):
         term = A * term * t / k
         total += term
     return field, {lab: sp.expand(total[i]) for i, lab in enumerate(field.labels)}, t
+
+
+def write_toml(path, document):
+    """Write a TOML file of a nested dict of scalars and lists (enough for test configs);
+    returns the path as a string."""
+    import json
+
+    lines = []
+
+    def table(name, values):
+        scalars = {k: v for k, v in values.items() if not isinstance(v, dict)}
+        if scalars:
+            lines.append(f"[{name}]")
+            lines.extend(f"{key} = {json.dumps(value)}" for key, value in scalars.items())
+        for key, value in values.items():
+            if isinstance(value, dict):
+                table(f"{name}.{key}", value)
+
+    for name, values in document.items():
+        table(name, values)
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)

@@ -169,7 +169,8 @@ def test_the_full_table_is_in_a_file(multiclass_study):
     record = json.loads((multiclass_study / "result.json").read_text())
     table = (multiclass_study / "study_table.txt").read_text().splitlines()
     for label in record["labels"]:
-        assert sum(line.split()[:1] == [label] for line in table) == 4 + 1, label
+        # a line per dimension, then the slope of the error of the mean and the paired slope
+        assert sum(line.split()[:1] == [label] for line in table) == 4 + 2, label
 
 
 def test_the_multiclass_study_figure_has_a_panel_per_group_not_per_statistic(multiclass_study):

@@ -299,7 +299,7 @@ def test_compiled_field_equals_numpy_reference(student, teacher, trained):
                    teacher={"width": 2, "activation": teacher, "noise": 0.3})
     net, u = state_of(base, 3)
     from hierarchy.models.network.kernel import compiled_field
-    compiled = compiled_field(net, required=True)
+    compiled = compiled_field(TableField(net), required=True)
     reference = TableField(net).outputs(u)
     np.testing.assert_allclose(compiled.outputs(u), reference, rtol=1e-12,
                                atol=1e-12 * np.abs(reference).max())

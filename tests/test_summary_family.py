@@ -88,7 +88,7 @@ def test_show_config_prints_the_derived_drift_corrector_and_diffusion(tmp_path, 
 def test_a_spiked_pca_config_has_only_its_own_tables(tmp_path):
     config = load_config(small_config(tmp_path))
     assert set(config) == {"model", "init", "solve", "sgd", "study"}
-    assert set(config["sgd"]) == {"dimension", "step", "runs", "seed"}
+    assert set(config["sgd"]) == {"dimension", "step", "runs", "seed", "paired_runs"}
     assert config["init"]["statistics"] == {"m": 0.3}
 
 

@@ -5,7 +5,9 @@ README quotes, a ``hierarchy`` run of a shipped config); the command runs in a f
 process, its own printed figures are read back (``Lanczos snapshot 10.9 s``, ``took 19.0 s``)
 or, for the ``hierarchy`` commands, its wall time is taken, and the row shows what the
 README says next to what was measured now, with the run's CPU seconds (on a shared machine
-the wall time is noisy; the CPU time says what the run costs).
+the wall time is noisy; the CPU time says what the run costs) and the machine's load
+(``os.getloadavg``, 1-minute average) before and after it: quote a timing with its CPU time
+and its load, as timings on loaded cores read 3-8x slower.
 
 Usage::
 
@@ -135,6 +137,7 @@ def measure(claim, scratch):
     out = scratch / claim.name
     shutil.rmtree(out, ignore_errors=True)
     command = [part.replace("{out}", str(out)) for part in claim.command]
+    load = os.getloadavg()[0]
     cpu, start = children_cpu(), time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONUNBUFFERED="1"))
@@ -155,6 +158,8 @@ def measure(claim, scratch):
     if claim.wall:
         rows.append(("wall (s)", f"{wall:.1f}"))
     rows.append(("process CPU (s)", f"{cpu:.1f}"))
+    rows.append(("load (1-min average) before, after", f"{load:.1f}, {os.getloadavg()[0]:.1f} "
+                                                      f"on {os.cpu_count()} cores"))
     return rows, text
 
 

@@ -7,17 +7,13 @@ progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
 ``show`` and ``generate`` take the attention family's model flags.
 """
 
-import json
-import pathlib
-
+from hierarchy import actions
 from hierarchy.cli import listing
 from hierarchy.cli.parser import parse_index_list, parse_int
 from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core import run_report
-from hierarchy.core.io import atomic_write
 from hierarchy.models.attention import compiled, display, operators
 from hierarchy.study import run as study_run
 
@@ -94,15 +90,7 @@ def with_flag_names(error):
 def show(args, progress):
     """``hierarchy show``: print the truncated equations (or a config's, with ``--config``)."""
     if args.config is not None:
-        config = loader.load_config(args.config)
-        family = registry.family_of(config)
-        formats = family.show_formats
-        if args.format not in formats:
-            raise HierarchyError(f"--format {args.format}: model.family = {family.name!r} "
-                                 f"shows its equations as {' or '.join(formats)}",
-                                 field="--format")
-        print(family.show(config) if args.format == "text"
-              else family.show(config, format=args.format))
+        print(actions.equations(loader.load_config(args.config), args.format))
         return
     field = operators.build_field(**field_arguments(args), all_words=args.all_words)
     if args.why is not None:
@@ -143,7 +131,7 @@ def solve(args, progress):
     """``hierarchy solve``: the config's family solves and writes; exit 0, 1 or 3."""
     config = loader.load_config(args.config)
     family = registry.family_of(config)
-    summary = family.run_solve(config, args.out, progress) or {}
+    summary = actions.solve(config, args.out, progress)
     if not is_quiet(args) and summary.get("final"):
         print(family.format_summary(summary))
     if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
@@ -162,18 +150,15 @@ def solve(args, progress):
 def sgd(args, progress):
     """``hierarchy sgd``: online SGD of every seed; exit 0, 1 (diverged) or 130."""
     config = loader.load_config(args.config)
-    summary = registry.family_of(config).run_sgd(config, args.out, resume=args.resume,
-                                                 progress=progress)
+    summary, table = actions.sgd(config, args.out, resume=args.resume, progress=progress)
     diverged = summary.get("diverged") if isinstance(summary, dict) else None
     if diverged:
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
         report(f"{diverged['message']}; the rows before it are kept in {args.out} "
                "(marked incomplete)")
         return EXIT_INCOMPLETE
-    if isinstance(summary, dict) and summary.get("complete") is not False:
-        table = run_report.report_ensemble(config, args.out)  # sgd.png of an ensemble
-        if table and not is_quiet(args):
-            print(table)
+    if table and not is_quiet(args):
+        print(table)
     return finish_resumable(summary, args)
 
 
@@ -246,16 +231,8 @@ def report_written(args):
 
 
 def fixed_points(args, progress):
-    """``hierarchy fixed-points``: write ``fixed_points.json`` and print the points."""
-    config = loader.load_config(args.config)
-    points = registry.family_of(config).fixed_points(config, progress=progress)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    record = [dict({"u": point["u"], "stable": point["stable"],
-                    "eigenvalues": [jsonable_eigenvalue(e) for e in point["eigenvalues"]]},
-                   **{key: point[key] for key in POINT_KEYS if key in point})
-              for point in points]
-    atomic_write(out / "fixed_points.json", json.dumps(record, indent=2) + "\n")
+    """``hierarchy fixed-points``: write ``fixed_points.json`` (and its figure); print them."""
+    record = actions.fixed_points(loader.load_config(args.config), args.out, progress)
     if not is_quiet(args):
         for point in record:
             print(fixed_point_line(point))
@@ -264,9 +241,6 @@ def fixed_points(args, progress):
     return EXIT_OK
 
 
-#: what a family may say about a fixed point besides u, stable, eigenvalues
-POINT_KEYS = ("multiplicity", "found", "searched", "residual", "note", "neurons",
-              "partitions", "classes", "class_sums", "symmetry_spread", "diffusion")
 #: printed values below this magnitude are 0
 TINY = 1e-12
 
@@ -304,12 +278,6 @@ def fixed_point_tally(record):
     if missed:
         line += f"; {missed} of the searched starts found no root"
     return line
-
-
-def jsonable_eigenvalue(value):
-    """A real eigenvalue as a float, a complex one as ``[real, imaginary]``."""
-    value = complex(value)
-    return value.real if value.imag == 0 else [value.real, value.imag]
 
 
 # ---------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from hierarchy.models.attention.variants import PARAMETERIZATIONS
 # Printed under `hierarchy --help`: where a user finds examples and documentation.
 HELP_EPILOG = """\
 example configs: tools/configs/ in the source tree (one TOML file per example run)
-documentation:   docs/ in the source tree (cli.md, config.md, math.md, summary_models.md,
-                 spectra.md, architecture.md)
+documentation:   docs/ in the source tree (cli.md, config.md, python.md, math.md,
+                 summary_models.md, network.md, spectra.md, architecture.md)
 run 'hierarchy COMMAND --help' for what one command does, writes and exits with"""
 
 SUBCOMMANDS = ("show", "generate", "solve", "sgd", "study", "fixed-points", "list")
@@ -41,21 +41,27 @@ DESCRIPTIONS = {
     "solve": ("Solve the ODE of a config's model family: the truncated hierarchy (attention; "
               "extrapolated across degrees, with its validity horizon) or the ballistic ODE "
               "of the summary statistics.",
-              "DIR/result.npz, DIR/result.json, DIR/observables.png", (0, 1, 2, 3, 130)),
+              "DIR/result.npz, DIR/result.json, DIR/observables.png (the statistics and eg "
+              "against time; the fixed points of a fixed-points run in DIR that it passes "
+              "near are marked)", (0, 1, 2, 3, 130)),
     "sgd": ("Run online SGD of a config: every seed (attention) or an ensemble of runs "
             "(summary-statistics families), recording the moments or statistics; with a "
             "[spectra] table also run 0's Hessian and G-matrix outliers.",
             "DIR/result.npz, DIR/result.json, DIR/sgd.png (and DIR/spectra.npz with "
             "[spectra]); --resume continues an interrupted run", (0, 1, 2, 130)),
-    "study": ("Truncation error against the degree (attention; default: the embedded "
-              "exactly solvable study), or the ballistic ODE against SGD across the dimension "
-              "(summary-statistics families).",
+    "study": ("Check the ODE against its references. attention: the truncation error "
+              "against the degree (default: the embedded exactly solvable study); every other "
+              "family (spiked-pca, gmm-*, network): the ODE against SGD across the dimension "
+              "N, with the N^-1/2 rate of the gap. Prints the plan (jobs, sizes, estimated "
+              "time) before the first job.",
               "DIR/result.npz, DIR/result.json (with errors and rate), DIR/study_errors.png, "
               "DIR/study_trajectories.png (attention) or DIR/study_table.txt (dimension "
               "study), one file per finished job in DIR/jobs/", (0, 2, 130)),
     "fixed-points": ("Find the fixed points of a config's ballistic ODE (summary-statistics "
-                     "families) and classify their stability.",
-                     "DIR/fixed_points.json", (0, 2, 130)),
+                     "families) and classify their stability. A solve in the same DIR gets "
+                     "its observables.png redrawn with the points it passes near marked.",
+                     "DIR/fixed_points.json, DIR/fixed_points.png (each point's eg against "
+                     "its escape eigenvalue)", (0, 2, 130)),
     "list": ("List the cached and generated compiled solvers.", "nothing (stdout only)",
              (0,)),
 }
@@ -131,7 +137,8 @@ def build_parser(handlers=None):
     _add_resume(sgd)
 
     study = add("study",
-                help="truncation error against degree (default: the embedded study)")
+                help="the ODE against its references: truncation error against degree "
+                     "(attention) or against SGD across the dimension (other families)")
     study.add_argument("config", metavar="CONFIG.toml", nargs="?")
     _add_out(study)
     _add_resume(study)

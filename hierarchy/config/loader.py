@@ -29,7 +29,7 @@ from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 
 __all__ = ["DEFAULTS", "check_scheduler", "deep_merge", "defaults_for", "family_of_document",
-           "load_config", "read_toml", "validate_config"]
+           "load_config", "load_document", "read_toml", "validate_config"]
 
 
 def defaults_for(family):
@@ -95,14 +95,42 @@ def load_config(path=None, overrides=None):
         Unreadable or malformed file, unknown key, wrong type or bad value.
     """
     document = {} if path is None else read_toml(path)
+    folder = None if path is None else pathlib.Path(path).resolve().parent
+    return load_document(document, overrides, folder=folder)
+
+
+def load_document(document, overrides=None, *, folder=None):
+    """Merge a config document (the tables of a TOML file, as a dict) over its family's
+    defaults and validate it: what :func:`load_config` does after reading the file.
+
+    Parameters
+    ----------
+    document : dict
+        Nested tables, e.g. ``{"model": {"family": "network"}, "solve": {"t_final": 50}}``.
+    overrides : dict, optional
+        Nested dict merged over ``document``.
+    folder : path-like, optional
+        The folder relative file fields of the family (``path_fields``) are resolved against
+        (the config file's); None leaves them as written.
+
+    Returns
+    -------
+    dict
+        The validated config.
+
+    Raises
+    ------
+    HierarchyError
+        Unknown key, wrong type or bad value (one line naming the field).
+    """
     check_is_table(document, "config")
+    document = copy.deepcopy(document)
     if overrides:
         check_is_table(overrides, "overrides")
     family = family_of_document(deep_merge(document, overrides or {}))
-    if path is not None:
+    if folder is not None:
         # a family's file fields (the attention init.moments) are relative to the file
-        resolve_paths(document, pathlib.Path(path).resolve().parent,
-                      getattr(family, "path_fields", ()))
+        resolve_paths(document, pathlib.Path(folder), getattr(family, "path_fields", ()))
     if overrides:
         document = deep_merge(document, overrides)
     defaults = defaults_for(family)

@@ -37,7 +37,34 @@ GRAM_TOLERANCE = 1e-12
 SGD_KEY_HELP = {
     "sgd.runs": ("Independent SGD runs, simulated together.", "integer >= 1"),
     "sgd.seed": ("Seed of the runs' random stream.", "integer >= 0"),
+    "sgd.paired_runs": (("How many runs (the first ones) `hierarchy sgd` compares with the "
+                         "ODE from their own initial statistics: one ODE solve per run, "
+                         "except that runs sharing one start (a `statistics` start) share one "
+                         "solve and are all paired; `\"all\"`: every run; 0: no paired "
+                         "comparison."), '"all" or integer >= 0'),
 }
+
+#: ``sgd.paired_runs`` by default: the paired ODEs of a random start cost one solve per run
+PAIRED_RUNS = 20
+
+
+def check_paired_runs(table):
+    """``sgd.paired_runs`` of a merged ``[sgd]`` table: ``"all"`` or an integer ``>= 0``.
+
+    Raises
+    ------
+    HierarchyError
+        Anything else, in one line naming ``sgd.paired_runs``.
+    """
+    value = table.get("paired_runs", PAIRED_RUNS)
+    if value == "all":
+        return "all"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise HierarchyError(f'sgd.paired_runs must be "all" or an integer >= 0 (got '
+                             f'{fields.show(value)})', field="sgd.paired_runs")
+    return value
 
 
 def check_start(init, labels, family, nonnegative=()):

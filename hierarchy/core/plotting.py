@@ -148,6 +148,19 @@ def figure_legend(fig, axes, loc="outside right upper", **kwargs):
                       **kwargs)
 
 
+def fit_title(fig, text, fontsize=10):
+    """Set ``text`` as the figure's title, each of its lines wrapped to the figure's width.
+
+    A long title (a family's settings) would otherwise run past the right edge of the PNG.
+    """
+    import textwrap
+
+    width = max(20, int(fig.get_figwidth() * 72 / (0.62 * fontsize)))
+    lines = [wrapped for line in str(text).split("\n")
+             for wrapped in (textwrap.wrap(line, width) or [""])]
+    return fig.suptitle("\n".join(lines), fontsize=fontsize)
+
+
 def save_figure(fig, path, dpi=MIN_DPI):
     """Save a figure as PNG at ``dpi`` (at least :data:`MIN_DPI`) and return the path."""
     if not dpi >= MIN_DPI:
@@ -468,8 +481,60 @@ def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_lab
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[1]:
             legend(ax)
-    fig.suptitle(title + (f"\nbands: {spread_name}" if spread is not None and spread_name
-                          else ""), fontsize=10)
+    fit_title(fig, title + (f"\nbands: {spread_name}" if spread is not None and spread_name
+                            else ""))
+    return fig
+
+
+def make_paired_figure(t, u_runs, ode_paired, ode_mean_start, labels, title,
+                       math_label=plain_label, time_label="t", extra_panels=(), note=""):
+    """An SGD ensemble beside its ODEs: one panel per statistic, then the family's panels.
+
+    Each panel draws the runs (thin lines), each run's paired ODE (the ODE from that run's
+    own initial statistics; thin dashed lines of another colour) and the ODE from the mean
+    of the runs' starts (black). One legend for the figure.
+
+    Parameters
+    ----------
+    t : array (T,)
+    u_runs, ode_paired : array (runs, T, n)
+    ode_mean_start : array (T, n)
+    labels : list of str
+        The statistics drawn (columns of the arrays).
+    title : str
+    math_label : callable
+    time_label : str
+    extra_panels : sequence of (str, dict)
+        As in :func:`make_statistics_figure`.
+    note : str
+        A line added under the title (e.g. how the runs were matched).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    u_runs, ode_paired = np.asarray(u_runs, float), np.asarray(ode_paired, float)
+    ode_mean_start = np.asarray(ode_mean_start, float)
+    fig, axes = panel_grid(len(labels) + len(extra_panels), width=3.4, height=3.0,
+                           max_columns=4)
+    for j, (ax, label) in enumerate(zip(axes, labels)):
+        for r in range(len(u_runs)):
+            first = r == 0
+            ax.plot(t, u_runs[r, :, j], "-", color="C0", lw=0.7, alpha=0.45,
+                    label="SGD runs" if first else None)
+            ax.plot(t, ode_paired[r, :, j], "--", color="C1", lw=0.7, alpha=0.7,
+                    label="paired ODEs (each run's own start)" if first else None)
+        ax.plot(t, ode_mean_start[:, j], "-", color="k", lw=1.5, label="ODE from the mean start")
+        ax.set(title=math_label(label), xlabel=time_label)
+    for ax, (name, curves) in zip(axes[len(labels):], extra_panels):
+        for curve, values in curves.items():
+            ax.plot(t, values, lw=1.4, label=curve)
+        ax.set(title=name, xlabel=time_label)
+        legend(ax)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    figure_legend(fig, axes[:max(len(labels), 1)], loc="outside lower center", ncol=3)
+    fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10)
     return fig
 
 

@@ -5,7 +5,8 @@ Long runs (a solve, an SGD ensemble, a study) take a :class:`Progress` and call
 on stderr at most every ``interval`` seconds, and ``close()`` erases it, so no stale status
 is left behind; into a file or a pipe (a log, a job's output) a status line is never
 rewritten with a carriage return, which would run the texts together: each update is a line
-of its own, at most every :data:`LOG_INTERVAL` seconds. ``line(text)`` prints a permanent
+of its own, at most every :data:`LOG_INTERVAL` seconds, and ``close()`` writes the latest
+status the rate limit held back (the end of a solve, not its first step). ``line(text)`` prints a permanent
 line (one per finished study job, a warning-like notice). ``Progress.quiet()`` reports
 nothing, so callers never test a flag: the CLI's ``--quiet`` chooses which reporter is
 passed, and nothing reads the environment.
@@ -37,6 +38,7 @@ class Progress:
         self.enabled = bool(enabled)
         self._last = -float("inf")
         self._open = False  # a status line is on screen and not yet ended
+        self._unshown = None  # into a log: the latest status not written (rate limited)
 
     @classmethod
     def quiet(cls):
@@ -55,8 +57,9 @@ class Progress:
         terminal = self._isatty()
         least = self.interval if terminal else max(self.interval, LOG_INTERVAL)
         if not force and now - self._last < least:
+            self._unshown = None if terminal else text
             return
-        self._last = now
+        self._last, self._unshown = now, None
         if terminal:
             print(f"\r{text}\033[K", end="", file=self.stream, flush=True)
             self._open = True
@@ -67,11 +70,16 @@ class Progress:
         """Print ``text`` as a line of its own (erasing any status line first)."""
         if not self.enabled:
             return
+        self._unshown = None  # a permanent line supersedes a held-back status
         self.close()
         print(text, file=self.stream, flush=True)
 
     def close(self):
-        """Erase the status line, if one is on screen."""
+        """End the status: on a terminal erase the line; into a log write the latest status if
+        the rate limit held it back (so a log never ends on a stale ``t = 1.6e-06 / 300``)."""
+        if self._unshown is not None and self.enabled:
+            print(self._unshown, file=self.stream, flush=True)
+            self._unshown = None
         if self._open:
             print("\r\033[K", end="", file=self.stream, flush=True)
             self._open = False

@@ -106,3 +106,40 @@ def _short(value):
     if isinstance(value, (int, float)):
         return significant(value, 4)
     return value if len(value) <= 16 else ""
+
+
+def comparison_table(comparison, matching=None, limit=FULL_LIMIT):
+    """The printed lines of a comparison (:func:`hierarchy.sgd.paired.comparison_summary`):
+    one per statistic up to ``limit`` of them, else the worst of each group; then what the
+    matching did."""
+    statistics = comparison["statistics"]
+    pairs = comparison.get("paired_runs")
+    runs = "" if pairs is None else (f"; {pairs} of {comparison['runs']} runs paired "
+                                     "(sgd.paired_runs)" if pairs < comparison["runs"]
+                                     else f"; all {pairs} runs paired")
+    head = ["SGD against the ODE, max over t (paired: mean over runs of |SGD_r - ODE_r| ± its "
+            "standard error, ODE_r from run r's own start; unpaired: |mean SGD - ODE from the "
+            f"mean start|{runs}):"]
+    rows = list(statistics) if len(statistics) <= limit else [
+        max(members, key=lambda m: _or(statistics[m]["paired"]))
+        for members in groups(list(statistics)).values()]
+    width = max([len(label) for label in rows] + [9])
+    head.append(f"  {'statistic':<{width}}  {'paired':>11} {'± se':>10}  {'unpaired':>11}")
+    for label in rows:
+        entry = statistics[label]
+        name = label if len(statistics) <= limit else f"{label} (worst of its group)"
+        head.append(f"  {name:<{width}}  {_text(entry['paired']):>11} "
+                    f"{'± ' + _text(entry['paired_se']):>10}  {_text(entry['unpaired']):>11}")
+    if matching and matching.get("matched"):
+        head.append(f"  {matching['description']} ({matching['runs_relabelled']} of "
+                    f"{matching['runs']} runs relabelled; unmatched arrays: *_unmatched in "
+                    "result.npz)")
+    return "\n".join(head)
+
+
+def _or(value):
+    return -np.inf if value is None else value
+
+
+def _text(value):
+    return "n/a" if value is None else significant(value, 3)

@@ -88,6 +88,20 @@ class Trajectory:
         return self.success
 
     @property
+    def t_recorded(self):
+        """The last output time (None when no row was recorded)."""
+        return float(self.t[-1]) if len(self.t) else None
+
+    @property
+    def t_reached(self):
+        """How far the run got: an interrupted run's ``t_stop`` (the integrator is usually
+        past the last output time then), else the last output time (None without rows)."""
+        if self.status == Status.INTERRUPTED and np.isfinite(self.t_stop):
+            recorded = self.t_recorded
+            return float(self.t_stop) if recorded is None else max(float(self.t_stop), recorded)
+        return self.t_recorded
+
+    @property
     def mu(self):
         """The states under the attention family's name (trace moments ``μ``)."""
         return self.y
@@ -137,6 +151,29 @@ class Trajectory:
     def __getitem__(self, label):
         """The trajectory of one label: ``y[:, column(label)]``."""
         return self.y[:, self.column(label)]
+
+    def plot(self, labels=None, path=None, title=""):
+        """A figure of the statistics by group against time, and a panel per one-dimensional
+        column (``eg``); ``labels`` picks some statistics; ``path`` also saves it (PNG).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from hierarchy.core.plotting import make_statistics_figure, save_figure
+
+        labels = list(self.labels) if labels is None else [str(label) for label in labels]
+        values = np.column_stack([self[label] for label in labels]) if labels else \
+            np.empty((len(self.t), 0))
+        panels = [(name, {name: values_}) for name, values_ in self.columns.items()
+                  if np.ndim(values_) == 1]
+        fig = make_statistics_figure(self.t, values, labels, title or self.message,
+                                     math_label=self.info.get("math_label", str),
+                                     time_label=self.info.get("time_label", "t"),
+                                     extra_panels=panels)
+        if path is not None:
+            save_figure(fig, path)
+        return fig
 
     def rows(self, count):
         """The first ``count`` rows (times, states and columns), other fields kept."""

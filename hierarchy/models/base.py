@@ -47,6 +47,14 @@ The contract, in the order the pipeline uses it:
     fixed-points``).
 13. ``show(config)``: the family's derived equations as text (``hierarchy show --config``);
     a family listing more formats in ``show_formats`` also takes ``show(config, format=F)``.
+14. ``paired_odes(config, labels, starts, times)``: the family's ODE from each of the
+    ``starts`` ``(runs, k)`` (ordered like ``labels``, the statistics of its SGD runs), an
+    array ``(runs, T, k)`` (NaN past a stop): the paired references of ``hierarchy sgd`` and
+    ``hierarchy study`` (:mod:`hierarchy.sgd.paired`). Default None: no paired comparison.
+15. ``unit_matching(config)``: None (default), or the matching of a run's interchangeable
+    units applied before any average over runs (``permutations(labels, u_runs)``,
+    ``permute(labels, values, permutations)``, ``description``; the ``network`` family's
+    :class:`hierarchy.models.network.matching.UnitMatching`).
 
 A contract item a family does not provide raises, by default, a one-line
 :class:`~hierarchy.core.errors.HierarchyError` naming ``model.family`` (exit status 2 in the CLI).
@@ -134,7 +142,7 @@ class ModelFamily:
         """The lines ``hierarchy solve`` prints: the final values, by group when there are many
         (:func:`hierarchy.core.summary_table.final_table`)."""
         final = summary.get("final", {})
-        head = f"final values at t = {significant(summary.get('t_reached', float('nan')), 6)}"
+        head = f"final values at t = {significant(summary.get('t_recorded', summary.get('t_reached', float('nan'))), 6)}"
         return final_table(list(final), list(final.values()), head)
 
     def horizon_line(self, summary):
@@ -159,6 +167,16 @@ class ModelFamily:
     def show(self, config):
         """The family's derived equations as text."""
         raise self.unsupported("equations for a config (hierarchy show --config)")
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """``(runs, T, k)``: the ODE from each start (see the module docstring), or None."""
+        return None
+
+    # 15
+    def unit_matching(self, config):
+        """The matching of a run's interchangeable units (see the module docstring), or None."""
+        return None
 
     # ------------------------------------------------------------------ helpers
 

@@ -43,8 +43,9 @@ def solve_and_write(family, config, out_dir, progress=None):
     -------
     dict
         The summary written into ``result.json``: ``status``, ``message``, ``interrupted``,
-        ``diverged_labels``, ``method``, ``nfev``, ``njev``, ``wall_s``, ``t_reached`` and
-        ``final`` (label -> last value).
+        ``diverged_labels``, ``method``, ``nfev``, ``njev``, ``wall_s``, ``t_reached`` (how
+        far the integration got; an interrupt's time), ``t_recorded`` (the last output time)
+        and ``final`` (label -> value at ``t_recorded``).
 
     Raises
     ------
@@ -84,7 +85,8 @@ def trajectory_summary(result, interrupted=None):
         "nfev": result.info.get("nfev", 0),
         "njev": result.info.get("njev", 0),
         "wall_s": result.info.get("wall_s", 0.0),
-        "t_reached": float(result.t[-1]) if result.t.size else None,
+        "t_reached": result.t_reached,
+        "t_recorded": result.t_recorded,
         "final": ({label: float(result.y[-1, j]) for j, label in enumerate(result.labels)}
                   if result.t.size else {}),
     }
@@ -106,7 +108,8 @@ def write_solved(out_dir, config, trajectory, state_name, method):
     (label -> value at the last time).
     """
     summary = {"status": int(trajectory.status), "message": trajectory.message,
-               "method": method, "t_reached": float(trajectory.t[-1]),
+               "method": method, "t_reached": trajectory.t_reached,
+               "t_recorded": trajectory.t_recorded,
                "final": {label: float(trajectory.y[-1, j])
                          for j, label in enumerate(trajectory.labels)}}
     plot_solved(out_dir, config, trajectory)

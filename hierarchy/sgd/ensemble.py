@@ -28,7 +28,10 @@ Families whose SGD runs as one vectorised ensemble (spiked PCA, the Gaussian mix
   the runs *alive at each time* under the family's state name (``u``), ``labels``, ``u_runs``
   (runs x times x statistics, NaN where a run was stopped or not reached), ``alive`` (live
   runs per time), ``diverged_step`` (per run, -1 for a run that never diverged) and
-  ``steps``; ``result.json`` with ``complete`` (false after a divergence or an interrupt)
+  ``steps``; a finished run of a family with ``paired_odes`` adds the paired comparison
+  (:mod:`hierarchy.sgd.paired`: ``ode_paired``, ``ode_mean_start``, ``paired_difference``
+  and, with a matching of units, the matched ``u_runs`` beside ``u_runs_unmatched``);
+  ``result.json`` with ``complete`` (false after a divergence or an interrupt)
   and a summary whose ``diverged`` entry (when a run diverged) carries the one-line
   ``message`` the command line prints before exiting with 1.
 
@@ -54,6 +57,7 @@ from hierarchy.core.io import Checkpoint, hold_signals, interruptible, to_jsonab
 from hierarchy.core.registry import family_of
 from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.sgd.divergence import DIVERGENCE_THRESHOLD, divergence
+from hierarchy.sgd.paired import with_comparison
 
 #: Most SGD steps one ensemble run may take (``solve.t_final · sgd.dimension / sgd.step``):
 #: at a microsecond per step this is already hours of stepping.
@@ -521,7 +525,7 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
     if trajectory.status == Status.INTERRUPTED:
         return job.summary(trajectory, **report())
     extra = on_finish(trajectory) if on_finish is not None else {}
-    summary = job.finish(trajectory, **{**report(), **extra})
+    summary = job.finish(trajectory, progress=progress, **{**report(), **extra})
     if resume and progress is not None:
         progress.line(resume_line(summary))
     return summary
@@ -590,10 +594,16 @@ class EnsembleJob:
                              extra_arrays=arrays, state=state, force=True,
                              state_name=self.state_name)
 
-    def finish(self, trajectory, result_arrays=None, **summary):
+    def finish(self, trajectory, result_arrays=None, progress=None, **summary):
         """Write the final result (a diverged one stays ``complete: false``, without state);
-        ``result_arrays`` (from a family's ``on_finish``) are more arrays of ``result.npz``."""
+        ``result_arrays`` (from a family's ``on_finish``) are more arrays of ``result.npz``;
+        the paired comparison (:func:`hierarchy.sgd.paired.with_comparison`) is announced
+        on ``progress``."""
         t, mean, arrays, record = self.files(trajectory, **summary)
+        mean, arrays, record = with_comparison(family_of(self.config), self.config,
+                                               list(trajectory.labels), t, mean, arrays, record,
+                                               announce=None if progress is None
+                                               else progress.line)
         arrays = {**arrays, **(result_arrays or {})}
         if record["complete"]:
             self.checkpoint.finish(t=t, mu=mean, labels=trajectory.labels, summary=record,

@@ -22,6 +22,21 @@ most ``-1/2`` up to :data:`SLOPE_SE_FACTOR` of its standard errors (``None`` wit
 ``spread_rate`` (with ``spread_stderr``) is the slope of the runs' own spread
 ``max_t sd_t`` against ``n``: the fluctuation of one run about the ODE, the scale the
 theorem's ``O(n^{-1/2})`` is about, measured with the error of its fit.
+
+The paired fit. With each run's own ODE ``ODE_r`` (the ODE from the run's own initial
+statistics, :mod:`hierarchy.study.dimensions`), the *paired* error of a statistic at ``n`` is
+``max_t mean_r |SGD_r - ODE_r|`` (``paired_errors``, with its standard error at that time as
+its ``noise``): the typical distance of one run from its own ODE, the quantity the theorem
+bounds by ``O(n^{-1/2})``. It is a mean of positive numbers, known to a relative error of
+about ``1/sqrt(runs)`` at every ``n``, so its slope (``rate["paired"]``,
+``paired_slope_stderr``) is not limited by the Monte-Carlo noise of a mean that falls to
+zero: it resolves the ``n^{-1/2}`` rate where the error of the mean cannot.
+Its standard error is the larger of the fit's scatter about the line (as above) and the
+standard errors of the points carried through the least-squares slope
+(:func:`propagated_stderr`): with four or five points the scatter alone can come out far
+smaller than the points' own noise. ``paired_within_error`` says whether that slope is at
+most ``-1/2`` up to
+:data:`SLOPE_SE_FACTOR` of its standard errors. ``fits`` names the two fits.
 """
 
 import numpy as np
@@ -57,7 +72,8 @@ def fitted_slope(dimensions, errors):
     return float(slope), float(np.sqrt(variance))
 
 
-def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs):
+def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs, paired=None,
+                       paired_se=None):
     """Errors against ``n``, their noise levels and the fitted slopes.
 
     Parameters
@@ -71,6 +87,9 @@ def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs):
         Per dimension, the mean and standard deviation over the runs (NaN: not run yet);
         with per-run references ``sgd_sd`` is the spread of run minus its ODE.
     runs : int
+    paired, paired_se : ndarray (D, T, k), optional
+        Per dimension the mean over runs of ``|SGD_r - ODE_r|`` and its standard error (NaN:
+        not run yet); without them no paired fit.
 
     Returns
     -------
@@ -79,7 +98,10 @@ def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs):
         ``rate`` ``{"sgd": {label: slope}}``, ``slope_stderr`` ``{label: value}``,
         ``contract_slope``, ``within_contract`` and ``within_error`` ``{label: bool or
         None}``, ``noise_limited`` ``{label: bool or None}``, ``spread_rate`` and
-        ``spread_stderr`` ``{label: value}`` (see the module docstring).
+        ``spread_stderr`` ``{label: value}`` (see the module docstring); with ``paired``
+        also ``paired_errors`` (entries like ``errors``, ``reference`` ``"paired"``),
+        ``rate["paired"]``, ``paired_slope_stderr`` and ``paired_within_error``; ``fits``
+        says what each fit is fitted on.
     """
     errors, rate, stderr, within = [], {}, {}, {}
     loose, limited, spread_rate, spread_stderr = {}, {}, {}, {}
@@ -97,10 +119,58 @@ def analyse_dimensions(dimensions, labels, ode_mu, sgd_mu, sgd_sd, runs):
         limited[label] = (bool(np.all(errs <= NOISE_FACTOR * noise))
                           if np.all(np.isfinite(errs)) else None)
         spread_rate[label], spread_stderr[label] = fitted_slope(dimensions, spread)
-    return {"errors": errors, "rate": {"sgd": rate}, "slope_stderr": stderr,
-            "contract_slope": CONTRACT_SLOPE, "within_contract": within,
-            "within_error": loose, "noise_limited": limited, "spread_rate": spread_rate,
-            "spread_stderr": spread_stderr}
+    out = {"errors": errors, "rate": {"sgd": rate}, "slope_stderr": stderr,
+           "contract_slope": CONTRACT_SLOPE, "within_contract": within,
+           "within_error": loose, "noise_limited": limited, "spread_rate": spread_rate,
+           "spread_stderr": spread_stderr, "fits": {"sgd": FIT_MEAN}}
+    if paired is not None:
+        out.update(analyse_paired(dimensions, labels, paired, paired_se))
+        out["rate"]["paired"] = out.pop("paired_rate")
+        out["fits"]["paired"] = FIT_PAIRED
+    return out
+
+
+#: What each fit is fitted on
+FIT_MEAN = "max_t |mean over runs of SGD - ODE| (the error of the mean)"
+FIT_PAIRED = ("max_t mean over runs of |SGD_r - ODE_r|, ODE_r from run r's own initial "
+              "statistics (the paired differences)")
+
+
+def propagated_stderr(dimensions, errors, noises):
+    """The standard error of the least-squares slope of ``log(error)`` against ``log(n)``
+    carried from the points' standard errors (``var log e ~ (se / e)^2``, independent
+    points); None with fewer than two usable points."""
+    n, e, se = (np.asarray(a, float) for a in (dimensions, errors, noises))
+    keep = np.isfinite(e) & (e > 0) & np.isfinite(se)
+    if keep.sum() < 2:
+        return None
+    x = np.log(n[keep])
+    weights = (x - x.mean()) / np.sum((x - x.mean()) ** 2)
+    return float(np.sqrt(np.sum((weights * se[keep] / e[keep]) ** 2)))
+
+
+def analyse_paired(dimensions, labels, paired, paired_se):
+    """The paired fit (module docstring): ``paired_errors``, ``paired_rate``,
+    ``paired_slope_stderr`` and ``paired_within_error``."""
+    paired, paired_se = np.asarray(paired, float), np.asarray(paired_se, float)
+    errors, rate, stderr, loose = [], {}, {}, {}
+    for i, label in enumerate(labels):
+        values, noises = [], []
+        for d, n in enumerate(dimensions):
+            error = _max_abs(paired[d, :, i])
+            noise = (float(paired_se[d, int(np.argmax(paired[d, :, i])), i])
+                     if np.isfinite(error) else float("nan"))
+            values.append(error)
+            noises.append(noise)
+            errors.append({"dimension": int(n), "observable": label, "reference": "paired",
+                           "error": error, "noise": noise})
+        rate[label], scatter = fitted_slope(dimensions, values)
+        carried = propagated_stderr(dimensions, values, noises)
+        known = [value for value in (scatter, carried) if value is not None]
+        stderr[label] = max(known) if known else None
+        loose[label] = _verdicts(rate[label], stderr[label])[1]
+    return {"paired_errors": errors, "paired_rate": rate, "paired_slope_stderr": stderr,
+            "paired_within_error": loose}
 
 
 def _verdicts(slope, stderr):

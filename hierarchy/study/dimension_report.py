@@ -3,7 +3,9 @@
 :func:`write_dimension_study` turns the finished (or, for an interrupted run, the kept) jobs
 into ``result.npz`` (``t``, ``mu`` = the ODE, ``labels``, ``dimensions``, ``mu_sgd`` and
 ``sd_sgd`` ``(D, T, k)``: run mean and spread per dimension, ``errors`` ``(D, k)``; with
-per-run references also ``mu_reference`` and ``sd_difference`` ``(D, T, k)``) and
+per-run references also ``mu_reference`` and ``sd_difference`` ``(D, T, k)``; with paired
+ODEs ``paired_abs`` and ``paired_abs_se`` ``(D, T, k)``, the mean over runs of
+``|SGD_r - ODE_r|`` and its standard error, and ``paired_errors`` ``(D, k)``) and
 ``result.json`` (through :class:`hierarchy.core.io.Checkpoint`; ``errors`` and ``rate`` also
 at its top level, as in the truncation study) and, for a complete study, ``study_table.txt``
 (every statistic's error at every ``n`` and its slope) and ``study_errors.png``: error
@@ -23,7 +25,13 @@ import numpy as np
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import atomic_write, hold_signals
-from hierarchy.core.plotting import figure_legend, panel_grid, plain_log_axis, save_figure
+from hierarchy.core.plotting import (
+    figure_legend,
+    fit_title,
+    panel_grid,
+    plain_log_axis,
+    save_figure,
+)
 from hierarchy.core.summary_table import groups, settings_title, significant
 from hierarchy.study.dimension_analysis import (
     CONTRACT_SLOPE,
@@ -63,6 +71,17 @@ def assemble(dimensions, times, labels, results):
     sgd_mu, sgd_sd = stack("mu", None), stack("sd", None)
     return (ode_mu, sgd_mu, sgd_sd, stack("reference", ode_mu),
             stack("difference_sd", None) if _paired(results) else sgd_sd)
+
+
+def assemble_paired(dimensions, times, labels, results):
+    """``(paired_abs, paired_abs_se)`` ``(D, T, k)`` of the SGD jobs (NaN for a job not run
+    yet), or None when no job holds paired differences."""
+    jobs = [results.get(Job(DIMENSION, dimension=n)) for n in dimensions]
+    if not any(job is not None and "paired_abs" in job for job in jobs):
+        return None
+    missing = np.full((len(times), len(labels)), np.nan)
+    return tuple(np.stack([np.asarray(missing if job is None else job.get(name, missing), float)
+                           for job in jobs]) for name in ("paired_abs", "paired_abs_se"))
 
 
 def _paired(results):
@@ -110,9 +129,10 @@ def chosen_observables(study, labels, analysis=None):
     return [labels[i] for i in order[:WORST]]
 
 
-def _error_matrix(analysis, labels, key="error"):
-    """``(D, k)`` of ``key`` (``error``, ``noise``) per dimension and statistic."""
-    return np.array([[e[key] for e in analysis["errors"] if e["observable"] == label]
+def _error_matrix(analysis, labels, key="error", source="errors"):
+    """``(D, k)`` of ``key`` (``error``, ``noise``) per dimension and statistic, from the
+    analysis's ``source`` list (``errors``, or ``paired_errors``)."""
+    return np.array([[e[key] for e in analysis[source] if e["observable"] == label]
                      for label in labels], float).T
 
 
@@ -140,15 +160,38 @@ def group_errors(analysis, labels):
 def format_full_table(analysis, dimensions, labels):
     """Every statistic and dimension (error, noise level), then its fitted slope."""
     by = {(e["observable"], e["dimension"]): e for e in analysis["errors"]}
+    pairs = {(e["observable"], e["dimension"]): e for e in analysis.get("paired_errors", [])}
     head = f"{'statistic':>12} {'n':>7} {'err vs sgd':>12} {'noise (se)':>12}"
+    if pairs:
+        head += f" {'paired':>12} {'paired se':>12}"
     lines = [head, "-" * len(head)]
     for label in labels:
         for n in dimensions:
             entry = by[(label, n)]
-            lines.append(f"{label:>12} {n:>7} {entry['error']:>12.3e} {entry['noise']:>12.3e}")
+            line = f"{label:>12} {n:>7} {entry['error']:>12.3e} {entry['noise']:>12.3e}"
+            if pairs:
+                pair = pairs[(label, n)]
+                line += f" {pair['error']:>12.3e} {pair['noise']:>12.3e}"
+            lines.append(line)
         lines.append(f"{label:>12}   {_slope_text(analysis, label)}")
+        if pairs:
+            lines.append(f"{label:>12}   {_paired_slope_text(analysis, label)}")
         lines.append("")
+    if pairs:
+        lines += [f"err vs sgd: {analysis['fits']['sgd']}",
+                  f"paired: {analysis['fits']['paired']}"]
     return "\n".join(lines)
+
+
+def _paired_slope_text(analysis, label):
+    """The paired fit's slope, its standard error and its verdict."""
+    slope, stderr = analysis["rate"]["paired"][label], analysis["paired_slope_stderr"][label]
+    spread = "" if stderr is None else f" ± {stderr:.3f}"
+    loose = analysis["paired_within_error"][label]
+    verdict = {True: "within", False: "NOT within", None: "too few errors to compare with"}[
+        loose]
+    return (f"paired slope (mean_r |SGD_r - ODE_r|) = {slope:.3f}{spread} ({verdict} "
+            f"{SLOPE_SE_FACTOR:g} standard errors of <= {CONTRACT_SLOPE:g})")
 
 
 def _slope_text(analysis, label):
@@ -163,6 +206,7 @@ def _slope_text(analysis, label):
             f"<= {CONTRACT_SLOPE:g}, error O(n^-1/2))")
     if analysis.get("noise_limited", {}).get(label):
         text += f"; noise-limited (error <= {NOISE_FACTOR:g} x noise at every n)"
+    text += f"; verdict: {slope_verdict(analysis, label)}"
     if label in analysis.get("spread_rate", {}):
         spread_se = analysis["spread_stderr"][label]
         text += (f"; the runs' spread: slope {analysis['spread_rate'][label]:.3f}"
@@ -194,7 +238,34 @@ def format_table(analysis, dimensions, labels, chosen):
         spread = "" if stderr is None else f" ± {stderr:.2f}"
         lines.append(f"{label:<22}{cells}   {analysis['rate']['sgd'][label]:.2f}{spread}")
     lines.append(verdict_line(analysis, labels))
+    if "paired" in analysis["rate"]:
+        lines += paired_rows(analysis, dimensions, labels, chosen)
     return "\n".join(lines)
+
+
+def paired_rows(analysis, dimensions, labels, chosen):
+    """The printed paired fit: per chosen statistic (else per group, the worst) the paired
+    error at each ``n`` and its slope ± standard error, then how many are within."""
+    columns = "".join(f"{'n = ' + str(n):>11}" for n in dimensions)
+    errors = _error_matrix(analysis, labels, source="paired_errors")
+    lines = [f"paired: max_t mean over runs of |SGD_r - ODE_r| (ODE_r from run r's own "
+             f"initial statistics) against n", f"{'':<22}{columns}   slope"]
+    shown = list(chosen)
+    if not shown:  # the worst of each group at the largest n
+        index = {label: j for j, label in enumerate(labels)}
+        shown = [max(members, key=lambda m: np.nan_to_num(errors[-1, index[m]], nan=-1.0))
+                 for members in groups(labels).values()]
+    for label in shown:
+        cells = "".join(f"{significant(v, 3):>11}" for v in errors[:, labels.index(label)])
+        stderr = analysis["paired_slope_stderr"][label]
+        spread = "" if stderr is None else f" ± {stderr:.2f}"
+        lines.append(f"{label:<22}{cells}   {analysis['rate']['paired'][label]:.2f}{spread}")
+    loose = [analysis["paired_within_error"][label] for label in labels]
+    lines.append(f"paired slopes within {SLOPE_SE_FACTOR:g} standard errors of <= "
+                 f"{CONTRACT_SLOPE:g}: {sum(v is True for v in loose)} of {len(labels)} "
+                 "(the paired differences are never noise-limited: each is a mean of |.|, "
+                 "known to about 1/sqrt(runs) of itself)")
+    return lines
 
 
 def verdict_line(analysis, labels):
@@ -212,7 +283,12 @@ def verdict_line(analysis, labels):
                  f"is that of the Monte-Carlo noise, -1/2): {sum(v is True for v in limited)}")
     if None in verdicts:
         line += f"; {sum(v is None for v in verdicts)} too few errors to fit"
-    return line
+    counts = {}
+    for label in labels:
+        verdict = slope_verdict(analysis, label)
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return line + "\nverdict per statistic (as in study_errors.png): " + ", ".join(
+        f"{verdict} {count}" for verdict, count in counts.items())
 
 
 def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
@@ -229,15 +305,24 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
                            group["noise"]))
     errors = _error_matrix(analysis, labels)
     noise = _error_matrix(analysis, labels, "noise")
+    paired = (_error_matrix(analysis, labels, source="paired_errors")
+              if "paired_errors" in analysis else None)
     for label in chosen:
         j = labels.index(label)
-        panels.append((f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}"
-                       f"{_panel_verdict(analysis, label)}", {"error": errors[:, j]},
-                       noise[:, j]))
+        curves = {"error": errors[:, j]}
+        heading = (f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}"
+                   f"{_panel_verdict(analysis, label)}")
+        if paired is not None:
+            curves["paired"] = paired[:, j]
+            heading += f"\npaired slope {analysis['rate']['paired'][label]:.2f}"
+            stderr = analysis["paired_slope_stderr"][label]
+            heading += "" if stderr is None else f" ± {stderr:.2f}"
+        panels.append((heading, curves, noise[:, j]))
     fig, axes = panel_grid(len(panels), max_columns=4)
     styles = {"worst": ("o-", "C0", "worst |mean SGD − ODE| of the group"),
               "median": ("s--", "C1", "median of the group"),
-              "error": ("o-", "C2", "max$_t$ |mean SGD − ODE| of one statistic")}
+              "error": ("o-", "C2", "max$_t$ |mean SGD − ODE| of one statistic"),
+              "paired": ("d-", "C3", "paired: max$_t$ mean$_r$ |SGD$_r$ − ODE$_r$|")}
     for ax, (name, curves, level) in zip(axes, panels):
         for key, values in curves.items():
             style, color, text = styles[key]
@@ -252,7 +337,7 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
         ax.grid(alpha=0.3, which="both")
     figure_legend(fig, axes, loc="outside lower center", ncol=3)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fit_title(fig, title)
     save_figure(fig, path)
     return fig
 
@@ -286,21 +371,37 @@ def plot_trajectories(path, times, reference, sgd_mu, sgd_sd, runs, dimensions, 
         ax.grid(alpha=0.3)
     figure_legend(fig, axes, loc="outside lower center", ncol=3)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fit_title(fig, title)
     save_figure(fig, path)
     return fig
 
 
 def _panel_verdict(analysis, label):
-    """What a panel's title says beyond the slope: a slope outside the target even at two
-    standard errors, or an error no larger than its noise."""
-    loose = analysis.get("within_error", {}).get(label)
-    if loose is False or (loose is None
-                          and analysis.get("within_contract", {}).get(label) is False):
-        return " (NOT within ≤ −1/2)"
+    """What a panel's title says beyond the slope: its :func:`slope_verdict`, the one the
+    printed summary counts."""
+    verdict = slope_verdict(analysis, label)
+    return "" if verdict == "within" else f"\n({verdict})"
+
+
+def slope_verdict(analysis, label):
+    """The one verdict on a statistic's slope, shared by the panels of ``study_errors.png``,
+    the table file and the printed count (:func:`verdict_line`).
+
+    ``noise-limited`` comes first: an error no larger than its noise at every ``n`` has the
+    slope of the Monte-Carlo noise, which says nothing of the ODE, whatever the slope; then
+    ``within`` (the target ``<= -1/2``), ``within 2 se`` (within its standard errors of it),
+    ``NOT within``; ``too few errors`` when no slope was fitted.
+    """
+    contract = analysis.get("within_contract", {}).get(label)
+    if contract is None:
+        return "too few errors"
     if analysis.get("noise_limited", {}).get(label):
-        return " (noise-limited)"
-    return ""
+        return "noise-limited"
+    if contract:
+        return "within"
+    if analysis.get("within_error", {}).get(label):
+        return f"within {SLOPE_SE_FACTOR:g} se"
+    return "NOT within"
 
 
 def study_title(config, dimensions):
@@ -310,6 +411,17 @@ def study_title(config, dimensions):
                                   f"{study['runs']} runs per n, start "
                                   f"{init.get('source', '?')}, t ≤ "
                                   f"{significant(config['solve']['t_final'])}")
+
+
+def matching_entry(matching, results):
+    """The summary's ``matching`` (what was done, runs relabelled per ``n``), or None."""
+    relabelled = {str(job.dimension): int(np.asarray(r["relabelled"]))
+                  for job, r in sorted(results.items(), key=lambda item: item[0].dimension or 0)
+                  if job.kind != ODE and "relabelled" in r}
+    if matching is None or not relabelled:
+        return None
+    return {"description": matching.description + "; the ODE job's trajectory on its own",
+            "runs_relabelled": relabelled}
 
 
 def write_dimension_study(checkpoint, config, labels, results, *, complete, seconds,
@@ -338,7 +450,9 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
     study, times = config["study"], study_times(config)
     dimensions = list(study["dimensions"])
     ode_mu, sgd_mu, sgd_sd, reference, spread = assemble(dimensions, times, labels, results)
-    analysis = analyse_dimensions(dimensions, labels, reference, sgd_mu, spread, study["runs"])
+    paired = assemble_paired(dimensions, times, labels, results)
+    analysis = analyse_dimensions(dimensions, labels, reference, sgd_mu, spread, study["runs"],
+                                  *(paired or ()))
     chosen = chosen_observables(study, labels, analysis)
     summary = dict(analysis)
     summary.update({
@@ -357,23 +471,37 @@ def write_dimension_study(checkpoint, config, labels, results, *, complete, seco
               "errors": _error_matrix(analysis, labels)}
     if _paired(results):
         arrays.update(mu_reference=reference, sd_difference=spread)
+    if paired is not None:
+        arrays.update(paired_abs=paired[0], paired_abs_se=paired[1],
+                      paired_errors=_error_matrix(analysis, labels, source="paired_errors"))
     family = registry.family_of(config)
+    title = study_title(config, dimensions)
+    matching = matching_entry(family.unit_matching(config), results)
+    if matching is not None:
+        summary["matching"] = matching
+        shown = ", ".join(f"n = {n}: {count}" for n, count in matching["runs_relabelled"].items())
+        summary["table"] += (f"\n{matching['description']} "
+                             f"(runs relabelled: {shown})")
+        title += "\nruns matched to the teacher units (maximum |R|) before every mean"
 
     def draw():
         with hold_signals():
             atomic_write(checkpoint.out_dir / TABLE_FILE,
                          format_full_table(analysis, dimensions, labels) + "\n")
         plot_errors(checkpoint.out_dir / "study_errors.png", analysis, dimensions, labels,
-                    chosen=chosen, title=study_title(config, dimensions),
+                    chosen=chosen, title=title,
                     math_label=family.math_label)
         # the paired reference's spread is that of run minus its ODE: the band of the mean
         # of the runs is then that spread's standard error about the mean reference
         plot_trajectories(checkpoint.out_dir / TRAJECTORIES_FILE, times, reference, sgd_mu,
                           spread, int(study["runs"]), dimensions, labels, chosen=chosen,
-                          title=study_title(config, dimensions), math_label=family.math_label,
+                          title=title, math_label=family.math_label,
                           time_label=family.time_label(config))
 
+    top_level = {"errors": summary["errors"], "rate": summary["rate"]}
+    if paired is not None:
+        top_level["paired_errors"] = summary["paired_errors"]
     write_report(checkpoint, t=times, mu=ode_mu, labels=labels, summary=summary, arrays=arrays,
-                 top_level={"errors": summary["errors"], "rate": summary["rate"]},
+                 top_level=top_level,
                  draw=draw if complete else None)
     return summary

@@ -9,13 +9,23 @@ three computations (in its own ``study.py``):
 - ``sgd(config, dimension, runs, seed, labels, times)``: ``runs`` SGD runs in dimension ``n``,
   an array ``(runs, T, k)`` of the statistics at the output times;
 
-and, optionally, ``check(config)`` (before any job) and ``paired_odes(config, labels, times,
-runs) -> (runs, T, k)``: each run's own reference, the ODE from that run's own initial
-statistics, used for a random start (``[init] source`` other than ``"statistics"``; a start
-from the config's statistics has one ODE, the reference of all runs) (the theorem compares ``u_n(t)``
-with the ODE from ``u_n(0)``; the mean of the runs of a random start has no single ODE). An
-SGD job then also keeps ``reference`` (the mean of the paired ODEs) and ``difference_sd``
-(the spread of run minus its ODE), and the error is that of the mean difference. The study's jobs are one ``ode`` job and
+and, optionally, ``check(config)`` (before any job) and ``paired_odes(config, labels, starts,
+times) -> (runs, T, k)``: the ODE from each run's own initial statistics ``starts`` ``(runs,
+k)`` (the family's ``paired_odes``; the theorem compares ``u_n(t)`` with the ODE from
+``u_n(0)``). With it every SGD job also keeps the *paired* differences: per time and
+statistic the mean over runs of ``|SGD_r - ODE_r|`` (``paired_abs``) and its standard error
+(``paired_abs_se``), the quantity the study fits its paired slopes on
+(:mod:`hierarchy.study.dimension_analysis`). For a random start (``[init] source`` other
+than ``"statistics"``) the runs' mean has no single ODE, and the job also keeps
+``reference`` (the mean of the paired ODEs) and ``difference_sd`` (the spread of run minus
+its ODE): the error of the mean is then that of the mean difference. A start from the
+config's statistics has one ODE (every run realises the start), which
+:func:`hierarchy.sgd.paired.solve_starts` solves once.
+
+Before any average over runs, a family with interchangeable units (its ``unit_matching``:
+the ``network`` family) relabels each run's units (:func:`hierarchy.sgd.paired.match_runs`;
+its paired ODE with the same permutation), and the ODE job's trajectory on its own.
+The study's jobs are one ``ode`` job and
 one ``sgd-nN`` job per ``[study] dimensions`` entry (:mod:`hierarchy.study.jobs`); they go
 through the study's runner and job store like the truncation study's (hooks of
 :mod:`hierarchy.study.hooks`), and :mod:`hierarchy.study.dimension_report` writes the result.
@@ -28,6 +38,7 @@ import numpy as np
 from hierarchy.core.registry import family_of
 from hierarchy.sgd.divergence import DivergedError
 from hierarchy.sgd.ensemble import check_step_count, nan_divergence
+from hierarchy.sgd.paired import match_runs, paired_difference
 from hierarchy.study.dimension_report import write_dimension_study
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
 
@@ -70,8 +81,8 @@ class DimensionStudy:
     check : callable, optional
         ``check(config)``: refuse, before any job, a config the study cannot compare.
     paired_odes : callable, optional
-        ``paired_odes(config, labels, times, runs)``: each run's ODE from its own start (see
-        the module docstring).
+        ``paired_odes(config, labels, starts, times)``: the ODE from each run's own start
+        (see the module docstring).
     """
 
     def __init__(self, observables, ode, sgd, check=None, paired_odes=None):
@@ -83,9 +94,17 @@ class DimensionStudy:
         start, or None (a start from the config's statistics: one shared ODE)."""
         if self._paired_odes is None or config["init"]["source"] == "statistics":
             return None
+        return self.paired_references(config)
+
+    def paired_references(self, config):
+        """``(labels, times, runs) -> (runs, T, k)``: each run's ODE from its own statistics
+        at ``times[0]``, or None (no ``paired_odes``)."""
+        if self._paired_odes is None:
+            return None
 
         def reference(labels, times, runs):
-            return self._paired_odes(config, labels, times, runs)
+            starts = np.asarray(runs, float)[:, 0]
+            return self._paired_odes(config, labels, starts, times)
         return reference
 
     def study_observables(self, config):
@@ -117,8 +136,13 @@ class DimensionStudy:
         inputs = {"model": config["model"], "init": config["init"],
                   "step": float(config["sgd"]["step"]), "t_final": float(solve["t_final"]),
                   "points": int(solve["points"]), "observables": list(labels), "job": job.key}
-        if job.kind == ODE or self.per_run_reference(config) is not None:
+        if job.kind == ODE or self.paired_references(config) is not None:
             inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
+        paired = job.kind != ODE and self.paired_references(config) is not None
+        if paired:
+            inputs["paired"] = "abs-matched"  # the paired |SGD_r - ODE_r|, runs matched
+        if not paired and family_of(config).unit_matching(config) is not None:
+            inputs["matched"] = "max |R|"  # the ODE (or the runs) relabelled
         if job.kind != ODE:
             inputs.update(dimension=int(job.dimension), runs=int(study["runs"]),
                           seed=int(study["seed"]))
@@ -126,26 +150,34 @@ class DimensionStudy:
 
     def compute_job(self, config, labels, job):
         """Run one job: ``mu`` ``(T, k)`` first (the ODE, or the runs' mean), and ``seconds``;
-        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``, and with a
-        per-run reference ``reference`` and ``difference_sd``."""
+        an SGD job adds ``sd`` (the runs' standard deviation) and ``dimension``, with paired
+        ODEs ``paired_abs`` and ``paired_abs_se``, with a per-run reference ``reference`` and
+        ``difference_sd``, and with a matching of units ``relabelled`` (how many runs)."""
         times, start = study_times(config), time.perf_counter()
+        matching = family_of(config).unit_matching(config)
         if job.kind == ODE:
             mu, status = self._ode(config, labels, times)
-            return {"mu": np.asarray(mu, float), "status": int(status),
-                    "seconds": time.perf_counter() - start}
+            mu = match_runs(matching, labels, np.asarray(mu, float)[None])[0][0]
+            return {"mu": mu, "status": int(status), "seconds": time.perf_counter() - start}
         study = config["study"]
         runs = np.asarray(self._sgd(config, int(job.dimension), int(study["runs"]),
                                     dimension_seed(study["seed"], job.dimension), labels, times),
                           float)
         if not np.all(np.isfinite(runs)):
             raise study_divergence(runs, times, labels, job.dimension, config["sgd"]["step"])
+        paired = self.paired_references(config)
+        odes = () if paired is None else (np.asarray(paired(labels, times, runs), float),)
+        runs, odes, permutations = match_runs(matching, labels, runs, *odes)
         result = {"mu": runs.mean(axis=0), "sd": runs.std(axis=0, ddof=1), "status": 0,
                   "dimension": int(job.dimension)}
-        reference = self.per_run_reference(config)
-        if reference is not None:
-            paired = np.asarray(reference(labels, times, runs), float)
-            result.update(reference=paired.mean(axis=0),
-                          difference_sd=(runs - paired).std(axis=0, ddof=1))
+        if odes:
+            result["paired_abs"], result["paired_abs_se"], _ = paired_difference(runs, odes[0])
+            if self.per_run_reference(config) is not None:
+                result.update(reference=odes[0].mean(axis=0),
+                              difference_sd=(runs - odes[0]).std(axis=0, ddof=1))
+        if permutations is not None:
+            result["relabelled"] = int(np.sum(np.any(
+                permutations != np.arange(permutations.shape[1]), axis=1)))
         result["seconds"] = time.perf_counter() - start
         return result
 

@@ -52,6 +52,7 @@ decay against the flow, and against SGD down to its noise floor (``d = 100``, ``
 
 import contextlib
 import functools
+import os
 import pathlib
 import sys
 import time
@@ -68,6 +69,7 @@ from hierarchy.study.compute import compute_job, job_hash
 from hierarchy.study.dimension_report import chosen_observables
 from hierarchy.study.hooks import own_hooks
 from hierarchy.study.jobs import DEGREE, REFERENCES, SGD, plan_jobs, study_times
+from hierarchy.study.plan import Estimate, plan_line
 from hierarchy.study.report import write_study
 from hierarchy.study.store import jobs_folder, prepare_folder, save_job
 
@@ -175,7 +177,10 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
     jobs = list(expected)
     finished = dict(done)
     hooked = own_hooks(model)
-    lines = JobLines(jobs, done, progress, describe=model.describe_job if hooked else None)
+    where, workers = where_jobs_run(scheduler, study, jobs, done)
+    lines = JobLines(jobs, done, progress, describe=model.describe_job if hooked else None,
+                     estimate=Estimate(config, jobs, done, workers))
+    progress.line(plan_line(config, jobs, done, where))
 
     def keep(job, result):
         save_job(out, job, result, expected[job])
@@ -196,7 +201,8 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
         try:
             results = runner.run_jobs(jobs, compute=functools.partial(compute_job, config, labels),
                                       scheduler=scheduler, workers=int(study.get("workers", 0)),
-                                      done=done, on_result=keep, client=client)
+                                      done=done, on_result=keep, client=client,
+                                      on_wait=lines.waiting)
         except KeyboardInterrupt:
             write(finished, complete=False)
             # The CLI says "interrupted" once; this line only counts what was kept.
@@ -204,6 +210,18 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
                   file=sys.stderr)
             raise
     return write(results, complete=True)
+
+
+def where_jobs_run(scheduler, study, jobs, done):
+    """``(where, workers)``: where the study's jobs run, for its plan line, and how many at once
+    (a cluster's size is unknown here: 1)."""
+    if scheduler == runner.SERIAL:
+        return "in this process", 1
+    if runner.is_remote(scheduler):
+        return f"on the Dask cluster at {scheduler}", 1
+    todo = sum(job not in done for job in jobs)
+    workers = min(int(study.get("workers", 0)) or (os.cpu_count() or 1), max(todo, 1))
+    return f"on {workers} local worker process{'es' * (workers > 1)}", workers
 
 
 class JobLines:
@@ -221,7 +239,8 @@ class JobLines:
         the truncation study's lines).
     """
 
-    def __init__(self, jobs, done, progress, describe=None):
+    def __init__(self, jobs, done, progress, describe=None, estimate=None):
+        self.estimate = estimate
         self.total = len(jobs)
         self.count = sum(job in done for job in jobs)
         self.seeds = [job for job in jobs if job.kind == SGD]
@@ -232,7 +251,20 @@ class JobLines:
     def report(self, job, result):
         """Count ``job`` as finished and print its line."""
         self.count += 1
-        self.progress.line(f"[{self.count}/{self.total}] {self.describe(job, result)}")
+        line = f"[{self.count}/{self.total}] {self.describe(job, result)}"
+        if self.estimate is not None:
+            self.estimate.finished(job, np.asarray(result.get("seconds", np.nan)))
+            if self.count < self.total and self.estimate.seconds_left() is not None:
+                line += f" ({self.estimate.text()})"
+        self.progress.line(line)
+
+    def waiting(self, running):
+        """The status line while jobs run: finished, running, elapsed, time left."""
+        if self.estimate is None:
+            return
+        names = ", ".join(job.key for job in running[:4]) + (" ..." if len(running) > 4 else "")
+        self.progress.update(f"study: {self.count}/{self.total} jobs finished, running {names}; "
+                             f"{self.estimate.elapsed:.0f} s elapsed, {self.estimate.text()}")
 
     def describe(self, job, result):
         """What the line says of one finished job."""

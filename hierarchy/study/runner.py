@@ -15,6 +15,10 @@ import time
 from hierarchy.core.errors import HierarchyError
 
 SERIAL = "serial"
+#: seconds between two ``on_wait`` calls while Dask runs the jobs
+WAIT_INTERVAL = 5.0
+#: Dask's loggers, silenced in this process and (``silence_logs``) in local workers
+DASK_LOGGERS = ("distributed", "dask")
 
 
 def is_remote(scheduler):
@@ -35,7 +39,7 @@ def connect(address, timeout, field="study.scheduler"):
     except ImportError as error:
         raise HierarchyError(f"{field}: reaching a Dask scheduler needs pip install "
                              "'dask[distributed]' (or use serial)", field=field) from error
-    logging.getLogger("distributed").setLevel(logging.ERROR)  # the study reports for itself
+    quiet_dask_logs()  # the study reports for itself
     try:
         return Client(address, timeout=float(timeout))
     except (OSError, TimeoutError, ValueError) as error:
@@ -47,7 +51,8 @@ def connect(address, timeout, field="study.scheduler"):
 
 
 def run_jobs(jobs, *, compute, scheduler=None, workers=0, done=None, on_result=None,
-             client=None, connect_timeout=10.0, scheduler_field="study.scheduler"):
+             client=None, connect_timeout=10.0, scheduler_field="study.scheduler",
+             on_wait=None):
     """Run ``compute(job)`` for each job not in ``done``; returns ``{job: result}``.
 
     Parameters
@@ -72,6 +77,9 @@ def run_jobs(jobs, *, compute, scheduler=None, workers=0, done=None, on_result=N
         Seconds to reach ``scheduler``; it is reached before any job is submitted.
     scheduler_field : str
         The flag or config key named when the scheduler cannot be reached.
+    on_wait : callable, optional
+        Called with the list of running jobs every :data:`WAIT_INTERVAL` seconds while Dask
+        runs them (a status line inside long jobs); in serial mode before each job.
     """
     results = dict(done or {})
     todo = [job for job in jobs if job not in results]
@@ -80,26 +88,26 @@ def run_jobs(jobs, *, compute, scheduler=None, workers=0, done=None, on_result=N
     on_result = on_result or (lambda job, result: None)
     if scheduler == SERIAL and client is None:
         for job in todo:
+            if on_wait is not None:
+                on_wait([job])
             results[job] = compute(job)
             on_result(job, results[job])
         return results
     return _run_on_dask(todo, compute, results, on_result, scheduler=scheduler, workers=workers,
                         client=client, connect_timeout=connect_timeout,
-                        scheduler_field=scheduler_field)
+                        scheduler_field=scheduler_field, on_wait=on_wait or (lambda running: None))
 
 
 def _run_on_dask(todo, compute, results, on_result, *, scheduler, workers, client,
-                 connect_timeout, scheduler_field):
+                 connect_timeout, scheduler_field, on_wait):
     """:func:`run_jobs` through Dask: submit every job, collect them as they finish."""
     try:
-        from dask.distributed import Client, as_completed  # noqa: PLC0415  (deferred: heavy)
+        from dask.distributed import Client, wait  # noqa: PLC0415  (deferred: heavy)
     except ImportError as error:
         raise HierarchyError("the study runs its jobs through Dask: pip install 'dask[distributed]' "
                              "(or set study.scheduler = \"serial\")", field="study.scheduler") from error
     cluster, own_client = None, client is None
-    # The scheduler and nannies live in this process and log every worker's start and stop
-    # at INFO; the study prints its own progress.
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    quiet_dask_logs()
     if client is None and scheduler:
         client = connect(scheduler, connect_timeout, scheduler_field)
     elif client is None:
@@ -108,10 +116,18 @@ def _run_on_dask(todo, compute, results, on_result, *, scheduler, workers, clien
     try:
         futures = {client.submit(compute, job, key=f"{job.key}-{time.time_ns()}", pure=False): job
                    for job in todo}
-        for future in as_completed(futures):
-            job = futures[future]
-            results[job] = future.result()
-            on_result(job, results[job])
+        pending = set(futures)
+        while pending:
+            on_wait([futures[future] for future in pending])
+            try:
+                finished, pending = wait(list(pending), timeout=WAIT_INTERVAL,
+                                         return_when="FIRST_COMPLETED")
+            except TimeoutError:   # none finished within the interval: say so, wait on
+                continue
+            for future in finished:
+                job = futures[future]
+                results[job] = job_result(future, job)
+                on_result(job, results[job])
     finally:
         if own_client:
             client.close()
@@ -120,16 +136,47 @@ def _run_on_dask(todo, compute, results, on_result, *, scheduler, workers, clien
     return results
 
 
+def quiet_dask_logs():
+    """Silence Dask's own loggers in this process (the scheduler and nannies of a local
+    cluster live here): its INFO lines and its ERROR tracebacks of transient trouble (a worker
+    heartbeat missed under load, retried by Dask) are not the study's business; a job that
+    fails reaches the study through :func:`job_result`."""
+    for name in DASK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def job_result(future, job):
+    """A finished Dask future's result; a job that raised becomes one line.
+
+    Raises
+    ------
+    HierarchyError
+        The job's own :class:`HierarchyError`, or one line naming the job and the error
+        (a worker that died: ``KilledWorker``).
+    """
+    try:
+        return future.result()
+    except HierarchyError:
+        raise
+    except Exception as error:  # noqa: BLE001 (any failure on a worker is one line here)
+        reason = " ".join(str(error).split())[:200]
+        raise HierarchyError(f"study job {job.key} failed on a Dask worker: "
+                             f"{type(error).__name__}" + (f": {reason}" if reason else ""),
+                             field="study") from None
+
+
 def local_cluster(n_workers):
     """A Dask ``LocalCluster`` of ``n_workers`` single-threaded processes that import this package.
 
-    Each worker gets the package on its ``PYTHONPATH`` and one BLAS/OpenMP thread.
+    Each worker gets the package on its ``PYTHONPATH`` and one BLAS/OpenMP thread; its Dask
+    loggers print nothing below CRITICAL (``silence_logs``): a local study prints no worker
+    noise, such as the traceback of a heartbeat missed under load.
     """
     from dask.distributed import LocalCluster  # noqa: PLC0415  (Dask: heavy, optional, deferred)
 
     package_root = str(pathlib.Path(__file__).resolve().parents[2])
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                        dashboard_address=None, silence_logs=logging.ERROR,
+                        dashboard_address=None, silence_logs=logging.CRITICAL,
                         env={"PYTHONPATH": path, "OMP_NUM_THREADS": "1",
                              "OPENBLAS_NUM_THREADS": "1"})

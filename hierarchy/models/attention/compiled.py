@@ -31,6 +31,7 @@ import hierarchy
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.resources import available_memory_bytes
 from hierarchy.jit import cache, render, sparse_kernels
+from hierarchy.models.attention.ladder import extrapolated_ladder
 from hierarchy.models.attention.operators import build_field, coefficient_vector
 from hierarchy.models.attention.words import (
     alphabet,
@@ -561,7 +562,7 @@ class Solver:
         Solves every degree from ``min_degree`` to :attr:`degree` from the same start (the
         lower degrees built, or loaded from the cache, for this model) and extrapolates each
         word across the degrees, exactly as ``hierarchy solve`` with ``[solve] extrapolate``
-        does (:func:`hierarchy.models.attention.solve_job.extrapolated_ladder`).
+        does (:func:`hierarchy.models.attention.ladder.extrapolated_ladder`).
 
         Parameters
         ----------
@@ -590,7 +591,6 @@ class Solver:
         """
         from hierarchy.core.extrapolation import LADDER_BLOWUP, MIN_TERMS, valid_until
         from hierarchy.core.trajectory import Trajectory
-        from hierarchy.models.attention.solve_job import extrapolated_ladder  # imports us
 
         times = np.asarray(t_eval, dtype=float)
         if times.ndim != 1 or times.size < 2 or np.any(np.diff(times) <= 0):

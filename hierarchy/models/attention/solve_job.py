@@ -47,7 +47,6 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.core.extrapolation import (
     LADDER_BLOWUP,
     estimate_radius,
-    extrapolate_across_degrees,
     validity,
 )
 from hierarchy.core.io import interruptible, write_result
@@ -62,14 +61,13 @@ from hierarchy.models.attention.build import build_arguments
 from hierarchy.models.attention.coefficients import coefficients_from_config
 from hierarchy.models.attention.compiled import build
 from hierarchy.models.attention.initial import initial_matrices, initial_moments
+from hierarchy.models.attention.ladder import extrapolated_ladder
 from hierarchy.models.attention.plotting import make_observables_figure, save_figure
 from hierarchy.models.attention.variants import TIME_VARIABLE, VARIANTS
 from hierarchy.ode.integrate import SolveInterrupted
 
 PLOT_FILE = "observables.png"
 TRUNCATION_WARNING = 1e-2
-# The extrapolation's input error: the solver's global error exceeds its rtol.
-LADDER_RTOL_FACTOR = 10.0
 METHODS_BEST = ("extrapolation", "matrix-flow", "none")
 log = logging.getLogger(__name__)
 
@@ -191,7 +189,7 @@ def solve_ladder(config, solver, mu0, t_eval, top=None, progress=None, runs=None
 
     Each degree runs with the blow-up guard :data:`LADDER_BLOWUP` (high-degree words are large
     by nature); a degree that still blows up is kept, with NaN past its stop (see
-    :func:`stack_words`).
+    :func:`~.ladder.stack_words`).
 
     Parameters
     ----------
@@ -236,58 +234,11 @@ def solve_ladder(config, solver, mu0, t_eval, top=None, progress=None, runs=None
     return runs
 
 
-def stack_words(runs, labels, n_times):
-    """The ``(D, T, n)`` ladder of every word of ``labels`` (the degree-``M`` state).
-
-    NaN where a degree lacks the word (it is longer than that degree) or did not reach the
-    time: the extrapolation then uses fewer degrees there, or gives an infinite error.
-    """
-    column = {label: j for j, label in enumerate(labels)}
-    mu = np.full((len(runs), int(n_times), len(labels)), np.nan)
-    for i, (lower, run) in enumerate(runs):
-        reached = min(run.t.size, int(n_times))
-        block = np.full((int(n_times), len(labels)), np.nan)
-        block[:reached, [column[label] for label in lower.labels]] = run.mu[:reached]
-        mu[i] = block
-    return mu
-
-
-def _single_degree(ladder):
-    """``(T, n)``: no two consecutive degrees are finite there (the extrapolation needs two)."""
-    finite = np.isfinite(ladder)
-    return ~np.any(finite[1:] & finite[:-1], axis=0)
-
-
-def _last_finite(ladder):
-    """``(T, n)``: the highest degree's finite value (NaN where none)."""
-    out = np.full(ladder.shape[1:], np.nan)
-    for layer in ladder:
-        out = np.where(np.isfinite(layer), layer, out)
-    return out
-
-
 def _padded(result, n_times):
     """The degree-``M`` trajectory on every output time (NaN past a stop)."""
     mu = np.full((int(n_times), result.mu.shape[1]), np.nan)
     mu[:result.t.size] = result.mu[:n_times]
     return mu
-
-
-def extrapolated_ladder(solver, runs, n_times, rtol):
-    """``(ladder, estimate, error)``: every word of ``solver`` extrapolated across ``runs``.
-
-    ``runs`` are the ``(Solver, Trajectory)`` pairs of :func:`solve_ladder` (increasing
-    degrees, one start), ``rtol`` the solves' relative tolerance. A word only the top degree
-    has, or a time only one degree reached, keeps its last value with an infinite error.
-    """
-    ladder = stack_words(runs, solver.labels, n_times)
-    single = _single_degree(ladder)
-    estimate, error = extrapolate_across_degrees(
-        np.where(single[None], np.nan, ladder), method="best", rtol=LADDER_RTOL_FACTOR * rtol)
-    # words of degree M alone (or a point only one degree reached): its value, no estimate
-    estimate = np.where(single, _last_finite(ladder), estimate)
-    error = np.where(single, np.inf, error)
-    return ladder, estimate, error
 
 
 def hierarchy_answer(config, solver, result, runs, t_eval):
@@ -660,7 +611,8 @@ def solve_summary(solver, result, interrupted=None):
         "nfev": result.nfev,
         "njev": result.njev,
         "wall_s": result.wall_s,
-        "t_reached": float(result.t[-1]) if result.t.size else None,
+        "t_reached": result.t_reached,
+        "t_recorded": result.t_recorded,
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
 
@@ -723,7 +675,7 @@ def format_summary(summary):
         final.setdefault(label, None)
     check = summary.get("truncation_check")
     time_name = summary.get("time_variable", "t")
-    reached = summary.get("t_reached")
+    reached = summary.get("t_recorded", summary.get("t_reached"))
     lines = [f"final values at {time_name} = {reached:.6g}" if reached is not None
              else "no output time reached"]
     if check:

@@ -23,10 +23,12 @@ Config (the interface of the effective-dynamics issue):
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import (
     RIDGE_MAX,
+    PAIRED_RUNS,
     SGD_KEY_HELP,
     SNR_MIN,
     START_LIMIT,
     STEP_MAX,
+    check_paired_runs,
     check_sgd_ensemble,
     check_start,
     start_table,
@@ -39,7 +41,7 @@ from hierarchy.models.gmm.fixed_points import fixed_points as classified_fixed_p
 from hierarchy.models.gmm.model import Mixture
 from hierarchy.models.gmm.spectral import XorSpectra
 from hierarchy.models.gmm.starts import from_table, gaussian_start
-from hierarchy.models.gmm.study import STUDY
+from hierarchy.models.gmm.study import STUDY, odes_from_starts
 from hierarchy.models.gmm.system import system as mixture_system
 from hierarchy.ode.default_job import write_solved
 from hierarchy.ode.integrate import SolveInterrupted
@@ -96,7 +98,8 @@ class MixtureFamily(ModelFamily):
             "model": {"snr": 100.0, "ridge": 0.1, "width": width},
             "init": {"source": "gaussian", "seed": 0, "statistics": {}},
             "solve": {"t_final": 100.0, "points": 101, "rtol": 1e-4, "atol": 1e-7},
-            "sgd": {"dimension": 250, "step": 1.0, "runs": 200, "seed": 0},
+            "sgd": {"dimension": 250, "step": 1.0, "runs": 200, "seed": 0,
+                    "paired_runs": PAIRED_RUNS},
             "study": dict(STUDY_DEFAULTS),
         }
         if spectra:
@@ -116,6 +119,7 @@ class MixtureFamily(ModelFamily):
         table["dimension"] = self.check_dimension(config, model)
         for key, low in (("runs", 1), ("seed", 0)):
             table[key] = fields.integer(table, "sgd", key, low)
+        table["paired_runs"] = check_paired_runs(table)
         init["seed"] = fields.integer(init, "init", "seed", 0)
         self.check_ensemble(config, model, table["dimension"], table["runs"])
         dimension_config.validate_study(config["study"])
@@ -212,6 +216,11 @@ class MixtureFamily(ModelFamily):
                 raise
         return write_solved(out_dir, config, trajectory, self.state_name,
                             trajectory.info.get("method", ""))
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """The ballistic ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return odes_from_starts(config, labels, starts, times)
 
     # 11
     def study_model(self):

@@ -29,6 +29,7 @@ import numpy as np
 from hierarchy.config.statistics_start import start_table
 from hierarchy.core.registry import family_of
 from hierarchy.models.gmm import ballistic, sgd
+from hierarchy.sgd.paired import solve_starts
 from hierarchy.study.dimensions import DimensionStudy, ode_columns, run_columns
 
 
@@ -37,20 +38,21 @@ def observables(config):
     return list(family_of(config).mixture(config).labels)
 
 
-def paired_odes(config, labels, times, runs):
-    """``(runs, T, k)``: each run's ballistic ODE from its own statistics at ``times[0]``."""
+def odes_from_starts(config, labels, starts, times):
+    """``(runs, T, k)``: the ballistic ODE from each start ``(runs, k)`` (ordered like
+    ``labels``): one batched Heun–Filippov ensemble at ``λ = ∞``, else one adaptive solve
+    per distinct start (:func:`hierarchy.sgd.paired.solve_starts`)."""
     family = family_of(config)
     model, solve = family.mixture(config), config["solve"]
     order = [list(labels).index(label) for label in model.labels]
-    starts = np.asarray(runs, float)[:, 0, order].T                  # (d, runs)
-    if math.isinf(model.snr):
-        states = ballistic.ensemble(model, starts, times)           # (T, d, runs)
-    else:
-        states = np.stack([ballistic.solve(model, start, times, rtol=float(solve["rtol"]),
-                                           atol=float(solve["atol"])).y
-                           for start in starts.T], axis=-1)
     back = [list(model.labels).index(label) for label in labels]
-    return np.transpose(states, (2, 0, 1))[:, :, back]
+    starts = np.asarray(starts, float)[:, order]                      # (runs, d)
+    if math.isinf(model.snr):
+        states = ballistic.ensemble(model, starts.T, times)            # (T, d, runs)
+        return np.transpose(states, (2, 0, 1))[:, :, back]
+    return solve_starts(starts, lambda start: ode_columns(
+        ballistic.solve(model, start, times, rtol=float(solve["rtol"]),
+                        atol=float(solve["atol"])), labels, times)[0])
 
 
 def ode(config, labels, times):
@@ -76,4 +78,4 @@ def check(config):
     family_of(config).check_study(config)
 
 
-STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=paired_odes)
+STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=odes_from_starts)

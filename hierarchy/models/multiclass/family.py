@@ -15,10 +15,12 @@ Gram matrix); ``[sgd] dimension, step, runs, seed``; ``[init] source = "gaussian
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import (
     RIDGE_MAX,
+    PAIRED_RUNS,
     SGD_KEY_HELP,
     SNR_MIN,
     START_LIMIT,
     STEP_MAX,
+    check_paired_runs,
     check_sgd_ensemble,
     check_start,
     start_table,
@@ -33,7 +35,7 @@ from hierarchy.models.multiclass.fixed_points import (
 from hierarchy.models.multiclass.model import MAX_CLASSES, Multiclass
 from hierarchy.models.multiclass.spectral import MulticlassSpectra
 from hierarchy.models.multiclass.starts import from_table, gaussian_start
-from hierarchy.models.multiclass.study import STUDY
+from hierarchy.models.multiclass.study import STUDY, odes_from_starts
 from hierarchy.ode.default_job import write_solved
 from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.spectra import config as spectra_config
@@ -89,7 +91,8 @@ class MulticlassFamily(ModelFamily):
             "init": {"source": "gaussian", "statistics": {}},
             "solve": {"t_final": 50.0, "points": 51, "rtol": 1e-5, "atol": 1e-7,
                       "method": "RK45"},
-            "sgd": {"dimension": 1000, "step": 1.0, "runs": 1, "seed": 0},
+            "sgd": {"dimension": 1000, "step": 1.0, "runs": 1, "seed": 0,
+                    "paired_runs": PAIRED_RUNS},
             "study": dict(STUDY_DEFAULTS),
             "spectra": dict(spectra_config.DEFAULTS),
         }
@@ -110,6 +113,7 @@ class MulticlassFamily(ModelFamily):
         table["dimension"] = fields.integer(table, "sgd", "dimension", 2 * model.classes)
         for key, low in (("runs", 1), ("seed", 0)):
             table[key] = fields.integer(table, "sgd", key, low)
+        table["paired_runs"] = check_paired_runs(table)
         self.check_ensemble(config, model, table["dimension"], table["runs"])
         config["init"]["statistics"] = self._start_table(config["init"], model)
         dimension_config.validate_study(config["study"])
@@ -200,6 +204,11 @@ class MulticlassFamily(ModelFamily):
                 write_solved(out_dir, config, stop.result, self.state_name, solve["method"])
                 raise
         return write_solved(out_dir, config, trajectory, self.state_name, solve["method"])
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """The ballistic ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return odes_from_starts(config, labels, starts, times)
 
     # 11
     def study_model(self):

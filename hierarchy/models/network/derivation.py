@@ -266,3 +266,16 @@ def single_field_function(net, entry):
     teacher, a, b, c = entry
     g = net.teacher_activation if teacher else net.student_activation
     return g ** a * derivative(g) ** b * X ** c
+
+
+def row_weights(group, v):
+    """``coefficient * prod v[v_index]`` of every row of a group (trained ``v``)."""
+    weights = group.coefficient.copy()
+    for column in group.v_index.T:
+        weights = weights * np.where(column >= 0, v[np.maximum(column, 0)], 1.0)
+    return weights
+
+
+def sub_covariances(c, fields):
+    """``C[fields_r, fields_r]`` for every row: ``(rows, d, d)``."""
+    return c[fields[:, :, None], fields[:, None, :]]

@@ -15,8 +15,6 @@ Two evaluations of the expectations of :mod:`.derivation`:
 ``rhs(u, t)``, ``eg(u)`` and ``drift_and_corrector(u)``.
 """
 
-import dataclasses
-
 import numpy as np
 import sympy
 
@@ -24,11 +22,14 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import closed_forms, quadrature
 from hierarchy.models.network.derivation import (
     needs_full_quadrature,
+    row_weights,
     single_field_function,
+    sub_covariances,
     term_table,
 )
 from hierarchy.models.network.gradients import SampleGradients, numpy_function
 from hierarchy.models.network.activations import X
+from hierarchy.models.network.laws import Component
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
 
 
@@ -47,23 +48,7 @@ def ridge_drift(net, u):
 
 def time_factor(net):
     """The factor of the field per unit of the family's time (1, or the seed convention's)."""
-    if net.data != "mixture":
-        return 1.0
-    from hierarchy.models.network.mixture import time_factor as mixture_time_factor
-    return mixture_time_factor(net.mixture, net.step)
-
-
-def row_weights(group, v):
-    """``coefficient * prod v[v_index]`` of every row of a group (trained ``v``)."""
-    weights = group.coefficient.copy()
-    for column in group.v_index.T:
-        weights = weights * np.where(column >= 0, v[np.maximum(column, 0)], 1.0)
-    return weights
-
-
-def sub_covariances(c, fields):
-    """``C[fields_r, fields_r]`` for every row: ``(rows, d, d)``."""
-    return c[fields[:, :, None], fields[:, None, :]]
+    return net.law.time_factor(net.step)
 
 
 class TableField:
@@ -114,8 +99,10 @@ class TableField:
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
-        v = second_layer_of(self.net, u)
+        return self.outputs_at(gram(self.net, u), second_layer_of(self.net, u))
+
+    def outputs_at(self, c, v):
+        """:meth:`outputs` at the local fields' covariance ``c`` and second layer ``v``."""
         out = np.zeros(2 * self.table.size + 1)
         for group, form in zip(self.table.groups, self.evaluators):
             values = form(sub_covariances(c, group.fields))
@@ -130,8 +117,10 @@ class TableField:
         QMC replicates' standard error for other non-smooth ones.
         """
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
-        v = second_layer_of(self.net, u)
+        return self.quadrature_error_at(gram(self.net, u), second_layer_of(self.net, u))
+
+    def quadrature_error_at(self, c, v):
+        """:meth:`quadrature_error` at the covariance ``c`` and second layer ``v``."""
         out = np.zeros(2 * self.table.size + 1)
         for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
@@ -140,27 +129,9 @@ class TableField:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
-class Component:
-    """One Gaussian component of the local fields' law.
-
-    ``weight``; ``mean (K + M)``, ``covariance (K + M, K + M)`` of ``z = (lambda, nu)``;
-    ``label``: None for the teacher's ``y = sum v*_n g*(nu_n) + sigma xi``, else the
-    component's constant label; ``variance``: ``E|x|^2 / N`` (the corrector's factor).
-    """
-
-    weight: float
-    mean: np.ndarray
-    covariance: np.ndarray
-    label: float | None = None
-    variance: float = 1.0
-
-
 def components(net, u):
-    """The components of the local fields' law at state ``u``."""
-    if net.data == "teacher":
-        return [Component(1.0, np.zeros(net.K + net.M), gram(net, u))]
-    return list(net.mixture.components(net, u))
+    """The components of the local fields' law at state ``u`` (the network's data law)."""
+    return list(net.law.components(net, u))
 
 
 class QuadratureField:
@@ -185,12 +156,16 @@ class QuadratureField:
     def replicate_outputs(self, u, risk=True):
         """``[f (n), g (n), eg]`` per QMC replicate: ``(replicates, 2n + 1)``; ``eg`` is 0
         when ``risk`` is False (the field alone: the ODE's right-hand side never needs it)."""
-        net, K, M = self.net, self.net.K, self.net.M
         u = np.asarray(u, dtype=float)
-        v = second_layer_of(net, u)
+        return self.replicate_outputs_of(components(self.net, u), second_layer_of(self.net, u),
+                                         risk)
+
+    def replicate_outputs_of(self, parts, v, risk=True):
+        """:meth:`replicate_outputs` of the law's components ``parts`` and second layer ``v``."""
+        net, K, M = self.net, self.net.K, self.net.M
         n = len(net.labels)
         out = np.zeros((len(self.points), 2 * n + 1))
-        for comp in components(net, u):
+        for comp in parts:
             root = quadrature.square_root(comp.covariance[None])[0]
             z = comp.mean + self.points[..., :K + M] @ root.T
             lam, nu = z[..., :K], z[..., K:]
@@ -223,6 +198,17 @@ class QuadratureField:
     def outputs(self, u):
         """``[f (n), g (n), eg]`` (the replicates' mean)."""
         return self.replicate_outputs(u).mean(axis=0)
+
+    def outputs_at(self, c, v):
+        """:meth:`outputs` of one centred component of covariance ``c`` (teacher data)."""
+        part = Component(1.0, np.zeros(len(c)), np.asarray(c, dtype=float))
+        return self.replicate_outputs_of([part], v).mean(axis=0)
+
+    def quadrature_error_at(self, c, v):
+        """:meth:`quadrature_error` of one centred component of covariance ``c``."""
+        part = Component(1.0, np.zeros(len(c)), np.asarray(c, dtype=float))
+        reps = self.replicate_outputs_of([part], v)
+        return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
     def field_outputs(self, u):
         """:meth:`outputs` without the risk (its entry 0), at a lower cost."""
@@ -302,6 +288,10 @@ def network_system(config_or_net, engine="auto"):
     """
     net = config_or_net if isinstance(config_or_net, Network) else \
         network_from_config(config_or_net)
+    if net.inputs is not None:
+        raise HierarchyError("network_system is the isotropic field; structured inputs need "
+                             "hierarchy.models.network.structured.system_of",
+                             field="model.inputs.covariance")
     if engine == "quadrature" or needs_full_quadrature(net):
         if engine in ("numpy", "compiled"):
             raise HierarchyError(f"engine {engine!r}: the term table does not apply to this "
@@ -309,7 +299,7 @@ def network_system(config_or_net, engine="auto"):
         return NetworkSystem(net, QuadratureField(net))
     if engine in ("auto", "compiled"):
         from hierarchy.models.network.kernel import compiled_field
-        field = compiled_field(net, required=engine == "compiled")
+        field = compiled_field(TableField(net), required=engine == "compiled")
         if field is not None:
             return NetworkSystem(net, field)
     return NetworkSystem(net, TableField(net))

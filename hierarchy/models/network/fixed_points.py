@@ -21,7 +21,7 @@ Three kinds of points (``kind`` of each result):
 - ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
   polished by Newton (scipy ``hybr``), when it is a root.
 
-The Jacobian is a central difference of the field (step :data:`H`); a point is stable when
+The Jacobian is a central difference of the field (step :data:`~.linearisation.H`); a point is stable when
 every eigenvalue has a real part below ``-TOL``. Every stable point also carries its diffusive
 limit (``"diffusion"``, :func:`~.diffusion.diffusive_limit`): ``Sigma(u_*)`` with its
 quadrature error and the stationary covariance ``P`` of ``sqrt(N)(u - u_*)``
@@ -32,19 +32,27 @@ law to describe. The ``eta -> 0`` points (the roots of the
 drift alone, ``f / eta``) come from :func:`committee_points` with ``vanishing_step=True``.
 """
 
+import itertools
+
 import numpy as np
 from scipy.optimize import root
 
+from hierarchy.models.network.diffusion import diffusive_limit
+from hierarchy.models.network.linearisation import field_function, jacobian
 from hierarchy.ode.integrate import integrate
 
-#: central-difference step of the Jacobian
-H = 1e-6
 #: eigenvalues above ``-TOL`` are not contracting
 TOL = 1e-8
 #: largest ``|field|`` at a root
 RESIDUAL = 1e-9
-#: two roots closer than this are the same point
+#: two roots closer than this are the same point (modulo a permutation of the student units)
 SAME = 1e-6
+#: most student units whose permutations are enumerated (``K!`` states); wider students are
+#: compared unpermuted
+MAX_PERMUTED = 6
+#: ``eg`` is computed to about this many units of rounding (``eps``) of its largest term
+#: (``max(1, |u|, |T|, v*^2)``): a smaller ``|eg|`` is printed as 0 with this bound stated
+EG_ROUNDING_ULPS = 64
 #: ``eta alpha`` of the symmetric flow that finds the plateau
 FLOW_HORIZON = 5000.0
 #: QMC replicates and points per replicate (before antithetic doubling) of the diffusion at a
@@ -52,15 +60,6 @@ FLOW_HORIZON = 5000.0
 #: largest entry of Sigma (4x the field's points: 6e-3 there)
 DIFFUSION_REPLICATES = 8
 DIFFUSION_POINTS = 16384
-
-
-def field_function(system, vanishing_step=False):
-    """``u -> du/dalpha`` of ``system`` (``f + g``), or the ``eta -> 0`` field ``f / eta``."""
-    if not vanishing_step:
-        return lambda u: np.asarray(system.rhs(np.asarray(u, dtype=float), 0.0), dtype=float)
-    eta = float(system.net.step)
-    return lambda u: np.asarray(system.drift_and_corrector(np.asarray(u, dtype=float))[0],
-                                dtype=float) / eta
 
 
 def exchangeable(net):
@@ -134,13 +133,6 @@ def residual(function, u):
     return float(value) if np.isfinite(value) else float("inf")
 
 
-def jacobian(function, u, h=H):
-    """Central-difference Jacobian ``(n, n)`` of ``function`` at ``u``."""
-    u = np.asarray(u, dtype=float)
-    columns = [(function(u + h * e) - function(u - h * e)) / (2 * h) for e in np.eye(len(u))]
-    return np.array(columns).T
-
-
 def classify(net, system, function, u, kind):
     """The result dict of a root ``u``: ``u``, ``stable``, ``eigenvalues`` (ascending real
     part), ``kind``, ``eg``, ``residual``, ``escape_eigenvalue`` (the largest real part) and
@@ -150,11 +142,24 @@ def classify(net, system, function, u, kind):
     values = values[np.argsort(values.real)]
     listed = [float(e.real) if abs(e.imag) < 1e-9 else complex(e) for e in values]
     top = float(values.real.max())
-    risk = float(system.eg(u))
-    note = f"{kind}; eg = {risk:.6g}; largest eigenvalue {top:.6g}"
+    risk, bound = clipped_risk(net, float(system.eg(u)), u)
+    shown = f"eg = {risk:.6g}" if risk != 0.0 else f"eg = 0 (|eg| < {bound:.1g}, rounding)"
+    note = f"{kind}; {shown}; largest eigenvalue {top:.6g}"
     return {"u": dict(zip(net.labels, map(float, u))), "stable": bool(top < -TOL),
-            "eigenvalues": listed, "kind": kind, "eg": risk, "escape_eigenvalue": top,
-            "residual": residual(function, u), "note": note}
+            "eigenvalues": listed, "kind": kind, "eg": risk, "eg_error": bound,
+            "escape_eigenvalue": top, "residual": residual(function, u), "note": note}
+
+
+def clipped_risk(net, risk, u):
+    """``(eg, its rounding bound)``: ``eg`` is 0 when ``|eg|`` is below the bound
+    (:data:`EG_ROUNDING_ULPS`; ``-1.1e-16`` at the specialised point is rounding, not a
+    negative risk); a larger ``eg`` is kept as computed, a negative one too (it is then
+    no rounding)."""
+    scale = max(1.0, float(np.max(np.abs(u), initial=0.0)),
+                float(np.max(np.abs(net.overlap_matrix), initial=0.0)),
+                float(np.max(np.square(net.teacher_second_layer), initial=0.0)))
+    bound = EG_ROUNDING_ULPS * np.finfo(float).eps * scale
+    return (0.0 if abs(risk) < bound else risk), float(bound)
 
 
 def symmetric_flow_end(net, function, classes, start, horizon=None):
@@ -216,14 +221,59 @@ def committee_points(net, system, vanishing_step=False):
     return found
 
 
-def distinct(points):
-    """The points, each root once (the first kind found is kept)."""
+def distinct(net, points):
+    """The points, each root once modulo a permutation of the student units (the first kind
+    found is kept, and its note says which later kinds were the same point)."""
     kept = []
     for point in points:
         u = np.array(list(point["u"].values()))
-        if not any(np.max(np.abs(u - np.array(list(k["u"].values())))) < SAME for k in kept):
+        same = next((k for k, first in enumerate(kept) if distance_modulo_permutation(
+            net, u, np.array(list(first["u"].values()))) < SAME), None)
+        if same is None:
             kept.append(point)
+            continue
+        first = kept[same]
+        kept[same] = dict(first, note=f"{first['note']}; also the {point['kind']}, up to a "
+                                      "permutation of the student units")
     return kept
+
+
+def distance_modulo_permutation(net, u, other):
+    """The least ``max |u - P other|`` over the student relabellings ``P`` of ``other``."""
+    return min(float(np.max(np.abs(u - permuted))) for permuted in permutations_of(net, other))
+
+
+def students_exchangeable(net):
+    """Whether relabelling the student units maps solutions to solutions (a trained second
+    layer, or equal fixed values)."""
+    return bool(net.trained_second_layer or np.allclose(net.second_layer, net.second_layer[0]))
+
+
+def permutations_of(net, u):
+    """``u`` with its student units relabelled in every order (``u`` alone when they are not
+    exchangeable or wider than :data:`MAX_PERMUTED`); ``u`` first."""
+    u = np.asarray(u, dtype=float)
+    if not students_exchangeable(net) or net.K > MAX_PERMUTED:
+        return [u]
+    position = {label: j for j, label in enumerate(net.labels)}
+    states = []
+    for order in itertools.permutations(range(1, net.K + 1)):
+        target = [position[relabelled(label, order)] for label in net.labels]
+        permuted = np.empty_like(u)
+        permuted[target] = u
+        states.append(permuted)
+    return states
+
+
+def relabelled(label, order):
+    """The label of ``label``'s statistic after student ``i`` becomes ``order[i - 1]``."""
+    if label[0] == "v":
+        return f"v{order[int(label[1:]) - 1]}"
+    i, n = (int(x) for x in label[1:].split("."))
+    if label[0] == "Q":
+        i, n = sorted((order[i - 1], order[n - 1]))
+        return f"Q{i}.{n}"
+    return f"R{order[i - 1]}.{n}"
 
 
 def fixed_points(net, system, end=None):
@@ -242,7 +292,7 @@ def fixed_points(net, system, end=None):
         polished = polish(function, end)
         if residual(function, polished) < RESIDUAL:
             points.append(classify(net, system, function, polished, "end of the solve"))
-    return [with_diffusive_limit(net, system, point) for point in distinct(points)]
+    return [with_diffusive_limit(net, system, point) for point in distinct(net, points)]
 
 
 def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
@@ -251,8 +301,6 @@ def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
     and the largest stationary variance ``N Var`` in its note; an unstable point unchanged."""
     if not point["stable"]:
         return point
-    # imported here: diffusion builds on this module's field_function and jacobian
-    from hierarchy.models.network.diffusion import diffusive_limit
     u = np.array([point["u"][label] for label in net.labels])
     limit = diffusive_limit(net, jacobian(field_function(system), u), u, replicates, count)
     variances = np.diag(limit["stationary_covariance"])

@@ -6,7 +6,7 @@ table: ``out[target] += coefficient * prod v[v_index] * E_row(C)``. The table it
 (arrays built here from :func:`~.derivation.term_table`), so one compiled module serves every
 network; at ``K = M = 8`` the table has thousands of ``I4`` rows, which a loop handles and one
 giant expression would not. Groups without a closed form (quadrature) are evaluated by the
-numpy reference (:class:`~.field.TableField`) and added.
+numpy reference (:class:`~.field.TableField`, handed in) and added.
 
 :func:`compiled_field` returns None when the module cannot be had (no compiler, a compile
 error), after a :class:`RuntimeWarning` naming the reason, once per reason and process; the
@@ -21,7 +21,7 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.jit import cache
 from hierarchy.jit.render import render_template
 from hierarchy.models.network import closed_forms, quadrature
-from hierarchy.models.network.field import TableField, row_weights, sub_covariances
+from hierarchy.models.network.derivation import row_weights, sub_covariances
 from hierarchy.models.network.model import gram, second_layer_of
 
 TEMPLATE = "network_field.pyx.j2"
@@ -116,17 +116,19 @@ class CompiledField:
 
     Parameters
     ----------
-    net : hierarchy.models.network.model.Network
+    reference : hierarchy.models.network.field.TableField
+        The numpy term table of the network (its groups without a closed form run there).
     module : module
         From :func:`kernel_module`.
     """
 
     engine = "compiled"
 
-    def __init__(self, net, module):
+    def __init__(self, reference, module):
+        net = reference.net
         self.net = net
         self.module = module
-        self.reference = TableField(net)
+        self.reference = reference
         self.table = self.reference.table
         self.arrays, self.rest = table_arrays(net, self.table)
         a = self.arrays
@@ -139,8 +141,11 @@ class CompiledField:
 
     def outputs(self, u):
         u = np.asarray(u, dtype=float)
-        c = gram(self.net, u)
-        v = np.ascontiguousarray(second_layer_of(self.net, u))
+        return self.outputs_at(gram(self.net, u), second_layer_of(self.net, u))
+
+    def outputs_at(self, c, v):
+        """``[f (n), g (n), eg]`` at the local fields' covariance ``c`` and second layer ``v``."""
+        v = np.ascontiguousarray(v, dtype=float)
         out = np.zeros(self.nout)
         kind, fields, coef, v_index, V, target, wick_start, terms, wick_c, pair_start, \
             npairs, pairs = self._args
@@ -156,11 +161,15 @@ class CompiledField:
     def quadrature_error(self, u):
         return self.reference.quadrature_error(u)
 
+    def quadrature_error_at(self, c, v):
+        return self.reference.quadrature_error_at(c, v)
 
-def compiled_field(net, required=False):
-    """A :class:`CompiledField` of ``net``, or None when the kernel cannot be compiled.
 
-    ``required``: raise instead of returning None.
+def compiled_field(reference, required=False):
+    """A :class:`CompiledField` of ``reference.net``, or None when the kernel cannot be compiled.
+
+    ``reference``: the network's :class:`~.field.TableField` (passed in, so that this module
+    does not import the field); ``required``: raise instead of returning None.
     """
     module = kernel_module()
     if module is None:
@@ -168,7 +177,7 @@ def compiled_field(net, required=False):
             raise HierarchyError("the compiled network field is not available (see the "
                                  "warning)", field="engine")
         return None
-    return CompiledField(net, module)
+    return CompiledField(reference, module)
 
 
 def warn_fallback(reason):

@@ -38,8 +38,8 @@ import numpy as np
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import SNR_MIN
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network.field import Component
-from hierarchy.models.network.model import gram
+from hierarchy.models.network.laws import Component
+from hierarchy.models.network.state import gram
 
 CONVENTIONS = ("network", "seed")
 KEYS = ("means", "weights", "labels", "snr", "convention")
@@ -130,7 +130,7 @@ class MixtureData:
 
         Returns
         -------
-        list of hierarchy.models.network.field.Component
+        list of hierarchy.models.network.laws.Component
             One per cluster: its weight, the mean and covariance of ``z = (lambda, nu)``, its
             label and the corrector's factor :func:`variance_factor`.
         """
@@ -140,6 +140,10 @@ class MixtureData:
         factor = variance_factor(self)
         return [Component(weight=p, mean=mean, covariance=covariance, label=y, variance=factor)
                 for p, mean, y in zip(self.weights, means, self.labels)]
+
+    def time_factor(self, step):
+        """The field per unit of the mixture's clock (:func:`time_factor`)."""
+        return time_factor(self, step)
 
 
 def mixture_from_config(config):

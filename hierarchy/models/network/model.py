@@ -2,7 +2,7 @@
 
 A two-layer student ``yhat(x) = sum_k v_k g(lambda_k)``, ``lambda_k = w_k.x/sqrt(N)``, learns
 from teacher data (``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``) or from a Gaussian
-mixture (``mixture``, filled by :mod:`hierarchy.models.network.mixture`), by online SGD on a
+mixture (``mixture``, :mod:`hierarchy.models.network.mixture`), by online SGD on a
 loss ``l(yhat, y)`` with an optional ridge. :func:`network_from_config` checks every key of
 ``[model]``, ``[model.student]``, ``[model.teacher]`` and the steps of ``[sgd]`` and raises a
 one-line :class:`~hierarchy.core.errors.HierarchyError` naming the field.
@@ -20,6 +20,14 @@ from hierarchy.config import fields
 from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import activations
+from hierarchy.models.network.inputs import inputs_from_config
+from hierarchy.models.network.laws import ISOTROPIC
+from hierarchy.models.network.mixture import mixture_from_config
+from hierarchy.models.network.state import (  # noqa: F401 (re-exported)
+    gram,
+    second_layer_of,
+    state_labels,
+)
 
 DATA = ("teacher", "mixture")
 SECOND_LAYERS = ("fixed", "trained")
@@ -41,7 +49,8 @@ class Network:
     ``activations.output_symbols``) with their config text in ``*_name``;
     ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
-    and ``eta_v``; ``mixture``: None for teacher data.
+    and ``eta_v``; ``mixture``: None for teacher data; ``inputs``: None for isotropic
+    inputs, else the :class:`~.inputs.StructuredInputs` of ``x ~ N(0, Sigma)``.
     """
 
     data: str
@@ -62,11 +71,22 @@ class Network:
     step: float = 1.0
     step_second_layer: float = 1.0
     mixture: object = None
+    inputs: object = None
 
     @property
     def labels(self):
-        """The state labels, in state order."""
+        """The state labels, in state order (per block with structured inputs)."""
+        if self.inputs is not None:
+            return self.inputs.labels(self.K, self.M, self.trained_second_layer)
         return state_labels(self.K, self.M, self.trained_second_layer)
+
+    @property
+    def law(self):
+        """The data law the field consumes (:mod:`.laws`): the mixture, the structured
+        inputs (:mod:`.inputs`) or the isotropic law."""
+        if self.data == "mixture":
+            return self.mixture
+        return ISOTROPIC if self.inputs is None else self.inputs
 
     @property
     def overlap_matrix(self):
@@ -77,14 +97,6 @@ class Network:
     def size(self):
         """Length of the state vector."""
         return len(self.labels)
-
-
-def state_labels(K, M, trained):
-    """``Q{i}.{k}`` (``i <= k``), ``R{i}.{n}``, then ``v{i}`` when ``trained``."""
-    labels = [f"Q{i}.{k}" for i in range(1, K + 1) for k in range(i, K + 1)]
-    labels += [f"R{i}.{n}" for i in range(1, K + 1) for n in range(1, M + 1)]
-    labels += [f"v{i}" for i in range(1, K + 1)] if trained else []
-    return tuple(labels)
 
 
 def teacher_labels(M):
@@ -135,7 +147,7 @@ def network_from_config(config):
     step_v = step_second_layer(sgd, step)
     mixture = None
     if data == "mixture":
-        mixture = _mixture(config)
+        mixture = mixture_from_config(config)
         M = mixture.signals
         teacher_g_name, teacher_g, v_star, sigma = "", sympy.S.Zero, (), 0.0
         overlaps = tuple(tuple(float(n == m) for m in range(M)) for n in range(M))  # T = I_S
@@ -146,12 +158,13 @@ def network_from_config(config):
         v_star = _values(teacher, "model.teacher", M)
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
         overlaps = _overlaps(teacher, M, config)
+    inputs = inputs_from_config(config)
     return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
                    teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
                    loss=loss, loss_name=loss_name, ridge=ridge,
                    trained_second_layer=layer == "trained", second_layer=v,
                    teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
-                   step_second_layer=step_v, mixture=mixture)
+                   step_second_layer=step_v, mixture=mixture, inputs=inputs)
 
 
 def step_second_layer(sgd, step):
@@ -238,47 +251,16 @@ def _overlaps(teacher, M, config):
     return tuple(tuple(float(x) for x in r) for r in matrix)
 
 
-def _mixture(config):
-    """The mixture data law of ``config`` (:mod:`hierarchy.models.network.mixture`)."""
-    try:
-        from hierarchy.models.network.mixture import mixture_from_config
-    except ImportError:
-        raise HierarchyError('model.data = "mixture" is not available in this installation '
-                             '(hierarchy.models.network.mixture is missing); allowed: teacher',
-                             field="model.data") from None
-    return mixture_from_config(config)
-
-
-def gram(net, u):
-    """The covariance ``[[Q, R], [R^T, T]]`` of the local fields at state ``u``.
-
-    Parameters
-    ----------
-    net : Network
-    u : array_like, shape (len(net.labels),)
-
-    Returns
-    -------
-    numpy.ndarray, shape (K + M, K + M)
-    """
-    K, M = net.K, net.M
-    u = np.asarray(u, dtype=float)
-    q = np.zeros((K, K))
-    iu = np.triu_indices(K)
-    q[iu] = u[:len(iu[0])]
-    q = q + np.triu(q, 1).T
-    r = u[len(iu[0]):len(iu[0]) + K * M].reshape(K, M)
-    return np.block([[q, r], [r.T, net.overlap_matrix]])
-
-
-def second_layer_of(net, u):
-    """The student's second layer at state ``u``: the trained ``v`` or the fixed values."""
-    if net.trained_second_layer:
-        return np.asarray(u, dtype=float)[-net.K:]
-    return np.array(net.second_layer, dtype=float)
-
-
 def check_start_gram(net, u, field="init.statistics"):
-    """Refuse a start whose ``[[Q, R], [R^T, T]]`` is not positive semi-definite."""
-    check_gram(gram(net, u), field=field,
-               what="the Q, R values with the teacher overlaps T ([[Q, R], [R^T, T]])")
+    """Refuse a start whose ``[[Q, R], [R^T, T]]`` is not positive semi-definite (with
+    structured inputs: that of every block, ``[[q_b, r_b], [r_b^T, t_b]]``)."""
+    if net.inputs is None:
+        check_gram(gram(net, u), field=field,
+                   what="the Q, R values with the teacher overlaps T ([[Q, R], [R^T, T]])")
+        return
+    grams = net.inputs.block_grams(net, u)
+    scale = np.maximum(1.0, np.abs(grams).max(axis=(1, 2)))
+    smallest = np.linalg.eigvalsh(grams / scale[:, None, None]).min(axis=1)
+    b = int(np.argmin(smallest))
+    check_gram(grams[b], field=field, what=f"the Q, R values of block {b + 1} with its teacher "
+               "overlaps t_b ([[q_b, r_b], [r_b^T, t_b]])")

@@ -56,15 +56,40 @@ def realise_state(net, state, dimension, runs, rng):
     The rows ``[W; D] = sqrt(N) C^{1/2} B^T`` with ``C = [[Q, R], [R^T, T]]`` and ``B`` a
     random orthonormal ``N x (K + M)`` frame per run have Gram matrix ``N C``.
     """
+    if net.inputs is not None:
+        return _realise_blocks(net, net.inputs.block_grams(net, state), dimension, runs, rng)
     root = sqrt_psd(gram(net, state))                                  # (K+M, K+M)
     frames = orthonormal_frames(dimension, net.K + net.M, runs, rng)    # (R, N, K+M)
     rows = math.sqrt(dimension) * np.einsum("ij,rnj->rin", root, frames)
     return np.ascontiguousarray(rows[:, :net.K]), np.ascontiguousarray(rows[:, net.K:])
 
 
+def _realise_blocks(net, grams, dimension, runs, rng, student=None):
+    """Structured inputs: the rows on block ``b``'s coordinates (:meth:`~.inputs.
+    StructuredInputs.layout`) are ``sqrt(n_b) G_b^{1/2} B_b^T`` with ``G_b`` the block's Gram
+    (``(K + M)`` or, for the teacher alone, ``M`` square) and ``B_b`` a random orthonormal
+    ``n_b x size`` frame per run. ``student``: Gaussian student weights to keep (then
+    ``grams`` are the teacher's ``t_b``). A loop over blocks, at the start only."""
+    bounds = net.inputs.layout(dimension)
+    size = grams.shape[-1]
+    rows = np.zeros((runs, size, dimension))
+    for b in range(len(bounds) - 1):
+        lo, hi = bounds[b], bounds[b + 1]
+        frames = orthonormal_frames(hi - lo, size, runs, rng)
+        rows[:, :, lo:hi] = math.sqrt(hi - lo) * np.einsum("ij,rnj->rin", sqrt_psd(grams[b]),
+                                                           frames)
+    if student is not None:
+        return student, rows
+    return np.ascontiguousarray(rows[:, :net.K]), np.ascontiguousarray(rows[:, net.K:])
+
+
 def gaussian_weights(net, dimension, runs, rng, scale):
     """``W`` with i.i.d. ``N(0, scale^2)`` entries (``Q ~ scale^2 I``, ``R = O(scale/sqrt N)``)
     and teacher directions with exactly the overlaps ``T``."""
+    if net.inputs is not None:
+        weights = scale * rng.standard_normal((runs, net.K, dimension))
+        teacher = net.inputs.teacher_scales[:, None, None] * net.overlap_matrix[None]
+        return _realise_blocks(net, teacher, dimension, runs, rng, student=weights)
     frames = orthonormal_frames(dimension, net.M, runs, rng)
     directions = math.sqrt(dimension) * np.einsum("ij,rnj->rin",
                                                   sqrt_psd(net.overlap_matrix), frames)
@@ -73,7 +98,10 @@ def gaussian_weights(net, dimension, runs, rng, scale):
 
 
 def statistics(net, weights, directions, v):
-    """``(runs, n)`` states ordered like ``net.labels``: ``Q (i <= k)``, ``R``, then ``v``."""
+    """``(runs, n)`` states ordered like ``net.labels``: ``Q (i <= k)``, ``R``, then ``v``
+    (per block with structured inputs: :func:`block_statistics`)."""
+    if net.inputs is not None:
+        return block_statistics(net, weights, directions, v)
     dimension = weights.shape[-1]
     q = np.matmul(weights, np.swapaxes(weights, 1, 2)) / dimension
     r = np.matmul(weights, np.swapaxes(directions, 1, 2)) / dimension
@@ -84,26 +112,50 @@ def statistics(net, weights, directions, v):
     return np.concatenate(parts, axis=1)
 
 
-class TeacherData:
-    """Fresh teacher samples: ``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``."""
+def block_statistics(net, weights, directions, v):
+    """``(runs, n)`` per-block states ``q_b = W P_b W^T/n_b``, ``r_b = W P_b D^T/n_b`` (``n_b``
+    the coordinates of block ``b``: the actual ``N f_b``), then ``v``; one reduction over the
+    coordinates for all blocks at once."""
+    K, M = net.K, net.M
+    runs, _, dimension = weights.shape
+    bounds = net.inputs.layout(dimension)
+    counts = np.diff(bounds).astype(float)
+    iu = np.triu_indices(K)
+    pairs = [weights[:, i] * weights[:, k] for i, k in zip(*iu)]
+    pairs += [weights[:, i] * directions[:, m] for i in range(K) for m in range(M)]
+    sums = np.add.reduceat(np.stack(pairs, axis=1), bounds[:-1], axis=2)   # (runs, s, L)
+    blocks = np.swapaxes(sums / counts, 1, 2).reshape(runs, -1)
+    if net.trained_second_layer:
+        return np.concatenate([blocks, v], axis=1)
+    return blocks
 
-    def __init__(self, gradients):
+
+class TeacherData:
+    """Fresh teacher samples: ``x ~ N(0, I_N)`` (or ``x = Sigma^{1/2} g``, ``scale`` the
+    diagonal of ``Sigma^{1/2}`` in the blocks' basis), ``y = sum_n v*_n g*(nu_n) + sigma xi``."""
+
+    def __init__(self, gradients, scale=None):
         self.gradients = gradients
+        self.scale = scale
 
     def sample(self, directions, rng):
         """One sample per run: ``x (runs, N)`` and its label ``y (runs,)``."""
         runs, _, dimension = directions.shape
         x = rng.standard_normal((runs, dimension))
+        if self.scale is not None:
+            x *= self.scale
         nu = np.matmul(directions, x[:, :, None])[:, :, 0] / math.sqrt(dimension)
         y = self.gradients.teacher_labels(nu, rng.standard_normal(runs))
         return x, np.asarray(y, dtype=float)
 
 
-def data_law(net, gradients):
-    """The sampler of ``net``'s data: teacher data, or the mixture's own sampler
+def data_law(net, gradients, dimension=None):
+    """The sampler of ``net``'s data: teacher data (on ``x = Sigma^{1/2} g`` with structured
+    inputs, at ``dimension``), or the mixture's own sampler
     (:class:`hierarchy.models.network.mixture.MixtureSampler`, labels per cluster)."""
     if net.data == "teacher":
-        return TeacherData(gradients)
+        scale = None if net.inputs is None else net.inputs.input_scale(dimension)
+        return TeacherData(gradients, scale)
     from hierarchy.models.network.mixture import MixtureSampler  # noqa: PLC0415
     return MixtureSampler(net.mixture)
 
@@ -134,7 +186,7 @@ class NetworkEnsemble:
         self.v = np.array(np.broadcast_to(v, (self.runs, net.K)), dtype=float)
         self.size = self.weights.size + self.v.size
         self.gradients = SampleGradients(net)
-        self.data = data_law(net, self.gradients)
+        self.data = data_law(net, self.gradients, self.dimension)
         self.window = SampleWindow(window, self.dimension)
 
     def sgd_step(self, x, y):
@@ -271,3 +323,5 @@ def check_dimension(net, dimension, field="sgd.dimension"):
         raise HierarchyError(f"{field} must be an integer >= {low} (student plus teacher "
                              f"width, to realise the start exactly); got {dimension}",
                              field=field)
+    if net.inputs is not None:
+        net.inputs.check_dimension(net, dimension, field)

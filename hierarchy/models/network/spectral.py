@@ -42,6 +42,10 @@ def block_names(net):
 
 def check_spectra_network(net):
     """Refuse a network the spectra do not cover (one line naming the field)."""
+    if net.inputs is not None:
+        raise HierarchyError("spectra: [spectra] times needs isotropic inputs (the spectral "
+                             "blocks assume x ~ N(0, I_N)); allowed with a structured "
+                             'covariance: [spectra] times = []', field="model.inputs.covariance")
     if net.loss_name in VECTOR_LOSSES:
         raise HierarchyError(f'spectra: model.loss = "{net.loss_name}" has no spectral blocks '
                              "(the Hessian of a vector loss is not a weighted Gram matrix); "

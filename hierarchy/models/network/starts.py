@@ -11,18 +11,30 @@
 
 import numpy as np
 
-from hierarchy.models.network.model import check_start_gram
+from hierarchy.models.network.model import check_start_gram, state_labels
 
 
 def from_table(net, table):
-    """The state of a ``{label: value}`` table (checked labels; see the module docstring)."""
+    """The state of a ``{label: value}`` table (checked labels; see the module docstring).
+
+    With structured inputs ``Q{i}.{k}@{b}`` sets block ``b`` and ``Q{i}.{k}`` every block
+    that has no value of its own (likewise ``R``).
+    """
     u = np.zeros(len(net.labels))
     for j, label in enumerate(net.labels):
         if label.startswith("v"):
             u[j] = net.second_layer[int(label[1:]) - 1]
-        u[j] = table.get(label, u[j])
+        u[j] = table.get(label, table.get(label.partition("@")[0], u[j]))
     check_start_gram(net, u)
     return u
+
+
+def start_labels(net):
+    """The labels ``[init.statistics]`` may set: the state's, and with structured inputs the
+    block-free ``Q{i}.{k}``, ``R{i}.{n}`` that set every block."""
+    if net.inputs is None:
+        return net.labels
+    return tuple(state_labels(net.K, net.M, False)) + tuple(net.labels)
 
 
 def psd_root(matrix):
@@ -52,6 +64,20 @@ def statistics_of(net, weights, teacher, v=None):
 
 
 def gaussian_start(net, dimension, scale, seed):
-    """The order parameters of one Gaussian draw at ``dimension``."""
+    """The order parameters of one Gaussian draw at ``dimension`` (with structured inputs:
+    the per-block statistics of the draw, in the SGD's layout of the blocks)."""
+    if net.inputs is not None:
+        return structured_gaussian_start(net, dimension, scale, seed)
     weights, teacher = gaussian_weights(net, dimension, scale, seed)
     return statistics_of(net, weights, teacher)
+
+
+def structured_gaussian_start(net, dimension, scale, seed):
+    """Student weights ``N(0, scale^2 I_N)``, a teacher with exactly ``t_b`` in every block,
+    and their per-block statistics (:func:`~.sgd.block_statistics`)."""
+    from hierarchy.models.network import sgd
+    rng = np.random.default_rng(seed)
+    net.inputs.check_dimension(net, dimension)
+    weights, teacher = sgd.gaussian_weights(net, dimension, 1, rng, scale)
+    v = np.array(net.second_layer, dtype=float)[None]
+    return sgd.statistics(net, weights, teacher, v)[0]

@@ -22,9 +22,10 @@ import numpy as np
 from hierarchy.config.statistics_start import check_sgd_ensemble
 from hierarchy.core.registry import family_of
 from hierarchy.models.network import sgd
-from hierarchy.models.network.field import network_system
+from hierarchy.models.network.structured import system_of
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
 from hierarchy.ode.system import integrate_system
+from hierarchy.sgd.paired import solve_starts
 from hierarchy.study import dimension_config
 from hierarchy.study.dimensions import DimensionStudy
 
@@ -80,20 +81,21 @@ def ensemble(config, dimension, runs, seed, labels, times):
     trajectory = sgd.run_sgd(net, int(dimension), int(runs), times, seed=seed, start=start,
                              scale=float(init["scale"]))
     u_runs = np.asarray(trajectory.u_runs, dtype=float)
-    risk = sgd.risk_along(network_system(net), u_runs)
+    risk = sgd.risk_along(system_of(net), u_runs)
     values = np.concatenate([u_runs, risk[:, :, None]], axis=2)
     return values[:, :, columns(labels, config)]
 
 
-def paired_odes(config, labels, times, runs):
-    """``(runs, T, k)``: each run's ODE from its own statistics at ``times[0]``."""
+def odes_from_starts(config, labels, starts, times):
+    """``(runs, T, k)``: the ODE from each start ``(runs, k)`` (ordered like ``labels``; an
+    ``eg`` entry of a start is ignored), one solve per distinct start
+    (:func:`hierarchy.sgd.paired.solve_starts`)."""
     system = family_of(config).system(config)
     where = list(labels)
     state = [where.index(label) for label in system.labels]
-    starts = np.asarray(runs, dtype=float)[:, 0, state]
     pick = columns(labels, config)
-    return np.stack([ode_solution(config, system, start, times)[0][:, pick]
-                     for start in starts])
+    return solve_starts(np.asarray(starts, dtype=float)[:, state],
+                        lambda start: ode_solution(config, system, start, times)[0][:, pick])
 
 
 def check(config):
@@ -105,7 +107,9 @@ def check(config):
         check_sgd_ensemble(config, dimension, runs, width=net.K + net.M,
                            statistics=len(net.labels), keys=RESOURCE_KEYS,
                            field="study.dimensions", steps=False)
+        if net.inputs is not None:
+            net.inputs.check_dimension(net, dimension, "study.dimensions")
     dimension_config.check_study_dimensions(config, low, "student plus teacher width", one)
 
 
-STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=paired_odes)
+STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=odes_from_starts)

@@ -27,10 +27,12 @@ import numpy as np
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import (
     RIDGE_MAX,
+    PAIRED_RUNS,
     SGD_KEY_HELP,
     SNR_MIN,
     START_LIMIT,
     STEP_MAX,
+    check_paired_runs,
     check_sgd_ensemble,
     check_start,
 )
@@ -41,7 +43,7 @@ from hierarchy.models.summary.fixed_points import (
     fixed_points as classified_fixed_points,
 )
 from hierarchy.models.summary.model import MAX_ORDER, SpikedPCA
-from hierarchy.models.summary.study import STUDY
+from hierarchy.models.summary.study import STUDY, odes_from_starts
 from hierarchy.models.summary.symbols import LABELS
 from hierarchy.spectra.job import run_ensemble
 from hierarchy.study import dimension_config
@@ -83,7 +85,8 @@ class SpikedPCAFamily(ModelFamily):
         "model": {"order": 2, "snr": 2.0, "ridge": 0.0},
         "init": {"source": "gaussian", "statistics": {}},
         "solve": {"t_final": 5.0, "points": 101, "rtol": 1e-10, "atol": 1e-12},
-        "sgd": {"dimension": 1000, "step": 1.0, "runs": 100, "seed": 0},
+        "sgd": {"dimension": 1000, "step": 1.0, "runs": 100, "seed": 0,
+                "paired_runs": PAIRED_RUNS},
         "study": dict(dimension_config.DEFAULTS),
     }
     section_help = {
@@ -118,6 +121,7 @@ class SpikedPCAFamily(ModelFamily):
         sgd_table = config["sgd"]
         for key, low in (("dimension", 2), ("runs", 1), ("seed", 0)):
             sgd_table[key] = fields.integer(sgd_table, "sgd", key, low)
+        sgd_table["paired_runs"] = check_paired_runs(sgd_table)
         self.check_ensemble(config, sgd_table["dimension"], sgd_table["runs"])
         config["init"]["statistics"] = check_start(config["init"], LABELS, "spiked PCA",
                                                    nonnegative=("r2",))
@@ -186,6 +190,11 @@ class SpikedPCAFamily(ModelFamily):
                             state_name=self.state_name, resume=resume, progress=progress,
                             dimension=int(table["dimension"]),
                             sampler="noise (O(n), exact in law)")
+
+    # 14
+    def paired_odes(self, config, labels, starts, times):
+        """The ballistic ODE from each run's own start (:func:`.study.odes_from_starts`)."""
+        return odes_from_starts(config, labels, starts, times)
 
     # 11
     def study_model(self):

@@ -1,0 +1,72 @@
+"""What each command does with a validated config, shared by the CLI and the Python API.
+
+``hierarchy solve|sgd|fixed-points|show --config`` (:mod:`hierarchy.cli.commands`) and
+:class:`hierarchy.api.Model` both call these functions, so a config gives the same files,
+figures and errors either way; the CLI adds only the printing and the exit statuses.
+
+- :func:`solve`: the family's ``run_solve`` (``result.npz``, ``result.json``,
+  ``observables.png``);
+- :func:`sgd`: the family's ``run_sgd``, then ``sgd.png`` and the table of an ensemble;
+- :func:`fixed_points`: the family's points, ``fixed_points.json`` and ``fixed_points.png``,
+  and ``observables.png`` redrawn with the points marked when a solve is in the folder;
+- :func:`equations`: the family's derived equations (``show --config``).
+"""
+
+from hierarchy.core import registry, run_report
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.fixed_point_report import write_points
+from hierarchy.core.summary_table import settings_title
+
+
+def solve(config, out_dir, progress=None):
+    """Solve the config's ODE into ``out_dir``; return the family's summary (a dict)."""
+    return registry.family_of(config).run_solve(config, out_dir, progress) or {}
+
+
+def sgd(config, out_dir, *, resume=False, progress=None):
+    """Run the config's SGD into ``out_dir``.
+
+    Returns
+    -------
+    (dict, str or None)
+        The family's summary, and the table of an ensemble that finished (``sgd.png`` is
+        drawn then); None for a run that stopped early or draws its own plot.
+    """
+    summary = registry.family_of(config).run_sgd(config, out_dir, resume=resume,
+                                                 progress=progress)
+    table = None
+    if isinstance(summary, dict) and not summary.get("diverged") and \
+            summary.get("complete") is not False:
+        table = run_report.report_ensemble(config, out_dir)
+    return summary, table
+
+
+def fixed_points(config, out_dir, progress=None):
+    """The config's classified fixed points, written to ``out_dir``.
+
+    Returns
+    -------
+    list of dict
+        The records of ``fixed_points.json``
+        (:func:`hierarchy.core.fixed_point_report.point_record`).
+    """
+    points = registry.family_of(config).fixed_points(config, progress=progress)
+    record = write_points(out_dir, points, settings_title(config, "fixed points"))
+    run_report.replot_solved(out_dir)
+    return record
+
+
+def equations(config, format="text"):
+    """The derived equations of the config's family (``hierarchy show --config``).
+
+    Raises
+    ------
+    HierarchyError
+        A ``format`` the family does not show (naming ``--format``).
+    """
+    family = registry.family_of(config)
+    if format not in family.show_formats:
+        raise HierarchyError(f"--format {format}: model.family = {family.name!r} shows its "
+                             f"equations as {' or '.join(family.show_formats)}",
+                             field="--format")
+    return family.show(config) if format == "text" else family.show(config, format=format)

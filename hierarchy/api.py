@@ -1,0 +1,204 @@
+"""One Python object for every model family: :class:`Model`.
+
+A :class:`Model` holds a validated config, whatever the family (``attention``,
+``spiked-pca``, ``gmm-binary``, ``gmm-xor``, ``gmm-multiclass``, ``network``), and runs what
+the commands run, through the same functions (:mod:`hierarchy.actions`) and the same
+validation (:func:`hierarchy.config.loader.load_document`): a bad value raises the
+:class:`~hierarchy.core.errors.HierarchyError` whose one line ``hierarchy`` would print.
+
+>>> model = Model.from_toml("tools/configs/committee_erf.toml")          # doctest: +SKIP
+>>> sol = model.solve(t_final=300)       # a Trajectory: sol.t, sol["Q1.1"], sol.eg, sol.plot()
+>>> runs = model.sgd(dimension=1000, runs=20, seed=0)
+>>> points = model.fixed_points()
+>>> print(model.equations())
+
+Each run writes its files where ``hierarchy`` would (``result.npz``, ``observables.png``,
+``sgd.png``, ``fixed_points.json`` ...): into ``out=`` when given, else into a temporary
+folder that is removed once the results are read back.
+"""
+
+import contextlib
+import copy
+import pathlib
+import tempfile
+
+import numpy as np
+
+from hierarchy import actions
+from hierarchy.config import loader
+from hierarchy.core import registry, run_report
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import read_result
+from hierarchy.core.progress import Progress
+from hierarchy.core.trajectory import Status, Trajectory
+
+
+class Model:
+    """A model of any family, from a config document.
+
+    Parameters
+    ----------
+    document : dict, optional
+        Config tables as in a TOML file (``{"model": {"family": "network", ...}, ...}``).
+    family : str, optional
+        Shorthand for ``model.family``.
+    **tables : dict
+        More tables merged over ``document`` (``solve={"t_final": 50}``).
+
+    Raises
+    ------
+    HierarchyError
+        Anything ``hierarchy`` would refuse in the same config (one line naming the field).
+    """
+
+    def __init__(self, document=None, *, family=None, **tables):
+        self._document = loader.deep_merge(copy.deepcopy(document or {}), tables)
+        if family is not None:
+            self._document = loader.deep_merge(self._document, {"model": {"family": family}})
+        self._folder = None
+        self._config = loader.load_document(self._document)
+
+    @classmethod
+    def from_toml(cls, path, **tables):
+        """The model of a TOML config file (relative file fields taken from its folder)."""
+        model = cls.__new__(cls)
+        model._document = loader.deep_merge(loader.read_toml(path), tables)
+        model._folder = pathlib.Path(path).resolve().parent
+        model._config = loader.load_config(path, tables or None)
+        return model
+
+    def with_(self, **tables):
+        """A new model with ``tables`` merged over this one's (``with_(sgd={"step": 0.5})``)."""
+        model = copy.copy(self)
+        model._document = loader.deep_merge(self._document, tables)
+        model._config = loader.load_document(model._document, folder=self._folder)
+        return model
+
+    @property
+    def config(self):
+        """The validated config (a copy): every key of the family's defaults present."""
+        return copy.deepcopy(self._config)
+
+    @property
+    def family(self):
+        """The ``model.family`` name."""
+        return self._config["model"]["family"]
+
+    def __repr__(self):
+        return f"Model(family={self.family!r})"
+
+    # ------------------------------------------------------------------ runs
+
+    def solve(self, out=None, progress=False, **solve):
+        """Solve the family's ODE (``hierarchy solve``).
+
+        Parameters
+        ----------
+        out : path-like, optional
+            Folder for the result files and ``observables.png``; default: a temporary one.
+        progress : bool
+            Show the status line on stderr.
+        **solve : keys of the ``[solve]`` table (``t_final``, ``points``, ``rtol`` ...)
+
+        Returns
+        -------
+        Trajectory
+            ``t``, ``y`` and ``labels``; ``sol["Q1.1"]``; a family's per-time arrays as
+            columns (``sol.eg`` for ``network``); ``info["summary"]`` the printed summary;
+            ``status`` not COMPLETE when the solve stopped early (a blow-up).
+        """
+        config = self._merged(solve=solve)
+        with _folder(out) as folder:
+            summary = actions.solve(config, folder, _reporter(progress))
+            return _trajectory(folder, config, summary)
+
+    def sgd(self, out=None, progress=False, **sgd):
+        """Run online SGD (``hierarchy sgd``).
+
+        Parameters
+        ----------
+        out, progress : see :meth:`solve`
+        **sgd : keys of the ``[sgd]`` table (``dimension``, ``runs``, ``seed``, ``step`` ...)
+
+        Returns
+        -------
+        Trajectory
+            ``y`` the mean over the runs that stayed finite; the runs themselves as the
+            column ``runs`` (times, runs, labels); an ensemble's per-time arrays (``eg``,
+            ``eg_runs``) as columns; ``info["summary"]`` and ``info["table"]`` (what
+            ``hierarchy sgd`` prints).
+        """
+        config = self._merged(sgd=sgd)
+        with _folder(out) as folder:
+            summary, table = actions.sgd(config, folder, progress=_reporter(progress))
+            trajectory = _trajectory(folder, config, summary)
+            trajectory.info["table"] = table
+            return trajectory
+
+    def fixed_points(self, out=None, progress=False):
+        """The classified fixed points (``hierarchy fixed-points``): a list of dicts with ``u``
+        (label -> value), ``stable``, ``eigenvalues`` and what the family adds (``kind``,
+        ``eg``, ``escape_eigenvalue``, ``note`` ...)."""
+        with _folder(out) as folder:
+            return actions.fixed_points(self._config, folder, _reporter(progress))
+
+    def visits(self, trajectory, points, near=run_report.NEAR):
+        """The fixed points ``trajectory`` passes near, in the order of ``points``:
+        ``[(point, time of closest approach, distance)]``; near is every statistic within
+        ``near`` of the point (or of one of its student permutations), as ``observables.png``
+        marks them."""
+        return run_report.visited_points(points, registry.family_of(self._config),
+                                         self._config, trajectory, near)
+
+    def equations(self, format="text"):
+        """The derived equations (``hierarchy show --config``): ``text`` or a format of the
+        family's ``show_formats``."""
+        return actions.equations(self._config, format)
+
+    def _merged(self, **tables):
+        tables = {name: values for name, values in tables.items() if values}
+        if not tables:
+            return self.config
+        return loader.load_document(self._document, tables, folder=self._folder)
+
+
+@contextlib.contextmanager
+def _folder(out):
+    if out is not None:
+        yield pathlib.Path(out)
+        return
+    with tempfile.TemporaryDirectory(prefix="hierarchy-") as folder:
+        yield pathlib.Path(folder)
+
+
+def _reporter(progress):
+    return Progress() if progress else Progress.quiet()
+
+
+def _trajectory(folder, config, summary):
+    """The Trajectory of the result files in ``folder``."""
+    family = registry.family_of(config)
+    result = read_result(folder)
+    t = np.asarray(result["t"], dtype=float)
+    states = result.get(family.state_name)
+    if states is None:
+        raise HierarchyError(f"{folder}: no {family.state_name!r} array in result.npz",
+                             field="out")
+    columns = {}
+    for name, values in result.items():
+        if name in ("t", "labels", family.state_name) or not isinstance(values, np.ndarray):
+            continue
+        if values.ndim >= 1 and values.shape[0] == t.size:
+            columns[name] = values
+        elif values.ndim >= 2 and values.shape[1] == t.size:   # (runs, times, ...)
+            columns["runs" if name.endswith("_runs") and name[:-5] == family.state_name
+                    else name] = np.moveaxis(values, 1, 0)
+    summary = summary if isinstance(summary, dict) else {}
+    status = Status.COMPLETE if result.get("complete", True) else Status(
+        summary.get("status", Status.INTERRUPTED) or Status.INTERRUPTED)
+    return Trajectory(t=t, y=np.asarray(states, dtype=float), labels=list(result["labels"]),
+                      status=status, message=str(summary.get("message", "")),
+                      columns=columns,
+                      info={"summary": summary, "family": family.name,
+                            "time_label": family.time_label(config),
+                            "math_label": family.math_label})

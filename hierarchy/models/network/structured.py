@@ -1,0 +1,272 @@
+"""The ODE of a network on structured inputs ``x ~ N(0, Sigma)``: one block of ``q_b, r_b`` per
+distinct eigenvalue of ``Sigma`` (:mod:`.inputs`), for any activation and loss.
+
+The expectations depend on the state only through the local fields' covariance
+``C = sum_b f_b rho_b [[q_b, r_b], [r_b^T, t_b]]``, so the isotropic evaluators (term table,
+closed forms, compiled kernel, quadrature: :func:`~.field.network_system`) serve unchanged.
+What is new is how an update moves each block. The projection ``s = u.P_b x/sqrt(N)`` of a
+vector ``u`` on block ``b`` is jointly Gaussian with the fields ``z = (lambda, nu)``, with
+``E[s z] = f_b rho_b (u P_b w/(N f_b), u P_b w*/(N f_b))``; Gaussian regression gives
+``E[s F(z)] = E[s z]^T C^+ E[z F(z)]`` for any ``F`` (``E[z F(z)]`` lies in the range of
+``C``, so the pseudo-inverse is exact also for a singular ``C``, e.g. at ``w = 0``). With
+``B = E[z (dl/dlambda)^T]`` (``(K + M) x K``) and ``A = C^+ B``:
+
+    dq_b/dalpha = -eta rho_b (X_b A + A^T X_b^T) + eta^2 rho_b E[dl/dlambda dl/dlambda^T]
+                  - 2 eta ridge q_b,
+    dr_b/dalpha = -eta rho_b A^T [r_b; t_b] - eta ridge r_b,       X_b = [q_b, r_b],
+
+and a trained ``v`` moves as in the isotropic model at ``C``. One block with ``rho = 1`` is
+the isotropic ODE (``[q, r] C^+ B`` is the ``lambda`` rows of ``B``).
+
+``B`` comes from the isotropic evaluator of an *augmented* network: the teacher gets ``K``
+extra units with output weight 0 whose fields are copies of the student's (``nu_{M+k} =
+lambda_k``, covariance ``[[Q, R, Q], [R^T, T, R^T], [Q, R, Q]]``); their ``R`` drifts are
+``-eta E[dl/dlambda_i lambda_k]``, the full matrix that the symmetric ``Q`` drift does not
+give. The per-block update is linear in the block state given ``A``: it is one matrix product
+``(L, s) @ (s, s)`` over all blocks (:meth:`StructuredSystem.block_map`), never Python per
+block.
+"""
+
+import dataclasses
+
+import numpy as np
+from scipy import sparse
+
+from hierarchy.core.errors import HierarchyError
+from hierarchy.models.network.field import network_system
+
+#: eigenvalues of ``C`` below ``PINV_RCOND * max eigenvalue`` are its null space
+PINV_RCOND = 1e-12
+
+
+def augmented_network(net):
+    """``net`` on isotropic inputs with ``K`` extra teacher units of output weight 0 (see the
+    module docstring); its state is never integrated, only evaluated at a covariance."""
+    K, M = net.K, net.M
+    return dataclasses.replace(
+        net, inputs=None, M=M + K, teacher_second_layer=tuple(net.teacher_second_layer)
+        + (0.0,) * K, overlaps=tuple(tuple(float(i == j) for j in range(M + K))
+                                     for i in range(M + K)))
+
+
+def augmented_covariance(c, K):
+    """``[[Q, R, Q], [R^T, T, R^T], [Q, R, Q]]`` of ``C = [[Q, R], [R^T, T]]``."""
+    rows = np.concatenate([c, c[:K]], axis=0)
+    return np.concatenate([rows, rows[:, :K]], axis=1)
+
+
+def pseudo_inverse(c):
+    """``C^+`` by eigendecomposition (eigenvalues below :data:`PINV_RCOND` times the largest
+    are the null space, where ``E[z F(z)]`` has no component)."""
+    if not np.all(np.isfinite(c)):
+        return np.full(c.shape, np.nan)  # a rejected trial step: let the integrator see NaN
+    values, vectors = np.linalg.eigh(0.5 * (c + c.T))
+    keep = values > PINV_RCOND * max(float(values[-1]), 0.0)
+    inverse = np.where(keep, 1.0 / np.where(keep, values, 1.0), 0.0)
+    return (vectors * inverse) @ vectors.T
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectations:
+    """What the blocks need from the evaluator at ``C``.
+
+    ``eta_b``: ``eta B = eta E[z dl/dlambda^T]`` (``(K + M, K)``); ``corrector``: ``eta^2
+    E[dl/dlambda dl/dlambda^T]`` (``(K, K)``); ``v_drift``: the trained ``v``'s drift (no
+    ridge); ``eg``: the risk; ``covariance``: ``C``.
+    """
+
+    eta_b: np.ndarray
+    corrector: np.ndarray
+    v_drift: np.ndarray
+    eg: float
+    covariance: np.ndarray
+
+
+class StructuredSystem:
+    """The per-block ODE (:class:`~hierarchy.ode.system.System`; see the module docstring).
+
+    Parameters
+    ----------
+    net : hierarchy.models.network.model.Network
+        With ``net.inputs`` a :class:`~.inputs.StructuredInputs`.
+    engine : str
+        The isotropic evaluator's engine (:func:`~.field.network_system`).
+    """
+
+    def __init__(self, net, engine="auto"):
+        if net.inputs is None:
+            raise HierarchyError("the structured field needs model.inputs with a structured "
+                                 "covariance", field="model.inputs.covariance")
+        self.net = net
+        self.inputs = net.inputs
+        self.augmented = augmented_network(net)
+        self.evaluator = network_system(self.augmented, engine).evaluator
+        self.labels = list(net.labels)
+        self.n = len(self.labels)
+        self._positions = {label: j for j, label in enumerate(self.labels)}
+        K, M = net.K, net.M
+        self.per_block = self.inputs.per_block(K, M)
+        self._aug_n = len(self.augmented.labels)
+        self._aug_index = {label: j for j, label in enumerate(self.augmented.labels)}
+        self._r_rows = np.array([[self._aug_index[f"R{i + 1}.{m + 1}"] for m in range(M + K)]
+                                 for i in range(K)])
+        self._q_rows = np.array([[self._aug_index[f"Q{min(i, k) + 1}.{max(i, k) + 1}"]
+                                  for k in range(K)] for i in range(K)])
+        self._v_rows = np.array([self._aug_index[f"v{i + 1}"] for i in range(K)]
+                                if net.trained_second_layer else [], dtype=np.int64)
+        self.factor = 1.0
+
+    @property
+    def engine(self):
+        return f"{self.evaluator.engine} (structured, {self.inputs.blocks} blocks)"
+
+    def index(self, label):
+        """Position of ``label`` (``Q{k}.{i}@{b}`` with ``k > i`` is ``Q{i}.{k}@{b}``)."""
+        name, at, block = label.partition("@")
+        if name.startswith("Q") and "." in name:
+            i, _, k = name[1:].partition(".")
+            if i.isdigit() and k.isdigit() and int(i) > int(k):
+                label = f"Q{k}.{i}{at}{block}"
+        if label not in self._positions:
+            raise HierarchyError(f"{label!r} is not a label of this network; labels: "
+                                 f"{self.labels[0]} .. {self.labels[-1]}", field="label")
+        return self._positions[label]
+
+    # ------------------------------------------------------------------ expectations at C
+    def expectations(self, u):
+        """The :class:`Expectations` at state ``u``."""
+        net, K, M = self.net, self.net.K, self.net.M
+        u = np.asarray(u, dtype=float)
+        c = self.inputs.field_covariance(net, u)
+        v = u[self.n - K:] if net.trained_second_layer else np.array(net.second_layer, float)
+        out = self.evaluator.outputs_at(augmented_covariance(c, K), v)
+        drift_r = out[self._r_rows]                       # -eta E[dl_i zeta_j], zeta = (nu, lambda)
+        eta_b = -np.concatenate([drift_r[:, M:], drift_r[:, :M]], axis=1).T   # (K + M, K)
+        corrector = out[self._aug_n + self._q_rows]
+        return Expectations(eta_b=eta_b, corrector=corrector, v_drift=out[self._v_rows],
+                            eg=float(out[2 * self._aug_n]), covariance=c)
+
+    def block_map(self, expectations):
+        """``(W (s, s), h (s,), g (s,))``: a block's drift is ``rho_b (x_b W + c_b h + g)``.
+
+        ``x_b`` is the block's state row (``Q`` with ``i <= k``, then ``R``), ``c_b`` its
+        teacher scale; ``W`` the linear map ``X_b -> -(X_b A + A^T X_b^T), -A_q^T r_b``,
+        ``h`` the teacher part ``-A_nu^T T`` of ``dr_b``, ``g`` the corrector on ``Q``.
+        """
+        K, M = self.net.K, self.net.M
+        a = pseudo_inverse(expectations.covariance) @ expectations.eta_b         # (K + M, K)
+        s = self.per_block
+        basis = np.eye(s)
+        iu = np.triu_indices(K)
+        nq = len(iu[0])
+        q = np.zeros((s, K, K))
+        q[:, iu[0], iu[1]] = basis[:, :nq]
+        q[:, iu[1], iu[0]] = basis[:, :nq]
+        r = basis[:, nq:].reshape(s, K, M)
+        xa = np.concatenate([q, r], axis=2) @ a                                   # (s, K, K)
+        dq = -(xa + np.swapaxes(xa, 1, 2))
+        dr = np.swapaxes(a[:K], 0, 1) @ r                                         # (s, K, M)
+        W = np.concatenate([dq[:, iu[0], iu[1]], -dr.reshape(s, K * M)], axis=1)
+        h = np.concatenate([np.zeros(nq), -(a[K:].T @ self.net.overlap_matrix).reshape(-1)])
+        g = np.concatenate([expectations.corrector[iu], np.zeros(K * M)])
+        return W, h, g
+
+    def drift_and_corrector(self, u, expectations=None):
+        """``(f, g)`` at ``u``, ordered like :attr:`labels` (the ridge is in ``f``)."""
+        net, inputs = self.net, self.inputs
+        u = np.asarray(u, dtype=float)
+        e = self.expectations(u) if expectations is None else expectations
+        W, h, g = self.block_map(e)
+        blocks = inputs.block_state(net, u)
+        rho = inputs.eigenvalues[:, None]
+        drift = rho * (blocks @ W + inputs.teacher_scales[:, None] * h[None])
+        nq = net.K * (net.K + 1) // 2
+        if net.ridge:
+            drift[:, :nq] -= 2 * net.step * net.ridge * blocks[:, :nq]
+            drift[:, nq:] -= net.step * net.ridge * blocks[:, nq:]
+        f = np.zeros(self.n)
+        f[:drift.size] = drift.reshape(-1)
+        corrector = np.zeros(self.n)
+        corrector[:drift.size] = (rho * g[None]).reshape(-1)
+        if net.trained_second_layer:
+            f[drift.size:] = e.v_drift - net.step_second_layer * net.ridge * u[drift.size:]
+        return f, corrector
+
+    def rhs(self, u, t=0.0):
+        """``du/dalpha = f + g``."""
+        f, g = self.drift_and_corrector(u)
+        return f + g
+
+    def jacobian(self, u, t=0.0):
+        """The frozen-expectation Jacobian, for the implicit integrators' Newton iterations.
+
+        With the expectations at ``C`` held fixed the field is linear in each block, so its
+        Jacobian is block-diagonal, ``rho_b W^T`` (and the ridge) per block: a sparse
+        ``(n, n)`` matrix built in one call, never Python per block. The coupling of all blocks
+        through ``C`` (the expectations' dependence on the state) is left out; scipy's BDF and
+        Radau use the Jacobian only to solve their Newton iterations, so the solution's
+        accuracy is still set by their error control. This is what makes stiff spectra (power
+        laws with ``L = 10^4``) solvable: a dense Jacobian would need ``n^2`` entries.
+        """
+        net, inputs = self.net, self.inputs
+        W, _, _ = self.block_map(self.expectations(u))
+        s, L, K = self.per_block, inputs.blocks, net.K
+        nq = K * (K + 1) // 2
+        decay = np.concatenate([np.full(nq, 2.0), np.ones(s - nq)]) * net.step * net.ridge
+        blocks = inputs.eigenvalues[:, None, None] * W.T[None] - np.diag(decay)[None]
+        if getattr(self, "_block_index", None) is None:
+            first = np.arange(L)[:, None, None] * s
+            self._block_index = ((first + np.arange(s)[None, :, None]).repeat(s, 2).ravel(),
+                                 (first + np.arange(s)[None, None, :]).repeat(s, 1).ravel())
+        # built from (row, column) pairs: SuperLU solves it ~3x faster than bsr's csc
+        matrix = sparse.csc_matrix((blocks.ravel(), self._block_index), shape=(L * s, L * s))
+        if net.trained_second_layer:
+            v_part = sparse.identity(K, format="csc") * (-net.step_second_layer * net.ridge)
+            matrix = sparse.block_diag([matrix, v_part], format="csc")
+        return matrix
+
+    def eg(self, u):
+        """The population risk at ``u`` (no label noise)."""
+        return self.expectations(u).eg
+
+    def fields(self, u):
+        """The local fields' covariance ``C`` at ``u`` (``(K + M, K + M)``)."""
+        return self.inputs.field_covariance(self.net, u)
+
+    def quadrature_error(self, u):
+        """A bound on the quadrature error of ``f + g`` and of ``eg`` at ``u``: ``(rhs, eg)``.
+
+        The evaluator's error ``dB`` of ``eta B`` moves ``A`` by ``C^+ dB``, so a block's drift
+        by at most ``rho_b (2 |X_b| + |t_b|) |C^+| |dB|`` (spectral norms), plus ``rho_b``
+        times the corrector's error; 0 where everything is closed form.
+        """
+        net, K, M = self.net, self.net.K, self.net.M
+        u = np.asarray(u, dtype=float)
+        c = self.inputs.field_covariance(net, u)
+        v = u[self.n - K:] if net.trained_second_layer else np.array(net.second_layer, float)
+        error = self.evaluator.quadrature_error_at(augmented_covariance(c, K), v)
+        eg_error = float(error[2 * self._aug_n])
+        if not np.any(error):
+            return np.zeros(self.n), eg_error
+        d_b = np.linalg.norm(error[self._r_rows], 2)
+        d_g = float(np.max(error[self._aug_n + self._q_rows]))
+        inverse = np.linalg.norm(pseudo_inverse(c), 2)
+        grams = self.inputs.block_grams(net, u)
+        sizes = np.linalg.norm(grams, 2, axis=(1, 2))
+        bound = self.inputs.eigenvalues * (3 * sizes * inverse * d_b + d_g)
+        out = np.zeros(self.n)
+        out[:len(bound) * self.per_block] = np.repeat(bound, self.per_block)
+        if net.trained_second_layer:
+            out[-K:] = error[self._v_rows]
+        return out, eg_error
+
+
+def structured_system(net, engine="auto"):
+    """The :class:`StructuredSystem` of a network with structured inputs."""
+    return StructuredSystem(net, engine)
+
+
+def system_of(net, engine="auto"):
+    """The ODE of any teacher or mixture network: :func:`~.field.network_system` for
+    isotropic inputs and mixtures, :class:`StructuredSystem` for structured inputs."""
+    return network_system(net, engine) if net.inputs is None else StructuredSystem(net, engine)
