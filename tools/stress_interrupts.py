@@ -18,6 +18,7 @@ import argparse
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -58,22 +59,36 @@ def stop_hogs(hogs):
         hog.join(timeout=10)
 
 
-def run_round(workers, timeout):
-    """``(failed, passed, seconds, failing test ids)`` of one pytest run of the selection."""
+def run_round(workers, timeout, log=None):
+    """``(failed, passed, seconds, failing tests with pytest's reason)`` of one pytest run of
+    the selection; the whole output of a failing round is appended to ``log`` when given."""
     command = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider",
                "-n", str(workers), "--dist", "load", *SELECTION]
     start = time.monotonic()
+    # its own process group: a timeout or a Ctrl-C here ends pytest and its workers together
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return 1, 0, time.monotonic() - start, [f"timeout after {timeout} s"]
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    done = subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
     seconds = time.monotonic() - start
     counts = {word: int(number) for number, word in
               re.findall(r"(\d+) (failed|passed|error|errors)\b", done.stdout)}
     failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
-    ids = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.MULTILINE)
+    found = re.findall(r"^(?:FAILED|ERROR) (.+)$", done.stdout, re.MULTILINE)
+    ids = [line[:400] for line in found]
     if done.returncode != 0 and not failed:  # a crash, a collection error: count the round
         failed, ids = 1, [f"pytest exit {done.returncode}: {done.stdout.strip()[-300:]}"]
+    if done.returncode != 0 and log is not None:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(done.stdout + done.stderr)
     return failed, counts.get("passed", 0), seconds, ids
 
 
@@ -84,6 +99,7 @@ def main(argv=None):
     parser.add_argument("--hogs", type=int, default=os.cpu_count() or 1,
                         help="busy processes beside the tests (default: one per core)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per round")
+    parser.add_argument("--log", help="append the whole pytest output of failing rounds here")
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.workers < 1 or args.hogs < 0 or args.timeout <= 0:
         parser.error("--repeat and --workers must be >= 1, --hogs >= 0, --timeout > 0")
@@ -94,7 +110,7 @@ def main(argv=None):
     total = 0
     try:
         for number in range(1, args.repeat + 1):
-            failed, passed, seconds, ids = run_round(args.workers, args.timeout)
+            failed, passed, seconds, ids = run_round(args.workers, args.timeout, args.log)
             total += failed
             print(f"round {number}: {passed} passed, {failed} failed, {seconds:.0f} s, "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
