@@ -10,9 +10,23 @@ The suite runs on two pytest-xdist workers (``pyproject.toml``), which share one
 the default cache, whose per-module file locks make each kernel build once (see
 ``docs/testing.md``). A test writes only under its ``tmp_path``.
 """
+import signal
+
 import pytest
 
 from hierarchy.models.attention.variants import VARIANTS
+
+
+def pytest_configure(config):
+    """Give Ctrl-C its Python meaning in the test processes and everything they start.
+
+    A shell without job control starts a background command (``python -m pytest &`` in a
+    script, a CI step) with SIGINT ignored, and children inherit that: the tests that
+    interrupt a run with SIGINT would then see it run on. A handler set here is reset to the
+    default at every ``exec``, so the children start with Python's own KeyboardInterrupt.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(params=list(VARIANTS), ids=list(VARIANTS))
