@@ -101,8 +101,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per round")
     parser.add_argument("--log", help="append the whole pytest output of failing rounds here")
     args = parser.parse_args(argv)
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background by a script
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops it; children get SIGINT
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a background job of a script:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C works, children too
     if args.repeat < 1 or args.workers < 1 or args.hogs < 0 or args.timeout <= 0:
         parser.error("--repeat and --workers must be >= 1, --hogs >= 0, --timeout > 0")
     print(f"{args.repeat} rounds of {len(SELECTION)} selections, -n {args.workers}, "
