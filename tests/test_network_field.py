@@ -38,7 +38,7 @@ def test_labels_are_pinned():
 @pytest.mark.parametrize("tables, field", [
     ({"model": {"student": {"width": 0}}}, "model.student.width"),
     ({"model": {"student": {"activation": "__import__('os')"}}}, "model.student.activation"),
-    ({"model": {"student": {"activation": "abs(x)"}}}, "model.student.activation"),
+    ({"model": {"student": {"activation": "floor(x)"}}}, "model.student.activation"),  # abs(x) is a kink (issue 34)
     ({"model": {"student": {"widht": 2}}}, "model.student.widht"),
     ({"model": {"student": {"second_layer_values": [1.0]}}}, "model.student.second_layer_values"),
     ({"model": {"teacher": {"overlaps": [[1.0, 2.0], [2.0, 1.0]]}}}, "model.teacher.overlaps"),

@@ -5,13 +5,26 @@
    results checked equal (target >= 10x);
 2. the SGD ensemble (:class:`hierarchy.models.network.sgd.NetworkEnsemble`, all runs at once)
    against a plain per-run numpy loop written here (one run, one sample at a time), in samples
-   per second, both on the same network.
+   per second, both on the same network;
+3. the expectation engine (issue 29): time per field call of the new field (compiled engine,
+   relu/erf step moments) against the old one (the numpy Gauss-Hermite / QMC quadrature of
+   the same rows) for tanh K = M = 3, relu/erf K = M = 3 and logistic K = 2, their
+   difference against the old field's stated error, and the time of ``hierarchy solve`` to
+   alpha = 300 (default tolerances) with its certification, each under a wall-clock limit.
 
-Usage: ``python tools/bench_network.py [--quick]``
+Usage: ``python tools/bench_network.py [--quick] [--engine-only] [--limit SECONDS]``
 """
 import argparse
+import contextlib
+import json
 import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -84,12 +97,131 @@ def bench_sgd(dimension, runs, steps):
           f"per-run numpy loop {slow:,.0f} samples/s, ratio {fast / slow:.1f}")
 
 
+#: (student, teacher, K = M, loss, learning rate) of the engine's cases (relu K = 3 diverges
+#: at eta = 1)
+ENGINE_CASES = (("tanh", "tanh", 3, "mse", 1.0), ("relu", "erf", 3, "mse", 0.5),
+                ("erf", "erf", 2, "logistic", 1.0))
+
+
+def engine_config(student, teacher, width, loss, step=1.0):
+    return {"model": {"family": "network", "data": "teacher", "loss": loss, "ridge": 0.0,
+                      "student": {"width": width, "activation": student,
+                                  "second_layer": "fixed", "second_layer_values": []},
+                      "teacher": {"width": width, "activation": teacher, "noise": 0.0,
+                                  "overlaps": [], "second_layer_values": []}},
+            "init": {"source": "gaussian", "scale": 0.3, "seed": 1},
+            "solve": {"t_final": 300.0, "points": 61},
+            "sgd": {"step": step, "step_second_layer": "step", "dimension": 1000}}
+
+
+@contextlib.contextmanager
+def old_engine():
+    """The field as it was: no compiled engine, no relu/erf step moments (numpy quadrature)."""
+    from hierarchy.models.network import engine, field
+    saved = engine.engine_for, field.step_expectation
+    engine.engine_for = lambda expressions: None
+    field.step_expectation = lambda net, pattern: None
+    try:
+        yield
+    finally:
+        engine.engine_for, field.step_expectation = saved
+
+
+def engine_state(net):
+    rng = np.random.default_rng(2)
+    weights = rng.standard_normal((net.K, 64)) * 0.15
+    teacher = rng.standard_normal((net.M, 64))
+    return sgd.statistics(net, weights[None], teacher[None], np.ones((1, net.K)))[0]
+
+
+def solve_time(config, limit):
+    """``hierarchy solve`` of ``config`` in a fresh process: ``(wall s, CPU s, summary or
+    None)`` (the CPU time of the child, less sensitive to the machine's load)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "case.toml"
+        path.write_text(toml_text(config))
+        start = time.perf_counter()
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            subprocess.run([sys.executable, "-m", "hierarchy", "solve", str(path), "--out",
+                            str(Path(folder) / "out"), "--quiet"], capture_output=True,
+                           timeout=limit)
+        except subprocess.TimeoutExpired:
+            return time.perf_counter() - start, None, None
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
+        result = Path(folder) / "out" / "result.json"
+        return wall, used, (json.loads(result.read_text())["summary"] if result.exists()
+                            else None)
+
+
+def toml_text(config):
+    lines = []
+
+    def table(name, values):
+        simple = {k: v for k, v in values.items() if not isinstance(v, dict)}
+        lines.append(f"[{name}]")
+        for key, value in simple.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        for key, value in values.items():
+            if isinstance(value, dict):
+                table(f"{name}.{key}", value)
+
+    for name, values in config.items():
+        table(name, values)
+    return "\n".join(lines) + "\n"
+
+
+def bench_engine(limit, repeat):
+    from hierarchy.models.network.field import network_system
+    from hierarchy.models.network.model import network_from_config as from_config
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for student, teacher, width, loss, step in ENGINE_CASES:
+        config = engine_config(student, teacher, width, loss, step)
+        net = from_config(config)
+        state = engine_state(net)
+        new = network_system(net, target=1e-12)
+        with old_engine():
+            old = network_system(net)
+        new.rhs(state)  # builds what is built once
+        # a new state every call (the engine's groups keep their last evaluation)
+        states = iter(state * (1 + 1e-7 * k) for k in range(1, 2 * repeat + 2))
+        fast, t_new = timed(lambda: new.rhs(next(states)), repeat)
+        slow, t_old = timed(lambda: old.rhs(next(states)), repeat)
+        new_error = float(np.max(new.quadrature_error(state)[0]))
+        old_error = float(np.max(old.quadrature_error(state)[0]))
+        name = f"{student}/{teacher} K = M = {width} {loss}"
+        print(f"{name}: field call new {t_new * 1e3:.1f} ms ({new.engine}, stated error "
+              f"{new_error:.1e}), old {t_old * 1e3:.1f} ms (stated error {old_error:.1e}), "
+              f"ratio old/new {t_old / t_new:.2f}; largest difference "
+              f"{np.max(np.abs(fast - slow)):.1e}")
+        if t_new * 200 > limit:
+            print(f"  solve to alpha = 300: not attempted (one field call {t_new:.1f} s, a "
+                  f"solve takes hundreds; limit {limit:g} s)")
+            continue
+        wall, used, summary = solve_time(config, limit)
+        if summary is None:
+            print(f"  solve to alpha = 300: not finished within {limit:g} s")
+        else:
+            print(f"  solve to alpha = 300 (eta = {step:g}): {wall:.1f} s wall, {used:.1f} s "
+                  f"CPU (the whole command, fresh process), t reached "
+                  f"{summary['t_reached']:g}, status {summary.get('status')}, certified "
+                  f"{summary.get('certified')}, nfev {summary.get('nfev')}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and steps")
+    parser.add_argument("--engine-only", action="store_true", help="only part 3")
+    parser.add_argument("--limit", type=float, default=300.0,
+                        help="wall-clock limit of each solve (s)")
     args = parser.parse_args()
-    bench_field(8, 20 if args.quick else 100)
-    bench_sgd(1000, 20, 200 if args.quick else 1000)
+    if not args.engine_only:
+        bench_field(8, 20 if args.quick else 100)
+        bench_sgd(1000, 20, 200 if args.quick else 1000)
+    bench_engine(args.limit, 1 if args.quick else 3)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ This is a release check, not part of the default tests (it runs for a while on t
     python tools/mutation_check.py            # every mutation
     python tools/mutation_check.py --list     # the mutations only
     python tools/mutation_check.py -k xor     # those whose name contains "xor"
+    python tools/mutation_check.py -k net-kernel,hermite   # containing either text
 """
 
 import argparse
@@ -72,6 +73,11 @@ def mutation(name, path, original, new, tests, description):
 
 
 HOLES = "tests/test_mutation_holes.py"
+PATHS = "tests/test_compiled_paths.py"
+ESTIMATES = "tests/test_error_estimates.py"
+CLASSES = "tests/test_fixed_point_classes.py"
+NOISE = "tests/test_noise_moments.py"
+DIMENSIONS = "tests/test_dimension_statistics.py"
 GMM = "hierarchy/models/gmm"
 MC = "hierarchy/models/multiclass"
 ATT = "hierarchy/models/attention"
@@ -287,6 +293,157 @@ MUTATIONS = (
              "(probabilities[:, None] / w.shape[1])", "(probabilities[:, None] / (2 * w.shape[1]))",
              ["tests/test_spectra_population.py::test_xor_reduction_matches_brute_force"],
              "the v block of the XOR population halved"),
+    # ---- issue 33: compiled paths against their references (network kernel, attention SGD)
+    mutation("net-kernel-relu-dx-no-guard", "templates/network_field.pyx.j2",
+             "        if C[f[0] * D + f[0]] <= 0.0:\n            return 0.0\n"
+             "        return C[f[0] * D + f[1]] / sqrt(2.0 * M_PI * C[f[0] * D + f[0]])",
+             "        return C[f[0] * D + f[1]] / sqrt(2.0 * M_PI * C[f[0] * D + f[0]])",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled E[relu'(u) v] without its C_uu = 0 guard (NaN at Q = 0)"),
+    mutation("net-kernel-relu-dxg-angle-factor", "templates/network_field.pyx.j2",
+             "return a + C[f[1] * D + f[2]] * (M_PI - t) / (2.0 * M_PI)",
+             "return a + C[f[1] * D + f[2]] * (M_PI - t) / M_PI",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled relu E[g'(u) v g(w)]: (pi - t)/pi for (pi - t)/(2 pi)"),
+    mutation("net-kernel-erf-i3-no-one", "templates/network_field.pyx.j2",
+             "a = 1.0 + C[f[0] * D + f[0]]", "a = C[f[0] * D + f[0]]",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled erf I3 with C_uu for 1 + C_uu"),
+    mutation("net-kernel-erf-i4-sign", "templates/network_field.pyx.j2",
+             "+ c12 * c13 * c24 + c12 * c14 * c23", "- c12 * c13 * c24 + c12 * c14 * c23",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled erf I4: sign of the c12 c13 c24 term of Lambda0"),
+    mutation("net-kernel-relu-g-factor", "templates/network_field.pyx.j2",
+             "return sqrt(C[f[0] * D + f[0]] / (2.0 * M_PI))",
+             "return sqrt(C[f[0] * D + f[0]] / M_PI)",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled E[relu(u)] = sqrt(C_uu / pi) for sqrt(C_uu / (2 pi)) (a linear loss term)"),
+    mutation("net-kernel-wick-pair-index", "templates/network_field.pyx.j2",
+             "term = term * C[f[pairs[2 * p]] * D + f[pairs[2 * p + 1]]]",
+             "term = term * C[f[pairs[2 * p]] * D + f[pairs[2 * p]]]",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled Wick pair (a, b) read as (a, a)"),
+    mutation("net-kernel-first-v-skipped", "templates/network_field.pyx.j2",
+             "if v_index[r * V + j] >= 0:", "if v_index[r * V + j] > 0:",
+             [f"{PATHS}::test_compiled_network_kernel_equals_the_numpy_table"],
+             "compiled row weight skips the trained v_1 (off by one)"),
+    mutation("attention-direct-shift-one-percent", f"{ATT}/_sgd.pyx",
+             "shift = lr * mean_contraction(dG, C, k) / sq",
+             "shift = 1.01 * lr * mean_contraction(dG, C, k) / sq",
+             [f"{PATHS}::test_compiled_sgd_step_equals_the_numpy_step"],
+             "compiled direct step: the trace shift 1 % too large"),
+    mutation("attention-direct-identity-transposed", f"{ATT}/_sgd.pyx",
+             "small[i, j] = dG[b, i, j, k]", "small[i, j] = dG[b, j, i, k]",
+             [f"{PATHS}::test_compiled_sgd_step_equals_the_numpy_step"],
+             "compiled direct step with C = I: g_b transposed (the identity branch only)"),
+    mutation("attention-direct-forward-identity-transposed", f"{ATT}/_sgd.pyx",
+             "acc = raw[i, j]", "acc = raw[j, i]",
+             [f"{PATHS}::test_compiled_sgd_step_equals_the_numpy_step"],
+             "compiled direct G with C = I: x_j S x_i for x_i S x_j"),
+    mutation("attention-tied-centering-one-percent", f"{ATT}/_sgd.pyx",
+             "+ 2.0 * lr * mean_contraction(dG, C, k) / sq",
+             "+ 2.02 * lr * mean_contraction(dG, C, k) / sq",
+             [f"{PATHS}::test_compiled_sgd_step_equals_the_numpy_step"],
+             "compiled tied step: the centering term 1 % too large"),
+    mutation("attention-untied-decay-halved", f"{ATT}/_sgd.pyx",
+             "1.0 - lr * weight_decay / d, &UVcat[0, off]",
+             "1.0 - lr * weight_decay / (2 * d), &UVcat[0, off]",
+             [f"{PATHS}::test_compiled_sgd_step_equals_the_numpy_step"],
+             "compiled untied step: weight decay halved"),
+    # ---- issue 33: error estimates against the truth, both ways
+    mutation("hermite-error-no-safety", "hierarchy/models/network/quadrature.py",
+             "SAFETY = 1.25", "SAFETY = 1.0",
+             [f"{ESTIMATES}::test_gauss_hermite_error_bounds_the_true_error_within_its_factor"],
+             "Gauss-Hermite error |E_n - E_2n| alone (0.9x the true error: under-claims)"),
+    mutation("hermite-error-tripled", "hierarchy/models/network/quadrature.py",
+             "SAFETY = 1.25", "SAFETY = 3.75",
+             [f"{ESTIMATES}::test_gauss_hermite_error_bounds_the_true_error_within_its_factor"],
+             "Gauss-Hermite error over-claimed 3x"),
+    mutation("hermite-error-wide-vouched", "hierarchy/models/network/quadrature.py",
+             "return np.where(wide, np.inf, error)", "return error",
+             [f"{ESTIMATES}::test_gauss_hermite_error_is_not_vouched_for_beyond_the_trusted"
+              "_variances"],
+             "the two-order Gauss-Hermite error vouched for at any width (under-claims there)"),
+    mutation("qmc-error-per-replicate", "hierarchy/models/network/quadrature.py",
+             "return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))",
+             "return reps.std(axis=0, ddof=1)",
+             [f"{ESTIMATES}::test_qmc_standard_error_is_calibrated_against_relu_closed_forms"],
+             "QMC error: the replicates' spread, not the standard error of their mean (2.8x)"),
+    mutation("quadrature-field-error-third", "hierarchy/models/network/field.py",
+             "reps = self.replicate_outputs(u)\n        return reps.std(axis=0, ddof=1) / "
+             "np.sqrt(len(reps))",
+             "reps = self.replicate_outputs(u)\n        return reps.std(axis=0, ddof=1) / "
+             "len(reps)",
+             [f"{ESTIMATES}::test_quadrature_field_standard_error_is_calibrated_against_the_term"
+              "_table"],
+             "quadrature field's standard error divided by R for sqrt(R) (2.8x too small)"),
+    mutation("sigma-error-tripled", "hierarchy/models/network/diffusion.py",
+             "scale = 1.0 / np.sqrt(len(reps))", "scale = 3.0 / np.sqrt(len(reps))",
+             [f"{ESTIMATES}::test_sigma_and_stationary_covariance_errors_are_calibrated_against"
+              "_wick"],
+             "fixed_points.json: sigma_error and the stationary covariance's error 3x"),
+    mutation("stationary-covariance-error-third", "hierarchy/models/network/diffusion.py",
+             '"stationary_covariance_error": (covariances.std(axis=0, ddof=1) * scale).tolist()',
+             '"stationary_covariance_error": (covariances.std(axis=0, ddof=1) * scale / 3)'
+             ".tolist()",
+             [f"{ESTIMATES}::test_sigma_and_stationary_covariance_errors_are_calibrated_against"
+              "_wick"],
+             "fixed_points.json: the stationary covariance's error 3x too small"),
+    mutation("extrapolation-tail-factor-tripled", "hierarchy/core/extrapolation.py",
+             "spread = step * np.where(ratio > 0.5, ratio / (1.0 - ratio), 1.0)",
+             "spread = step * np.where(ratio > 0.5, 3 * ratio / (1.0 - ratio), 1.0)",
+             [f"{ESTIMATES}::test_epsilon_tail_factor_claims_the_error_of_a_logarithmic_sum"
+              "_within_its_factor"],
+             "the tail factor r/(1 - r) of slowly converging columns tripled (over-claims)"),
+    mutation("extrapolation-tail-factor-linear", "hierarchy/core/extrapolation.py",
+             "spread = step * np.where(ratio > 0.5, ratio / (1.0 - ratio), 1.0)",
+             "spread = step * np.where(ratio > 0.5, ratio, 1.0)",
+             [f"{ESTIMATES}::test_epsilon_tail_factor_claims_the_error_of_a_logarithmic_sum"
+              "_within_its_factor"],
+             "the tail factor r for r/(1 - r) (the geometric tail's sum dropped)"),
+    # ---- issue 33: fixed-point stability
+    mutation("fixed-points-no-neutral-band", "hierarchy/models/network/fixed_points.py",
+             "NEUTRAL_FACTOR = 10.0", "NEUTRAL_FACTOR = 0.0",
+             [f"{CLASSES}::test_a_jordan_block_split_by_the_jacobian_error_is_neutral"],
+             "no neutral band beyond 1e-8: a Jordan block split by the Jacobian's error is "
+             "called unstable"),
+    mutation("fixed-points-band-without-jordan-term", "hierarchy/models/network/fixed_points.py",
+             "(e + np.sqrt(e * float(np.linalg.norm(drift, 2))))", "(e + e)",
+             [f"{CLASSES}::test_a_jordan_block_split_by_the_jacobian_error_is_neutral"],
+             "the neutral band without the sqrt(e |J|) split of a defective zero eigenvalue"),
+    mutation("fixed-points-neutral-below-zero-is-stable",
+             "hierarchy/models/network/fixed_points.py",
+             "    if top < -band:\n", "    if top < band and top < 0:\n",
+             [f"{CLASSES}::test_the_rescaling_line_of_a_trained_linear_network_is_neutral"],
+             "a zero eigenvalue computed as -1e-11 classified stable"),
+    mutation("fixed-points-stable-flag", "hierarchy/models/network/fixed_points.py",
+             '"stable": stability == "stable"', '"stable": stability != "unstable"',
+             [f"{CLASSES}::test_stability_on_both_sides_of_the_learning_rate_threshold"],
+             "the boolean stable true at a neutral point"),
+    # ---- issue 33: label-noise moments of the term table
+    mutation("network-noise-moments-truncated", "hierarchy/models/network/derivation.py",
+             "np.arange(p - 1, 0, -2)", "np.arange(p - 1, 3, -2)",
+             [f"{NOISE}::test_degree_five_loss_table_equals_exact_gauss_hermite"],
+             "E xi^p without its factors 3 and 1: E xi^4 = 1, E xi^8 = 35 (fourth moment up)"),
+    mutation("network-noise-variance-for-std", "hierarchy/models/network/derivation.py",
+             'label = _sum(label, _atom("xi", 0, value=net.noise))',
+             'label = _sum(label, _atom("xi", 0, value=net.noise ** 2))',
+             [f"{NOISE}::test_degree_five_loss_table_equals_exact_gauss_hermite"],
+             "label noise sigma^2 xi for sigma xi in the term table"),
+    # ---- issue 33: the dimension study's statistics
+    mutation("dimension-slope-stderr-dof", "hierarchy/study/dimension_analysis.py",
+             "residual @ residual / (keep.sum() - 2)", "residual @ residual / (keep.sum() - 1)",
+             [f"{DIMENSIONS}::test_fitted_slope_and_its_standard_error_are_linregress"],
+             "slope standard error with n - 1 for n - 2 degrees of freedom"),
+    mutation("dimension-slope-stderr-uncentred", "hierarchy/study/dimension_analysis.py",
+             "(keep.sum() - 2) / np.sum((x - x.mean()) ** 2)", "(keep.sum() - 2) / np.sum(x ** 2)",
+             [f"{DIMENSIONS}::test_fitted_slope_and_its_standard_error_are_linregress"],
+             "slope standard error over sum x^2 for the centred sum of squares"),
+    mutation("dimension-noise-over-runs", "hierarchy/study/dimension_analysis.py",
+             "noise = spread / np.sqrt(runs)", "noise = spread / runs",
+             [f"{DIMENSIONS}::test_noise_level_of_a_spread_growing_from_zero_is_the_standard"
+              "_error_of_the_mean"],
+             "noise level sd / runs for sd / sqrt(runs)"),
 )
 
 
@@ -428,11 +585,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="print the mutations only")
     parser.add_argument("-k", dest="select", default="",
-                        help="only the mutations whose name contains this text")
+                        help="only the mutations whose name contains this text (several texts "
+                             "separated by commas: any of them)")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S,
                         help="seconds per test run (default %(default)s)")
     args = parser.parse_args(argv)
-    chosen = [m for m in MUTATIONS if args.select in m.name]
+    chosen = [m for m in MUTATIONS if any(text in m.name for text in args.select.split(","))]
     if not chosen:
         print(f"-k: no mutation name contains {args.select!r}", file=sys.stderr)
         return 2

@@ -8,7 +8,6 @@ progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
 """
 
 from hierarchy import actions
-from hierarchy.cli import listing
 from hierarchy.cli.parser import parse_index_list, parse_int
 from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
@@ -131,7 +130,10 @@ def solve(args, progress):
     """``hierarchy solve``: the config's family solves and writes; exit 0, 1 or 3."""
     config = loader.load_config(args.config)
     family = registry.family_of(config)
-    summary = actions.solve(config, args.out, progress)
+    summary = actions.solve(config, args.out, progress, overwrite=args.overwrite)
+    if summary.get("not_finite"):
+        report(f"{summary['not_finite']['message']} in {args.out}")
+        return EXIT_INCOMPLETE
     if not is_quiet(args) and summary.get("final"):
         print(family.format_summary(summary))
     if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
@@ -150,12 +152,16 @@ def solve(args, progress):
 def sgd(args, progress):
     """``hierarchy sgd``: online SGD of every seed; exit 0, 1 (diverged) or 130."""
     config = loader.load_config(args.config)
-    summary, table = actions.sgd(config, args.out, resume=args.resume, progress=progress)
+    summary, table = actions.sgd(config, args.out, resume=args.resume,
+                                 overwrite=args.overwrite, progress=progress)
     diverged = summary.get("diverged") if isinstance(summary, dict) else None
-    if diverged:
+    if diverged and not summary.get("stage"):  # an interrupted post-processing: exit 130
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
         report(f"{diverged['message']}; the rows before it are kept in {args.out} "
                "(marked incomplete)")
+        return EXIT_INCOMPLETE
+    if isinstance(summary, dict) and summary.get("not_finite"):
+        report(f"{summary['not_finite']['message']} in {args.out}")
         return EXIT_INCOMPLETE
     if table and not is_quiet(args):
         print(table)
@@ -165,6 +171,7 @@ def sgd(args, progress):
 def study(args, progress):
     """``hierarchy study``: the truncation study of a config (or the embedded one)."""
     config = study_config(args.config) if args.config is not None else None
+    actions.check_folder(args.out, "study", resume=args.resume, overwrite=args.overwrite)
     extra = {"overwrite": True} if args.overwrite else {}  # a plain run's call stays as it was
     summary = study_run.run_study(config, args.out, scheduler=args.scheduler,
                                   resume=args.resume, quiet=is_quiet(args), progress=progress,
@@ -253,10 +260,13 @@ def printed_value(value):
 def fixed_point_line(point):
     """One printed line: verdict, multiplicity, where it was searched from, the values."""
     if point.get("found") is False:
+        error = point.get("residual")
         return (f"not found    {point['searched']} (Newton residual "
-                f"{point['residual']:.1e})")
+                f"{'non-finite' if error is None else format(error, '.1e')})")
     verdict = {True: "stable       ", False: "unstable     ",
                None: "unclassified "}[point["stable"]]
+    if point.get("stability") == "neutral":  # neither contracting nor growing: a zero eigenvalue
+        verdict = "neutral      "
     count = point.get("multiplicity", 1)
     head = verdict + (f"x{count} " if count != 1 else "")
     if "searched" in point:
@@ -267,13 +277,15 @@ def fixed_point_line(point):
 
 def fixed_point_tally(record):
     """The closing line: how many points (multiplicities counted), stable, not found."""
-    count = {True: 0, False: 0, None: 0}
+    count = {True: 0, False: 0, None: 0, "neutral": 0}
     for point in record:
         if point.get("found") is not False:
-            count[point["stable"]] += point.get("multiplicity", 1)
+            key = "neutral" if point.get("stability") == "neutral" else point["stable"]
+            count[key] += point.get("multiplicity", 1)
     missed = sum(point.get("found") is False for point in record)
     line = (f"{sum(count.values())} fixed points or connected sets ({count[True]} stable, "
             f"{count[False]} unstable")
+    line += f", {count['neutral']} neutral" if count["neutral"] else ""
     line += f", {count[None]} not classified)" if count[None] else ")"
     if missed:
         line += f"; {missed} of the searched starts found no root"
@@ -286,6 +298,7 @@ def fixed_point_tally(record):
 
 def list_solvers(args, progress):
     """``hierarchy list``: the cached and generated solvers (:mod:`hierarchy.cli.listing`)."""
+    from hierarchy.cli import listing  # the attention family's imports, for this command only
     print(listing.solver_table())
 
 

@@ -11,6 +11,10 @@ import tomllib
 from hierarchy.config.fields import check_is_table, nearest, one_line
 from hierarchy.core.errors import HierarchyError
 
+#: deepest nesting of arrays and tables a config may hold (its deepest key is
+#: [model.mixture] arrays of arrays: 4); tomllib recurses once per level and fails near 1000
+MAX_NESTING = 32
+
 
 def read_toml(path):
     """Parse a TOML file; any failure is a one-line :class:`HierarchyError`."""
@@ -27,11 +31,30 @@ def read_toml(path):
             f"config file {path}: not UTF-8 text (byte {error.start}); a config is a TOML text "
             "file", field="config") from None
     try:
-        return tomllib.loads(text)
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         # tomllib's message already carries "(at line L, column C)".
         raise HierarchyError(f"config file {path}: malformed TOML: {one_line(str(error))}",
                              field="config") from None
+    except RecursionError:
+        raise HierarchyError(f"config file {path}: arrays or tables nested too deeply; "
+                             f"allowed: at most {MAX_NESTING} levels", field="config") from None
+    check_nesting(document, f"config file {path}")
+    return document
+
+
+def check_nesting(document, where):
+    """Refuse arrays and tables nested deeper than :data:`MAX_NESTING` (walked iteratively,
+    before any recursive merge or copy)."""
+    stack = [(document, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise HierarchyError(f"{where}: arrays or tables nested deeper than {MAX_NESTING} "
+                                 "levels", field="config")
+        children = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children)
 
 
 def deep_merge(base, update):

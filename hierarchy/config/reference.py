@@ -11,7 +11,7 @@ ones the code uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--c
 import math
 
 from hierarchy.config.loader import DEFAULTS, defaults_for
-from hierarchy.config.shared import MAX_POINTS, MAX_T_FINAL, MIN_ATOL, MIN_RTOL
+from hierarchy.config.shared import MAX_POINTS, MAX_T_FINAL, MIN_ATOL, MIN_RTOL, MIN_T_FINAL
 from hierarchy.core import registry
 from hierarchy.ode.integrate import METHODS
 from hierarchy.study.jobs import REFERENCES
@@ -39,7 +39,7 @@ KEY_HELP = {
                      markdown_choices(registry.family_names())),
     **getattr(DEFAULT_FAMILY, "key_help", {}),
     "solve.t_final": ("Horizon in the model's ODE time (also the last record time of `sgd` and `study`).",
-                      f"number in (0, {MAX_T_FINAL:g}]"),
+                      f"number in [{MIN_T_FINAL:g}, {MAX_T_FINAL:g}]"),
     "solve.points": ("Number of output (and SGD record) times, evenly spaced from 0 to `t_final`.",
                      f"integer in 2..{MAX_POINTS} (the trajectory must fit in memory)"),
     "solve.rtol": ("Relative tolerance of the integrator.", f"number >= {MIN_RTOL:g}"),

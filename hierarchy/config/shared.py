@@ -19,6 +19,9 @@ from hierarchy.ode.integrate import METHODS
 MAX_POINTS = 1_000_000
 #: Largest horizon: beyond it no adaptive solve or SGD run of these models ends in a day.
 MAX_T_FINAL = 1e6
+#: Smallest horizon: below it the output times crowd within a few ulps of 0 and the adaptive
+#: step of the integrator cannot advance past them (``t_final = 1e-300`` never ended).
+MIN_T_FINAL = 1e-6
 #: Smallest tolerances: ``rtol`` near the double-precision floor (scipy raises smaller ones
 #: to ``100 eps`` or never ends), ``atol`` far below any statistic's scale yet above where
 #: the mixtures' adaptive solves stall (``atol = 1e-20`` does not end).
@@ -40,8 +43,8 @@ DEFAULTS = {
 
 def validate_solve(section):
     """Check and normalise the shared keys of the ``[solve]`` table (in place)."""
-    section["t_final"] = fields.real(section, "solve", "t_final", minimum=0.0, strict=True,
-                                     maximum=MAX_T_FINAL)
+    section["t_final"] = fields.real(section, "solve", "t_final", minimum=MIN_T_FINAL,
+                                     strict=False, maximum=MAX_T_FINAL)
     section["points"] = fields.integer(section, "solve", "points", minimum=2,
                                        maximum=MAX_POINTS)
     section["rtol"] = fields.real(section, "solve", "rtol", minimum=MIN_RTOL, strict=False)

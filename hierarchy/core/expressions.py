@@ -8,15 +8,23 @@ is built node by node:
 - names given by the caller (``x``) and indexed names with integer literal indices
   (``G[1,2,1]``);
 - ``+ - * / **``, unary ``-`` and ``+``;
-- calls, with one positional argument, of :data:`FUNCTIONS`.
+- calls, with one positional argument, of :data:`FUNCTIONS` (and, when the caller allows
+  kinks, of :data:`KINKS`: ``abs``, ``Abs``, ``sign``).
 
 Everything else (attributes, other calls, subscripts of anything but an indexed name,
 strings, comprehensions, lambdas, keyword or starred arguments, comparisons, ...) is refused
 with a one-line :class:`~hierarchy.core.errors.HierarchyError` naming the node type. The text
 must be ASCII (Python folds look-alike letters such as ``ｅｖａｌ`` to ``eval``; refusing them
 keeps the whitelist exact). Work is bounded before sympy is called: text length, node count,
-nesting depth, constant exponents, the size of constants, nested exponentials, and the
+nesting depth, nested function calls (:data:`MAX_CALL_NESTING`: what sympy can still
+differentiate), constant exponents, the size of constants, nested exponentials, and the
 degree and number of terms the expression can expand to.
+
+Every sub-expression without a symbol is a constant: it is evaluated with bounded precision
+(:data:`CONSTANT_PRECISION` digits, by mpmath, whose exponents cannot overflow) and must be a
+finite real number of magnitude below :data:`MAX_MAGNITUDE` (``1/0``, ``0**-1``, ``log(0)``,
+``0/0``, ``sqrt(-1)``, ``log(-1)``, ``(-8)**(1/3)`` and ``(pi**100)**100`` are refused by
+name). No built expression holds ``zoo``, ``nan``, an infinity or the imaginary unit.
 """
 
 import ast
@@ -35,6 +43,13 @@ MAX_CONSTANT_DIGITS = 300  # digits of an exact constant built from literals (10
 MAX_EXPONENT = 100       # |constant exponent|
 MAX_DEGREE = 16          # polynomial degree the expression can expand to
 MAX_TERMS = 2_000        # terms the expression can expand to
+#: nested function calls, like tanh(tanh(...)): sympy's derivative recurses once per level
+#: (RecursionError at 150 levels of tanh); a network's field also takes the derivative's
+#: derivative and prints them, whose size grows with the square of the nesting (40 levels
+#: took minutes), so the limit is far below
+MAX_CALL_NESTING = 20
+CONSTANT_PRECISION = 15  # significant digits a constant is evaluated with
+MAX_MAGNITUDE = 1e300    # largest |constant| (a finite double with room to spare)
 
 FUNCTIONS = {
     "exp": sympy.exp, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "sinh": sympy.sinh,
@@ -42,6 +57,9 @@ FUNCTIONS = {
     "atan": sympy.atan, "log": sympy.log, "sqrt": sympy.sqrt,
 }
 CONSTANTS = {"pi": sympy.pi, "E": sympy.E}
+#: the kinks a caller may allow (``kinks=True``): ``|u|`` and ``sign(u)``
+KINKS = {"abs": sympy.Abs, "Abs": sympy.Abs, "sign": sympy.sign}
+_UNDEFINED = (sympy.zoo, sympy.nan, sympy.oo, -sympy.oo, sympy.I)
 NONSMOOTH_NAMES = frozenset({
     "Abs", "abs", "sign", "Max", "Min", "max", "min", "Heaviside", "Piecewise", "floor",
     "ceiling", "frac", "Mod", "DiracDelta", "re", "im", "arg", "conjugate",
@@ -68,7 +86,8 @@ _CONSTANT_COST = Cost(0, 1, 0)
 _SYMBOL_COST = Cost(1, 1, 0)
 
 
-def expression_from_text(text, field, names=None, indexed=None, hint="", max_degree=MAX_DEGREE):
+def expression_from_text(text, field, names=None, indexed=None, hint="", max_degree=MAX_DEGREE,
+                         kinks=False):
     """Build the sympy expression of user ``text`` without evaluating it.
 
     Parameters
@@ -86,6 +105,8 @@ def expression_from_text(text, field, names=None, indexed=None, hint="", max_deg
         What the text may use, appended to unknown-name errors.
     max_degree : int, optional
         The largest polynomial degree the expression may expand to.
+    kinks : bool, optional
+        Whether the kinks of :data:`KINKS` (``abs``, ``sign``) may be called.
 
     Returns
     -------
@@ -97,7 +118,8 @@ def expression_from_text(text, field, names=None, indexed=None, hint="", max_deg
         Anything outside the whitelist, or an expression too big to build or expand.
     """
     tree = _syntax_tree(text, field)
-    parser = _Builder(text, field, dict(names or {}), dict(indexed or {}), hint, max_degree)
+    parser = _Builder(text, field, dict(names or {}), dict(indexed or {}), hint, max_degree,
+                      kinks)
     try:
         return parser.build(tree.body)[0]
     except RecursionError:  # MAX_DEPTH keeps well below the limit; this is a last guard
@@ -145,10 +167,13 @@ def _show(text, limit=60):
 class _Builder:
     """Walks a whitelisted tree, returning ``(sympy expression, Cost)`` per node."""
 
-    def __init__(self, text, field, names, indexed, hint, max_degree):
+    def __init__(self, text, field, names, indexed, hint, max_degree, kinks=False):
         self.text, self.field, self.names, self.indexed = text, field, names, indexed
         self.source = text.strip()  # what ast.parse saw: node offsets refer to it
         self.hint, self.max_degree = hint, max_degree
+        self.functions = {**FUNCTIONS, **(KINKS if kinks else {})}
+        self.smooth_names = SMOOTH_NAMES + (", and the kinks abs, sign" if kinks else "")
+        self.calls = 0  # function calls open around the node being built
         listed = "".join(f"{name}, " for name in list(names) + [f"{n}[...]" for n in indexed])
         self.syntax = _SYNTAX.format(names=listed)
 
@@ -188,7 +213,7 @@ class _Builder:
         if isinstance(value, float):
             if not math.isfinite(value):
                 self.fail(f"number {_show(digits, 40)} is not finite")
-            return sympy.Float(value), _CONSTANT_COST
+            return self.checked(sympy.Float(value)), _CONSTANT_COST
         return sympy.Integer(value), _CONSTANT_COST
 
     def name(self, node):
@@ -198,7 +223,7 @@ class _Builder:
             return CONSTANTS[node.id], _CONSTANT_COST
         if node.id in self.indexed:
             self.fail(f"{node.id} must be indexed, like {node.id}[1,1,1]")
-        if node.id in FUNCTIONS or node.id in NONSMOOTH_NAMES:
+        if node.id in self.functions or node.id in NONSMOOTH_NAMES:
             self.fail(f"{node.id} is a function; call it, like {node.id}(...)")
         self.fail(f"unknown symbol(s) {node.id}; {self.hint or 'allowed: ' + self.syntax}")
 
@@ -268,22 +293,76 @@ class _Builder:
         func = node.func
         if not isinstance(func, ast.Name):
             self.refuse(node, f"Call of {type(func).__name__}")
-        if func.id in NONSMOOTH_NAMES:
-            self.fail(f"non-smooth function {func.id!r}; allowed: {SMOOTH_NAMES}")
-        if func.id not in FUNCTIONS:
-            self.fail(f"unknown function {func.id!r}; allowed: {SMOOTH_NAMES}")
+        if func.id in NONSMOOTH_NAMES and func.id not in self.functions:
+            self.fail(f"non-smooth function {func.id!r}; allowed: {self.smooth_names}")
+        if func.id not in self.functions:
+            self.fail(f"unknown function {func.id!r}; allowed: {self.smooth_names}")
         if node.keywords:
             self.refuse(node, "keyword argument")
         if len(node.args) != 1:
             self.fail(f"{func.id} takes exactly one argument, got {len(node.args)}")
-        arg, cost = self.build(node.args[0])
+        if self.calls >= MAX_CALL_NESTING:
+            self.fail(f"function calls are nested deeper than {MAX_CALL_NESTING} levels "
+                      "(sympy cannot differentiate much deeper)")
+        self.calls += 1
+        try:
+            arg, cost = self.build(node.args[0])
+        finally:
+            self.calls -= 1
         growth = cost.exponential + (func.id in _EXPONENTIAL)
         cost = Cost(max(cost.degree, 1), cost.terms, growth)
         self.bounded(cost)
-        return FUNCTIONS[func.id](arg), cost
+        return self.checked(self.functions[func.id](arg)), cost
 
     def checked(self, expr):
-        """Refuse exact constants that grew beyond MAX_CONSTANT_DIGITS (products of big literals)."""
+        """Refuse undefined values, and constants that are not finite reals of bounded size.
+
+        Exact rationals beyond :data:`MAX_CONSTANT_DIGITS` digits (products of big literals)
+        are refused before anything evaluates them; every other constant is evaluated with
+        :data:`CONSTANT_PRECISION` digits (:func:`constant_value`).
+        """
         if expr.is_Rational and max(abs(expr.p), abs(expr.q)).bit_length() > MAX_CONSTANT_DIGITS * 3.33:
             self.fail(f"a constant has more than {MAX_CONSTANT_DIGITS} digits")
+        if expr.has(*_UNDEFINED):
+            self.fail(f"{_undefined_words(expr)} in {_show(self.text)}; write a formula that "
+                      "is a finite real number for every real input")
+        if not expr.free_symbols:
+            value = constant_value(expr)
+            if value is None:
+                self.fail(f"the constant {_show(str(expr), 40)} is not a finite real number")
+            if not abs(value) < MAX_MAGNITUDE:
+                shown = f"{value:.3g}" if math.isfinite(value) else str(sympy.N(expr, 3))
+                self.fail(f"the constant {shown} is beyond double precision "
+                          f"(|c| < {MAX_MAGNITUDE:g})")
         return expr
+
+
+def constant_value(expr):
+    """The value of a symbol-free sympy expression as a float, or None when it is not a
+    finite real number (``zoo``, ``nan``, complex, or beyond any float exponent).
+
+    Evaluated with :data:`CONSTANT_PRECISION` digits by mpmath (bounded work; its exponents
+    are arbitrary, so ``pi**10000`` is ``3.15e4971``, not an overflow).
+    """
+    try:
+        value = sympy.N(expr, CONSTANT_PRECISION, maxn=4 * CONSTANT_PRECISION)
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        return None
+    if value.has(*_UNDEFINED) or not value.is_Number or value.is_real is not True:
+        return None
+    try:
+        magnitude = abs(float(value))
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if math.isnan(magnitude):
+        return None
+    return math.inf if math.isinf(magnitude) else float(value)
+
+
+def _undefined_words(expr):
+    """What makes ``expr`` undefined, in words."""
+    if expr.has(sympy.nan):
+        return "an undefined value (like 0/0 or oo - oo)"
+    if expr.has(sympy.zoo, sympy.oo, -sympy.oo):
+        return "an infinite value (like 1/0, 0**-1 or log(0))"
+    return "a complex value (like sqrt(-1) or log(-1))"

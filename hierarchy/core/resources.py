@@ -193,3 +193,48 @@ def check_ensemble_fits(*, runs, points, statistics, parameters, keys, field="sg
             f"{field}: the ensemble needs about {format_gib(runs * per_run)} (runs x points x "
             f"statistics and runs x weights), more than the {format_gib(budget)} available "
             f"(at most {int(budget // per_run)} runs fit){lower}", field=field)
+
+
+def check_expansion_fits(*, entries, bytes_per_entry, limit, what, keys, field):
+    """Refuse a symbolic expansion (a table of ``entries`` terms) that is too big to build.
+
+    The shared form of a family's estimate of its derived tables (the ``network`` family's
+    term table): ``entries`` against ``limit`` (its time) and ``entries × bytes_per_entry``
+    against :func:`memory_budget_bytes`, before anything is expanded.
+
+    Parameters
+    ----------
+    entries : int
+        Terms the expansion holds at once (predicted).
+    bytes_per_entry : int
+        Measured memory of one term.
+    limit : int
+        The most terms allowed (a bound on the time to build and evaluate them).
+    what : str
+        What is expanded, with the values that set its size (for the message).
+    keys : sequence of str
+        The config keys that set ``entries``, named in the message.
+    field : str
+        The field the error is attached to.
+
+    Raises
+    ------
+    HierarchyError
+        One line naming ``keys``, the predicted size and what is allowed.
+    """
+    need = entries * bytes_per_entry
+    budget = memory_budget_bytes()
+    if entries <= limit and need <= budget:
+        return
+    reason = (f"more than the {limit:.3g} allowed" if entries > limit else
+              f"about {format_gib(need)}, more than the {format_gib(budget)} available")
+    raise HierarchyError(f"{field}: {what} expands to {_sci(entries)} terms, {reason}; "
+                         f"lower {_either(keys)}", field=field)
+
+
+def check_evaluations(*, count, limit, what, keys, field):
+    """Refuse a pass of ``count`` evaluations (e.g. the risk at every recorded state of every
+    run, times the terms of each) beyond ``limit``; one line naming ``keys``."""
+    if count > limit:
+        raise HierarchyError(f"{field}: {what} takes {_sci(count)} term evaluations, more than "
+                             f"the {limit:.3g} allowed; lower {_either(keys)}", field=field)

@@ -33,7 +33,6 @@ import numbers
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.gmm.network import curvature_weights
 from hierarchy.models.multiclass.loss import block_weights
 from hierarchy.spectra.bulk import bulk_edge, magnitude_bulk_edge
 from hierarchy.spectra.eigen import alignment, batched_top_eigenpairs, top_eigenpairs
@@ -134,6 +133,9 @@ def _weights(kind, parameters, samples, labels):
         return block_weights(parameters, samples, labels)
     if kind == "network":
         return parameters.spectral_weights(samples, labels)
+    # imported here: the gmm package's import pulls in scipy.stats (start-up that the
+    # families without a mixture spectrum never need)
+    from hierarchy.models.gmm.network import curvature_weights
     return curvature_weights(parameters[0], parameters[1], samples, labels)
 
 

@@ -42,6 +42,7 @@ from sympy.core.function import AppliedUndef
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.expressions import MAX_DEGREE, SMOOTH_NAMES, expression_from_text
+from hierarchy.core.formula_bounds import check_integrable
 
 BUILTIN_LOSSES = ("quadratic", "mse", "softmax-mse", "expression")
 # model.tokens limit: a loss over L tokens has L² pieces (dense projections, Hessian ~ L⁴);
@@ -142,6 +143,7 @@ def parse_loss_expression(text, L, K, key="loss.expression"):
 
     expr = expression_from_text(text, key, indexed={"G": entry}, hint="use G[i,j,k] (1-based)")
     _check_smooth(expr, key)
+    check_integrable(expr, key)  # finite for every real G, slower than exp(c G^2)
     return expr
 
 
@@ -170,6 +172,7 @@ def activation(name, x, key):
             "or a smooth expression in x")
     expr = expression_from_text(name, key, names={"x": t}, hint=hint, max_degree=MAX_DEGREE // 2)
     _check_smooth(expr, key)
+    check_integrable(expr, key)  # finite for every real x, slower than exp(c x^2)
     return expr.xreplace({t: x})
 
 

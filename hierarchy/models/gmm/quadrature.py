@@ -8,7 +8,6 @@ in antithetic pairs ``(z, -z)``, which makes every odd moment exact.
 import functools
 
 import numpy as np
-from scipy.stats import norm, qmc
 
 #: default number of points (before antithetic doubling)
 POINTS = 4096
@@ -20,6 +19,8 @@ def normal_points(dimension, count=POINTS, seed=20240101):
 
     ``count`` is rounded up to a power of two.
     """
+    # imported here: scipy.stats costs a second of start-up that most commands never need
+    from scipy.stats import norm, qmc
     power = int(np.ceil(np.log2(max(count, 2))))
     uniform = qmc.Sobol(dimension, scramble=True, seed=seed).random_base2(power)
     z = norm.ppf(np.clip(uniform, 1e-12, 1 - 1e-12))

@@ -343,7 +343,7 @@ def truncated_moment(factors, c):
 LIFT = 1e-10
 
 
-def _lifted(c, scale):
+def lifted(c, scale):
     """``C`` with negative eigenvalues clipped (a finite-difference step off the PSD cone, as
     the quadrature's square root does), lifted by ``scale * LIFT`` on its diagonal."""
     values, vectors = np.linalg.eigh(c)
@@ -363,9 +363,9 @@ def orthant_expectation(net, pattern):
         return None
 
     def value(c):
-        return truncated_moment(factors, _lifted(c, 1.0))[0]
+        return truncated_moment(factors, lifted(c, 1.0))[0]
 
     def error(c):
-        once, integral = truncated_moment(factors, _lifted(c, 1.0))
-        return integral + np.abs(truncated_moment(factors, _lifted(c, 2.0))[0] - once)
+        once, integral = truncated_moment(factors, lifted(c, 1.0))
+        return integral + np.abs(truncated_moment(factors, lifted(c, 2.0))[0] - once)
     return value, error

@@ -8,7 +8,9 @@ with ``l' = dl/dyhat`` and ``dl/dlambda_i = l' v_i g'(lambda_i)`` (sympy's chain
 - ``dQ_ik = -eta E[dl/dlambda_i lambda_k + dl/dlambda_k lambda_i] - 2 eta alpha Q_ik``
   (drift ``f``) ``+ eta^2 E[dl/dlambda_i dl/dlambda_k]`` (corrector ``g``);
 - ``dv_k = -eta_v E[dl/dv_k] = -eta_v E[l' g(lambda_k)]`` (a trained second layer);
-- ``eg = E[l(yhat, y*)]``, ``y* = sum_n v*_n g*(nu_n)`` (no label noise).
+- ``eg = E[l(yhat, y*)]``, ``y* = sum_n v*_n g*(nu_n)`` (no label noise), or a polynomial
+  multi-index target ``y* = f*(nu)`` written in the atoms ``N_n = nu_n``
+  (:func:`target_label`; a non-polynomial one goes to the quadrature field).
 
 For teacher data and a loss whose ``l'`` (and, for ``eg``, ``l``) is a polynomial in ``yhat``
 and ``y``, every integrand is a polynomial in the *atoms* ``G_k = g(lambda_k)``, ``D_k =
@@ -23,23 +25,33 @@ field), so that each group is evaluated at once, by a closed form or by quadratu
 (:mod:`.closed_forms`, :mod:`.quadrature`). sympy derives the rules; it evaluates nothing per
 state.
 
-Other losses, more than four fields in a term, or mixture data: :func:`needs_full_quadrature`
-is true and the field integrates the per-sample gradients over the whole ``(K + M)``-dim
+Other losses (``l'`` of degree above :data:`MAX_TABLE_ERROR_DEGREE`, integrands of degree
+above :data:`MAX_WICK_DEGREE`), more than four fields in a term, or mixture data:
+:func:`needs_full_quadrature` is true and the field integrates the per-sample gradients over the whole ``(K + M)``-dim
 Gaussian (:mod:`.quadrature`).
 """
 
 import dataclasses
 import functools
 from collections import defaultdict
+from math import comb
 
 import numpy as np
 import sympy
 
 from hierarchy.models.network.activations import X, Y, YHAT
 from hierarchy.models.network.gradients import derivative
+from hierarchy.models.network.target import monomials as target_monomials
 
 #: most distinct local fields of one term evaluated by the term table
 MAX_FIELDS = 4
+#: largest degree of ``l'`` the term table expands (``(yhat - y)**4/4``); beyond, the
+#: rows multiply into thousands of patterns without closed form (``(yhat - y)**16``: 6341,
+#: each a quadrature per step) and the full quadrature's cost does not grow with the degree
+MAX_TABLE_ERROR_DEGREE = 3
+#: largest polynomial degree of an integrand of the table (Wick's theorem enumerates the
+#: pairings of its fields; mse with ``g = x**8`` is 30)
+MAX_WICK_DEGREE = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,9 +161,95 @@ def parity(expr):
     return 0
 
 
+@dataclasses.dataclass(frozen=True)
+class TableSize:
+    """What :func:`term_table` holds and does, predicted before it runs.
+
+    ``entries``: monomials of all rows before they are merged (the dict entries it holds at
+    once, and an upper bound on its rows); ``products``: monomial products of the
+    expansion (its work; the corrector's ``K (K + 1)/2 |l'|^2`` dominate).
+    """
+
+    entries: int
+    products: int
+
+
+def monomials(terms, yhat_atoms, label_atoms):
+    """Distinct monomials of ``sum c_ab yhat^a y^b`` with ``yhat`` a sum of ``yhat_atoms``
+    atoms and ``y`` one of ``label_atoms``: ``sum_(a, b) C(K + a - 1, a) C(B + b - 1, b)``
+    (homogeneous monomials of degree ``a`` in ``K`` atoms times those of degree ``b`` in
+    ``B``; distinct ``(a, b)`` give distinct monomials)."""
+    return sum(comb(yhat_atoms + a - 1, a) * comb(label_atoms + b - 1, b) for a, b in terms)
+
+
+def table_size(net):
+    """The :class:`TableSize` of :func:`term_table` from the widths and the loss's terms, or
+    None when no table is built (mixture data, ``l'`` not a polynomial).
+
+    ``E = monomials(l')`` per error, ``E2 = monomials(l'^2)`` per corrector row, ``L =
+    monomials(l)`` for the risk, with ``K`` student atoms and ``M`` teacher atoms (plus
+    ``xi`` with label noise); rows: ``K M`` of ``R``, ``K^2`` of ``Q``, ``K (K + 1)/2`` of the
+    corrector, ``K`` of a trained ``v``, one of the risk. Exact (``tests/test_formula_probe``
+    counts the expansion against it).
+    """
+    if not table_applies(net) or net.target is not None:
+        return None  # a multi-index target's label atoms are not counted here
+    error = _error_polynomial(net)
+    K, M = net.K, net.M
+    label = M + int(bool(net.noise))
+    square = {(a1 + a2, b1 + b2) for a1, b1 in error for a2, b2 in error}
+    e, e2 = monomials(error, K, label), monomials(square, K, label)
+    loss = polynomial_in(net.loss, YHAT, Y)
+    risk = monomials(loss, K, M) if loss is not None else 0
+    pairs = K * (K + 1) // 2
+    entries = K * M * e + K * K * e + pairs * e2 + (K * e if net.trained_second_layer else 0)
+    return TableSize(entries=entries + risk, products=pairs * e * e + entries)
+
+
 def needs_full_quadrature(net):
     """True when the term table does not apply (see the module docstring)."""
-    return net.data != "teacher" or _error_polynomial(net) is None or term_table(net) is None
+    if net.target is not None and target_monomials(net.target, net.M) is None:
+        return True  # a target that is not a polynomial in the nu's
+    return not table_applies(net) or term_table(net) is None
+
+
+def table_applies(net):
+    """Whether :func:`term_table` may be built: teacher data, ``l'`` a polynomial of degree
+    at most :data:`MAX_TABLE_ERROR_DEGREE`, integrands of polynomial degree at most
+    :data:`MAX_WICK_DEGREE` (:func:`integrand_degree`); else the full quadrature."""
+    if net.data != "teacher":
+        return False
+    error = _error_polynomial(net)
+    if error is None:
+        return False
+    degree = max((a + b for a, b in error), default=0)
+    return degree <= MAX_TABLE_ERROR_DEGREE and integrand_degree(net, degree) <= MAX_WICK_DEGREE
+
+
+def integrand_degree(net, error_degree):
+    """A bound on the polynomial degree of the table's integrands: the corrector's ``l'^2 g'_i
+    g'_k`` (``2 e d + 2 (d - 1)``) or the risk's ``l`` (``(e + 1) d``), ``d`` the largest
+    degree of a polynomial activation (0 when neither is one: no Wick sums)."""
+    degrees = [sympy.degree(g, X) for g in (net.student_activation, net.teacher_activation)
+               if g.is_polynomial(X) and g.free_symbols]
+    d = max(degrees, default=0)
+    return max(2 * error_degree * d + 2 * max(d - 1, 0), (error_degree + 1) * d)
+
+
+def target_label(net, one):
+    """The clean label as a polynomial in atoms: ``sum_n v*_n H_n`` (a committee teacher),
+    or a polynomial target ``f*(nu)`` in the atoms ``N_n`` (:func:`~.target.monomials`)."""
+    label = {}
+    if net.target is None:
+        for m in range(net.M):
+            label = _sum(label, _atom("H", m, value=net.teacher_second_layer[m]))
+        return label
+    for exponents, c in target_monomials(net.target, net.M).items():
+        term = {key: value * c for key, value in one.items()}
+        for m, power in enumerate(exponents):
+            term = _product(term, _power(_atom("N", m), power, one))
+        label = _sum(label, term)
+    return label
 
 
 def _error_polynomial(net):
@@ -179,9 +277,7 @@ def term_table(net):
     yhat = {}
     for k in range(K):
         yhat = _sum(yhat, v_of(k, ("G", k)))
-    label = {}
-    for m in range(M):
-        label = _sum(label, _atom("H", m, value=net.teacher_second_layer[m]))
+    label = target_label(net, one)
     clean_label = label
     if net.noise:
         label = _sum(label, _atom("xi", 0, value=net.noise))
@@ -261,6 +357,7 @@ def _groups(merged):
     return tuple(groups)
 
 
+@functools.lru_cache(maxsize=4096)
 def single_field_function(net, entry):
     """``h(x)`` of one pattern entry ``(teacher, a, b, c)``: ``g^a g'^b x^c`` or ``g*^a x^c``."""
     teacher, a, b, c = entry

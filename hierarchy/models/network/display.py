@@ -46,9 +46,11 @@ def render(net, format="text"):
 
 def _model_line(net):
     layer = "trained" if net.trained_second_layer else f"fixed {list(net.second_layer)}"
-    data = (f"teacher M = {net.M} ({net.teacher_activation_name}, v* = "
-            f"{list(net.teacher_second_layer)}, sigma = {net.noise:g})"
-            if net.data == "teacher" else f"mixture with S = {net.M} signal directions")
+    teacher = (f"teacher M = {net.M} ({net.teacher_activation_name}, v* = "
+               f"{list(net.teacher_second_layer)}, sigma = {net.noise:g})"
+               if net.target is None else
+               f"teacher M = {net.M} (target f* = {net.target_name}, sigma = {net.noise:g})")
+    data = teacher if net.data == "teacher" else f"mixture with S = {net.M} signal directions"
     return (f"network: student K = {net.K} ({net.student_activation_name}, second layer "
             f"{layer}); data: {data}; loss {net.loss_name}; ridge {net.ridge:g}; eta = "
             f"{net.step:g}, eta_v = {net.step_second_layer:g}")

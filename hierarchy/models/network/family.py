@@ -21,17 +21,25 @@ from hierarchy.config.statistics_start import (
     check_start,
 )
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.io import hold_signals, interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
 from hierarchy.models.base import ModelFamily
 from hierarchy.models.network import activations, inputs, mixture, starts
+from hierarchy.models.network.engine import TARGET_FACTOR
 from hierarchy.models.network.structured import system_of
+from hierarchy.models.network import resources as network_resources
 from hierarchy.models.network.model import (
+    BATCH_RATIO,
+    CONSTRAINTS,
     DATA,
+    MAX_BATCH,
     MAX_WIDTH,
     SECOND_LAYERS,
+    TEACHER_DEFAULTS,
+    check_batch,
+    check_plain_sgd,
     network_from_config,
     state_labels,
     teacher_labels,
@@ -40,11 +48,14 @@ from hierarchy.models.network import study as network_study
 from hierarchy.models.network.spectral import NetworkSpectra, block_names, check_spectra_network
 from hierarchy.spectra import config as spectra_config
 from hierarchy.spectra.job import run_ensemble
+from hierarchy.sgd.ensemble import RowValue
 from hierarchy.study import dimension_config
 from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
 from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.ode.system import integrate_system
 
+#: the a-posteriori check of a solve tightens the engine's target by this factor
+CHECK_FACTOR = 100.0
 #: largest ``sgd.dimension`` (the Gaussian start draws ``K x N`` weights)
 MAX_DIMENSION = 10_000_000
 
@@ -52,13 +63,21 @@ KEY_HELP = {
     "model.data": ("The data: `teacher` (x ~ N(0, I_N), y = sum_n v*_n g*(nu_n) + sigma xi) or "
                    "`mixture` (a labelled Gaussian mixture).", " \\| ".join(DATA)),
     "model.loss": ("The loss l(yhat, y): `mse` = (yhat - y)^2/2, `logistic` = "
-                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`.",
-                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression"),
+                   "log(1 + exp(-y yhat)) (labels +-1), or an expression in `yhat` and `y`, "
+                   "finite for every real input and growing more slowly than exp(c z^2), "
+                   "alone and with yhat, y as functions of the Gaussian fields, and smooth "
+                   "(no abs, sign, sqrt(u**2)).",
+                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression "
+                   f"(polynomial degree <= {activations.LOSS_DEGREE})"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",
                     "number in 0..1000"),
-    "model.student.width": ("Student width K (hidden units).", f"integer in 1..{MAX_WIDTH}"),
+    "model.student.width": ("Student width K (hidden units).",
+                            f"integer in 1..{MAX_WIDTH} (the term table of the field, "
+                            "predicted from K, M and the loss, must fit: mse to K = M = 21)"),
     "model.student.activation": ("Student activation g: `erf` means erf(x/sqrt 2); or an "
-                                 "expression in `x`.",
+                                 "expression in `x`, it and its derivative finite for every "
+                                 "real x and growing more slowly than exp(c x^2) (kinks: abs, "
+                                 "sign, sqrt(x**2), routed like relu).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x "
                                  f"(polynomial degree <= {activations.ACTIVATION_DEGREE})"),
     "model.student.second_layer": ("`fixed`: v stays at `second_layer_values`; `trained`: v is "
@@ -69,7 +88,7 @@ KEY_HELP = {
                                           "[] or K numbers of magnitude <= 1000"),
     "model.teacher.width": ("Teacher width M (`data = \"teacher\"`).",
                             f"integer in 1..{MAX_WIDTH}"),
-    "model.teacher.activation": ("Teacher activation g*.",
+    "model.teacher.activation": ("Teacher activation g* (the same rules as the student's).",
                                  f"{' | '.join(activations.ACTIVATIONS)} | expression in x"),
     "model.teacher.noise": ("Label noise sigma: y gets sigma xi, xi ~ N(0, 1).",
                             "number in 0..1000"),
@@ -81,6 +100,13 @@ KEY_HELP = {
                                '[], "drawn" or a symmetric positive semi-definite M x M matrix'),
     "model.teacher.second_layer_values": ("The teacher's second layer v*; `[]`: all 1.",
                                           "[] or M numbers of magnitude <= 1000"),
+    "model.teacher.target": ("A multi-index target y = f*(nu1, .., nuM) replacing "
+                             "sum_n v*_n g*(nu_n): an expression in nu1..nuM (whitelisted "
+                             "parser, never evaluated as code); `\"\"`: none. With a target, "
+                             "an explicit teacher activation or second_layer_values is an "
+                             "error. Polynomials and erf, erfc, tanh, atan, sin, cos of them; "
+                             "a committee sum_n c_n h(nu_n) is the teacher g* = h, v* = c.",
+                             '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
                     "`sgd.dimension`, and start from their Q, R.", "statistics | gaussian"),
@@ -101,6 +127,15 @@ KEY_HELP = {
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
                               "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
                               "\"step\" or a number > 0 and <= 1000"),
+    "sgd.batch": ("Mini-batch size B: B fresh samples per step, gradients averaged; time is "
+                  "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
+                  "corrector is divided by B. The ODE is that of B << N: B proportional to N "
+                  "(the large-batch limit) is refused.",
+                  f"integer in 1..{MAX_BATCH}; above 1, at most sgd.dimension/{BATCH_RATIO}"),
+    "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
+                       "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
+                       "start is normalised); `none`: the free step.",
+                       " | ".join(CONSTRAINTS)),
     **mixture.KEY_HELP,
     **inputs.KEY_HELP,
     **SGD_KEY_HELP,
@@ -124,6 +159,8 @@ class NetworkFamily(ModelFamily):
     show_formats = ("text", "latex")
     #: one step advances alpha by 1/N whatever sgd.step (the learning rate)
     step_count_key = None
+    #: the keys that set a run's size (named by resource and out-of-memory errors)
+    resource_keys = network_resources.SGD_KEYS
     key_help = KEY_HELP
     section_help = {
         "model": "A two-layer student yhat = sum_k v_k g(w_k.x/sqrt N), its data and its loss "
@@ -141,13 +178,13 @@ class NetworkFamily(ModelFamily):
         "model": {"data": "teacher", "loss": "mse", "ridge": 0.0,
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
-                  "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": []},
+                  "teacher": dict(TEACHER_DEFAULTS),
                   "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
-                "seed": 0, "paired_runs": PAIRED_RUNS},
+                "seed": 0, "paired_runs": PAIRED_RUNS, "batch": 1,
+                "constraint": "none"},
         "study": dict(network_study.STUDY_DEFAULTS),
         "spectra": dict(spectra_config.DEFAULTS),
     }
@@ -164,6 +201,7 @@ class NetworkFamily(ModelFamily):
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
+        check_batch(net, sgd["dimension"])
         sgd["paired_runs"] = check_paired_runs(sgd)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
@@ -171,6 +209,8 @@ class NetworkFamily(ModelFamily):
         init["statistics"] = check_start(init, starts.start_labels(net), self.name)
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
+        network_resources.check_table(net)
+        network_resources.check_sgd(config, net)
         if "study" in config:
             dimension_config.validate_study(config["study"])
         if "spectra" in config:
@@ -196,9 +236,14 @@ class NetworkFamily(ModelFamily):
     def system(self, config):
         """The :class:`~hierarchy.models.network.field.NetworkSystem` of ``config`` (the
         per-block :class:`~hierarchy.models.network.structured.StructuredSystem` with
-        structured inputs)."""
+        structured inputs); the expectation engine's target is
+        :data:`~.engine.TARGET_FACTOR` times the solve's ``atol``."""
         net = self.network(config)
-        return system_of(net)
+        system = system_of(net)
+        if hasattr(system, "set_quadrature_target"):  # the engine's target: 0.01 atol
+            atol = config.get("solve", {}).get("atol", self.defaults["solve"]["atol"])
+            system.set_quadrature_target(TARGET_FACTOR * float(atol))
+        return system
 
     def initial_state(self, config, system=None):
         """The start: ``[init.statistics]``, or the order parameters of a Gaussian draw."""
@@ -235,18 +280,15 @@ class NetworkFamily(ModelFamily):
                                        seed=table["seed"], start=start, scale=init["scale"],
                                        observer=observer, **loop)
 
-        def risk(trajectory):
-            # the loop may record more times than the outputs (the spectra's): keep the outputs
-            recorded = np.round(np.asarray(trajectory.t, dtype=float), 12)
-            rows = np.searchsorted(recorded, np.round(self.output_times(config), 12))
-            u_runs = np.asarray(trajectory.u_runs, dtype=float)[:, rows]
-            eg_runs = network_sgd.risk_along(self.system(config), u_runs)
-            alive = np.isfinite(eg_runs)
-            with np.errstate(invalid="ignore"):
-                mean = np.where(alive, eg_runs, 0.0).sum(axis=0) / alive.sum(axis=0)
-            return {"eg": [float(e) for e in mean], "eg_final": float(mean[-1]),
-                    "eg_source": "population risk of each run's statistics (field eg)",
-                    "result_arrays": {"eg": mean, "eg_runs": eg_runs}}
+        built = {}
+
+        def population_risk(state):  # the field is built once SGD is done, as it was
+            if "system" not in built:
+                built["system"] = self.system(config)
+            return built["system"].eg(state)
+
+        risk = RowValue("eg", population_risk,
+                        eg_source="population risk of each run's statistics (field eg)")
 
         adapter = None
         if config.get("spectra", {}).get("times"):
@@ -254,7 +296,7 @@ class NetworkFamily(ModelFamily):
                                      start, init["scale"],
                                      {**DEFAULT_SETTINGS, **config["solve"]})
         return run_ensemble(config, out_dir, run, self.output_times(config), adapter,
-                            state_name=self.state_name, on_finish=risk, resume=resume,
+                            state_name=self.state_name, row_value=risk, resume=resume,
                             progress=progress, dimension=int(table["dimension"]),
                             sampler="network SGD")
 
@@ -266,28 +308,38 @@ class NetworkFamily(ModelFamily):
         system = self.system(config)
         start = np.asarray(self.initial_state(config, system), dtype=float)
         times = self.output_times(config)
+
+        def solve():
+            return integrate_system(
+                system, start, (float(times[0]), float(times[-1])), t_eval=times,
+                method=str(settings["method"]), rtol=float(settings["rtol"]),
+                atol=float(settings["atol"]), progress=progress)
+
         with interruptible():
             try:
-                result = integrate_system(
-                    system, start, (float(times[0]), float(times[-1])), t_eval=times,
-                    method=str(settings["method"]), rtol=float(settings["rtol"]),
-                    atol=float(settings["atol"]), progress=progress)
+                result = solve()
             except SolveInterrupted as stop:
-                write_solution(out_dir, config, system, stop.result,
-                               interrupted=stop.result.message)
+                with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                    write_solution(out_dir, config, system, stop.result,
+                                   interrupted=stop.result.message)
                 raise
-        return write_solution(out_dir, config, system, result)
+
+            def check():  # the tightened solve: post-processing, after the trajectory is kept
+                if getattr(system, "adaptive", False) and result.status == Status.COMPLETE:
+                    return tightened_solve(system, solve)
+                return None
+            return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
         lines = [super().format_summary(summary)]
         if summary.get("eg_final") is not None:
             lines.append(f"  eg  {summary['eg_final']:.6g}  (population risk)")
-        error = summary.get("quadrature_error", {})
-        lines.append(f"field: {summary.get('engine', '')}; largest estimated quadrature error "
-                     f"of the field {error.get('field', 0.0):.3g}, of eg {error.get('eg', 0.0):.3g}"
-                     + ("" if error.get("certified", True) else
-                        "  -- NOT CERTIFIED: above the tolerance of the solve"))
+        lines.append(certification_line(summary))
         return "\n".join(lines)
+
+    def horizon_line(self, summary):
+        """The one line of a solve that cannot be certified (exit status 3)."""
+        return certification_line(summary)
 
     # 11 (N2)
     def study_model(self):
@@ -314,6 +366,7 @@ class NetworkFamily(ModelFamily):
         """The symmetric plateau (with its escape eigenvalue), the specialised point and the
         end of the solve, classified (:mod:`hierarchy.models.network.fixed_points`)."""
         from hierarchy.models.network import fixed_points as network_fixed_points
+        check_plain_sgd(self.network(config), "the fixed-point search")  # before any work
         if self.network(config).inputs is not None:
             raise HierarchyError("fixed points: the symmetric and specialised points are found "
                                  "for isotropic inputs only; allowed: model.inputs.covariance "
@@ -348,41 +401,134 @@ class NetworkFamily(ModelFamily):
         return note + "\n\n" + render(dataclasses.replace(net, inputs=None), format)
 
 
-def write_solution(out_dir, config, system, result, interrupted=None):
+def tightened_solve(system, solve):
+    """The a-posteriori check: ``solve()`` again with the engine's target divided by
+    :data:`CHECK_FACTOR`; returns ``(trajectory, eg along it)`` and restores the target."""
+    target = system.quadrature_target
+    system.set_quadrature_target(target / CHECK_FACTOR)
+    try:
+        tight = solve()
+        eg = np.array([system.eg(u) for u in tight.y])
+    finally:
+        system.set_quadrature_target(target)
+    return tight, eg
+
+
+def certify(config, system, result, eg, check=None):
+    """The ``quadrature_error`` summary of a solved trajectory (see :func:`write_solution`)."""
+    solve = config["solve"]
+    atol, rtol = float(solve["atol"]), float(solve["rtol"])
+    field_error = np.zeros(len(result.y))
+    eg_error = np.zeros(len(result.y))
+    for j, u in enumerate(result.y):
+        rhs_error, risk_error = system.quadrature_error(u)
+        field_error[j] = float(np.max(rhs_error, initial=0.0))
+        eg_error[j] = risk_error
+    scale = np.max(np.abs(result.y), axis=1, initial=1.0) if len(result.y) else np.ones(0)
+    tolerance = atol + rtol * scale
+    bad = (field_error > tolerance) | (eg_error > tolerance)
+    out = {"field": float(field_error.max(initial=0.0)), "eg": float(eg_error.max(initial=0.0)),
+           "target": getattr(system, "quadrature_target", None),
+           "times_checked": int(len(result.y))}
+    if check is not None:
+        tight, tight_eg = check
+        rows = min(len(tight.y), len(result.y))
+        state = np.max(np.abs(tight.y[:rows] - result.y[:rows]), axis=1, initial=0.0)
+        risk = np.abs(tight_eg[:rows] - eg[:rows])
+        bad[:rows] |= (state > tolerance[:rows]) | (risk > tolerance[:rows])
+        out.update(trajectory=float(state.max(initial=0.0)), eg_trajectory=float(risk.max(
+            initial=0.0)), check_factor=CHECK_FACTOR)
+    out["certified"] = bool(not bad.any())
+    out["first_uncertified"] = float(result.t[np.argmax(bad)]) if bad.any() else None
+    return out
+
+
+def certification_line(summary):
+    """One line: the field, its largest quadrature errors and whether the result is certified."""
+    error = summary.get("quadrature_error", {})
+    line = (f"field: {summary.get('engine', '')}; largest quadrature error of the field "
+            f"{error.get('field', 0.0):.3g}, of eg {error.get('eg', 0.0):.3g}")
+    if error.get("trajectory") is not None:
+        line += (f"; the solve with a {error.get('check_factor', CHECK_FACTOR):g}x tighter "
+                 f"quadrature moved the states by {error['trajectory']:.3g}, eg by "
+                 f"{error['eg_trajectory']:.3g}")
+    if error.get("certified", True):
+        return line + f" (certified at every output time against atol + rtol |u|)"
+    return (line + f" -- NOT CERTIFIED from alpha = {error.get('first_uncertified', 0.0):.6g}: "
+            "the quadrature error exceeds atol + rtol |u| of the solve")
+
+
+def write_solution(out_dir, config, system, result, interrupted=None, check=None):
     """Write ``result.npz`` (``t``, ``labels``, ``u``, ``eg``) and ``result.json``.
 
-    The summary adds ``eg_final``, the field's ``engine`` and the estimated quadrature error
-    of the field and of ``eg`` at the start and the last state (0 for closed forms);
-    ``certified`` is false when it exceeds the solve's ``atol + rtol |u|``.
+    The trajectory is written first, before any slow post-processing, marked incomplete
+    (``stage: "post-processing"``, ``eg`` NaN): an interrupt from there on keeps every row.
+    An interrupted solve stops there (``eg`` not computed). Otherwise ``eg`` is computed row
+    by row, then ``check()`` (the tightened solve, :func:`tightened_solve`, or None) and the
+    quadrature errors; an interrupt in any of them keeps the ``eg`` rows done, still
+    incomplete. The summary then adds ``eg_final``, the field's ``engine``,
+    ``teacher_overlaps`` and ``quadrature_error`` (:func:`certify`): the largest stated
+    quadrature error of the field and of ``eg`` over every output time; with the check the
+    largest change of the states and of ``eg`` it made; ``certified`` when at every output
+    time each of them is within the solve's ``atol + rtol max|u|``. ``certified`` is
+    repeated at the top level and ``beyond_horizon`` is its negation (``hierarchy solve``
+    exits 3). An ``eg`` that is not finite leaves the result incomplete (``not_finite``).
     """
     summary = trajectory_summary(result, interrupted=interrupted)
-    eg = np.array([system.eg(u) for u in result.y])
-    field_error, eg_error = 0.0, 0.0
-    for u in result.y[[0, -1]] if len(result.y) else ():
-        rhs_error, risk_error = system.quadrature_error(u)
-        field_error = max(field_error, float(np.max(rhs_error, initial=0.0)))
-        eg_error = max(eg_error, risk_error)
-    solve = config["solve"]
-    scale = float(np.max(np.abs(result.y), initial=0.0)) if len(result.y) else 0.0
     net = system.net
-    extra = {"eg": eg}
-    if net.inputs is not None:
-        extra.update(field_arrays(net, result.y))
-        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
-                             "trace": net.inputs.trace}
     summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
                                    in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
-    summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
-                   quadrature_error={"field": field_error, "eg": eg_error,
-                                     "certified": bool(eg_error <= solve["atol"] + solve["rtol"]
-                                                       * max(1.0, scale) or field_error == 0.0
-                                                       and eg_error == 0.0)})
+    summary["engine"] = system.engine
+    arrays = {}
+    if net.inputs is not None:
+        arrays = field_arrays(net, result.y)
+        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
+                             "trace": net.inputs.trace}
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})
-    write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays=extra,
-                 complete=result.status == Status.COMPLETE, state_name="u")
+    eg = np.full(len(result.t), np.nan)
+    if interrupted is not None:
+        summary["eg"] = "not computed: interrupted"
+        write_network_result(out_dir, config, result, eg, summary, False, arrays)
+        return summary
+    write_network_result(out_dir, config, result, eg, dict(summary, stage="post-processing",
+                                                          eg="not computed yet"), False, arrays)
+    done = 0
+    try:
+        for u in result.y:
+            eg[done] = system.eg(u)
+            done += 1
+        error = certify(config, system, result, eg, check() if check is not None else None)
+    except KeyboardInterrupt:
+        with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+            write_network_result(out_dir, config, result, eg,
+                                 dict(summary, stage="post-processing",
+                                      eg=f"interrupted: {done} of {len(eg)} rows computed"),
+                                 False, arrays)
+        raise
+    summary.update(eg_final=float(eg[-1]) if eg.size else None, quadrature_error=error,
+                   certified=error["certified"])
+    if not error["certified"]:
+        summary["beyond_horizon"] = True
+        summary["beyond_from"] = error["first_uncertified"]
+    complete = result.status == Status.COMPLETE and bool(np.all(np.isfinite(eg)))
+    if result.status == Status.COMPLETE and not complete:
+        count = int(np.sum(~np.isfinite(eg)))
+        summary["not_finite"] = {
+            "count": count, "t": float(result.t[np.argmin(np.isfinite(eg))]),
+            "message": f"eg is not finite at {count} of {len(eg)} output times (first: t = "
+                       f"{float(result.t[np.argmin(np.isfinite(eg))]):.6g}); the result is "
+                       "kept, marked incomplete"}
+    write_network_result(out_dir, config, result, eg, summary, complete, arrays)
+    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})  # after the result
     return summary
+
+
+def write_network_result(out_dir, config, result, eg, summary, complete, arrays=None):
+    """``result.npz`` and ``result.json`` of a solve (``complete`` as given); ``arrays``:
+    more arrays (the structured inputs' local fields)."""
+    write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
+                 summary=summary, extra_arrays={"eg": eg, **(arrays or {})},
+                 complete=complete, state_name="u", command="solve")
 
 
 def field_arrays(net, states):

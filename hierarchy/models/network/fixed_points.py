@@ -21,8 +21,16 @@ Three kinds of points (``kind`` of each result):
 - ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
   polished by Newton (scipy ``hybr``), when it is a root.
 
-The Jacobian is a central difference of the field (step :data:`~.linearisation.H`); a point is stable when
-every eigenvalue has a real part below ``-TOL``. Every stable point also carries its diffusive
+The Jacobian is a central difference of the field (step :data:`~.linearisation.H`). Each
+point gets a ``stability`` (:func:`stability_of`): ``"stable"`` when every eigenvalue has a
+real part below ``-band``, ``"unstable"`` when one is above ``+band``, and ``"neutral"`` when
+the largest real part is within ``band`` of zero: a zero eigenvalue (a conserved quantity, a line of fixed
+points such as the ``v -> c v``, ``w -> w / c`` rescaling of a trained linear network, or a
+bifurcation point), which a linearisation cannot classify. The band is the Jacobian's own
+accuracy, ``NEUTRAL_FACTOR (e + sqrt(e |J|))`` with ``e = |J_h - J_2h|`` (spectral norms) and at
+least ``TOL``: ``e`` moves a simple eigenvalue by about ``e``, and splits a defective zero
+eigenvalue (a Jordan block, as at the rescaling line) into ``+-sqrt(e |J|)``. ``stable`` is
+True only for ``"stable"``. Every stable point also carries its diffusive
 limit (``"diffusion"``, :func:`~.diffusion.diffusive_limit`): ``Sigma(u_*)`` with its
 quadrature error and the stationary covariance ``P`` of ``sqrt(N)(u - u_*)``
 (``J P + P J^T + Sigma = 0``), on :data:`DIFFUSION_REPLICATES` x :data:`DIFFUSION_POINTS`
@@ -38,11 +46,14 @@ import numpy as np
 from scipy.optimize import root
 
 from hierarchy.models.network.diffusion import diffusive_limit
-from hierarchy.models.network.linearisation import field_function, jacobian
+from hierarchy.models.network.linearisation import H, field_function, jacobian
+from hierarchy.models.network.model import check_plain_sgd
 from hierarchy.ode.integrate import integrate
 
 #: eigenvalues above ``-TOL`` are not contracting
 TOL = 1e-8
+#: the neutral band is this many times the Jacobian's estimated effect on an eigenvalue
+NEUTRAL_FACTOR = 10.0
 #: largest ``|field|`` at a root
 RESIDUAL = 1e-9
 #: two roots closer than this are the same point (modulo a permutation of the student units)
@@ -133,21 +144,39 @@ def residual(function, u):
     return float(value) if np.isfinite(value) else float("inf")
 
 
+def neutral_band(drift, error):
+    """Half-width of the band of real parts that cannot be told from zero (module
+    docstring): ``NEUTRAL_FACTOR (e + sqrt(e |J|))``, at least :data:`TOL`."""
+    e = float(np.linalg.norm(error, 2))
+    return max(TOL, NEUTRAL_FACTOR * (e + np.sqrt(e * float(np.linalg.norm(drift, 2)))))
+
+
+def stability_of(top, band):
+    """``"stable"``, ``"neutral"`` or ``"unstable"`` of the largest real part ``top``."""
+    if top < -band:
+        return "stable"
+    return "unstable" if top > band else "neutral"
+
+
 def classify(net, system, function, u, kind):
-    """The result dict of a root ``u``: ``u``, ``stable``, ``eigenvalues`` (ascending real
-    part), ``kind``, ``eg``, ``residual``, ``escape_eigenvalue`` (the largest real part) and
-    a printed ``note``."""
+    """The result dict of a root ``u``: ``u``, ``stable``, ``stability`` (:func:`stability_of`),
+    ``eigenvalues`` (ascending real part), ``kind``, ``eg``, ``residual``,
+    ``escape_eigenvalue`` (the largest real part), ``neutral_band`` and a printed ``note``."""
     u = np.asarray(u, dtype=float)
-    values = np.linalg.eigvals(jacobian(function, u))
+    drift = jacobian(function, u)
+    band = neutral_band(drift, drift - jacobian(function, u, 2 * H))
+    values = np.linalg.eigvals(drift)
     values = values[np.argsort(values.real)]
     listed = [float(e.real) if abs(e.imag) < 1e-9 else complex(e) for e in values]
     top = float(values.real.max())
+    stability = stability_of(top, band)
     risk, bound = clipped_risk(net, float(system.eg(u)), u)
     shown = f"eg = {risk:.6g}" if risk != 0.0 else f"eg = 0 (|eg| < {bound:.1g}, rounding)"
-    note = f"{kind}; {shown}; largest eigenvalue {top:.6g}"
-    return {"u": dict(zip(net.labels, map(float, u))), "stable": bool(top < -TOL),
-            "eigenvalues": listed, "kind": kind, "eg": risk, "eg_error": bound,
-            "escape_eigenvalue": top, "residual": residual(function, u), "note": note}
+    note = f"{kind}; {stability}; {shown}; largest eigenvalue {top:.6g}"
+    return {"u": dict(zip(net.labels, map(float, u))), "stable": stability == "stable",
+            "stability": stability, "eigenvalues": listed, "kind": kind, "eg": risk,
+            "eg_error": bound, "escape_eigenvalue": top, "neutral_band": band,
+            "residual": residual(function, u), "note": note}
 
 
 def clipped_risk(net, risk, u):
@@ -198,7 +227,9 @@ def committee_points(net, system, vanishing_step=False):
     -------
     list of dict
         The points found (a root with residual at most :data:`RESIDUAL`), as
-        :func:`classify` returns them; ``[]`` when the units are not exchangeable.
+        :func:`classify` returns them, and for each search that found none a record
+        ``found: False`` (:func:`not_found`: its kind, the Newton residual where it stopped);
+        ``[]`` when the units are not exchangeable.
     """
     if not exchangeable(net):
         return []
@@ -216,19 +247,35 @@ def committee_points(net, system, vanishing_step=False):
     found = []
     for kind, classes, guess in searches:
         point = solve_in_subspace(net, function, classes, guess)
-        if residual(function, point) < RESIDUAL:
-            found.append(classify(net, system, function, point, kind))
+        error = residual(function, point)
+        found.append(classify(net, system, function, point, kind) if error < RESIDUAL
+                     else not_found(net, point, kind, error))
     return found
+
+
+def not_found(net, point, kind, error):
+    """The record of a search that found no root: ``found: False``, the ``kind`` searched
+    for, where Newton stopped (``u``) and its residual (None when not finite)."""
+    return {"u": dict(zip(net.labels, map(float, point))), "stable": None, "eigenvalues": [],
+            "kind": kind, "found": False, "searched": kind,
+            "residual": float(error) if np.isfinite(error) else None,
+            "note": f"{kind}: no root found (largest |field| {error:.3g} > {RESIDUAL:g} where "
+                    "Newton stopped)"}
 
 
 def distinct(net, points):
     """The points, each root once modulo a permutation of the student units (the first kind
-    found is kept, and its note says which later kinds were the same point)."""
+    found is kept, and its note says which later kinds were the same point); searches that
+    found nothing are all kept."""
     kept = []
     for point in points:
+        if point.get("found") is False:
+            kept.append(point)
+            continue
         u = np.array(list(point["u"].values()))
-        same = next((k for k, first in enumerate(kept) if distance_modulo_permutation(
-            net, u, np.array(list(first["u"].values()))) < SAME), None)
+        same = next((k for k, first in enumerate(kept) if first.get("found") is not False
+                     and distance_modulo_permutation(
+                         net, u, np.array(list(first["u"].values()))) < SAME), None)
         if same is None:
             kept.append(point)
             continue
@@ -286,6 +333,7 @@ def fixed_points(net, system, end=None):
     end : array_like, optional
         The end of the solve from the config's start, polished and kept when it is a root.
     """
+    check_plain_sgd(net, "the fixed-point search")
     points = committee_points(net, system)
     if end is not None and np.all(np.isfinite(end)):
         function = field_function(system)

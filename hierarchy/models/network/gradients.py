@@ -34,6 +34,7 @@ from scipy.special import logsumexp, softmax
 from hierarchy.core.errors import HierarchyError
 
 from hierarchy.models.network.activations import VECTOR_LOSSES, X, Y, YHAT, output_symbols
+from hierarchy.models.network.target import numpy_target, nu_symbols
 
 #: atom name -> what it stands for, per student unit k or teacher unit n
 ATOMS = {"G": "g(lambda_k)", "D": "g'(lambda_k)", "L": "lambda_k", "H": "g*(nu_n)",
@@ -75,7 +76,12 @@ def symbolic_derivatives(net):
     H, N = symbols("H", M), symbols("N", M)
     g = sympy.Function("g")
     yhat_fn = sum(v[k] * g(L[k]) for k in range(K))
-    label = Y if net.data == "mixture" else sum(vs[n] * H[n] for n in range(M)) + SIGMA * XI
+    if net.data == "mixture":
+        label = Y
+    elif net.target is not None:  # a multi-index target f*(nu) in the atoms N_n
+        label = net.target.subs(dict(zip(nu_symbols(M), N)), simultaneous=True) + SIGMA * XI
+    else:
+        label = sum(vs[n] * H[n] for n in range(M)) + SIGMA * XI
     outputs, onehot = output_symbols(K)
     if net.loss_name in VECTOR_LOSSES:
         units = [v[k] * g(L[k]) for k in range(K)]
@@ -151,9 +157,12 @@ def second_derivative(activation):
     return sympy.diff(activation, X, 2).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
 
 
+@functools.lru_cache(maxsize=256)
 def derivative(activation):
-    """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``)."""
-    return sympy.diff(activation, X)
+    """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``; a step such as ``sign``:
+    0, its ``delta`` dropped as SGD's gradient drops it, ``lambda_k != 0`` almost surely;
+    memoised: the derivation asks for it once per pattern entry)."""
+    return sympy.diff(activation, X).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
 
 
 def numpy_function(expr, *args):
@@ -185,6 +194,7 @@ class SampleGradients:
         self.g_prime = numpy_function(derivative(net.student_activation), X)
         self.g_star = (numpy_function(net.teacher_activation, X) if net.data == "teacher"
                        else None)
+        self.target = (numpy_target(net.target, net.M) if net.target is not None else None)
         self.vector = net.loss_name in VECTOR_LOSSES
         if not self.vector:
             self.loss_function = numpy_function(net.loss, YHAT, Y)
@@ -203,7 +213,9 @@ class SampleGradients:
         return (np.asarray(y)[..., None] == self.classes).astype(float)
 
     def teacher_labels(self, nu, xi):
-        """``sum_n v*_n g*(nu_n) + sigma xi`` -> ``(B,)``."""
+        """``sum_n v*_n g*(nu_n) + sigma xi`` (or ``f*(nu) + sigma xi``) -> ``(B,)``."""
+        if self.target is not None:
+            return self.target(nu) + self.net.noise * np.asarray(xi)
         return np.sum(self.v_star * self.g_star(nu), axis=-1) + self.net.noise * np.asarray(xi)
 
     def loss(self, lam, v, y):

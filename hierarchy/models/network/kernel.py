@@ -21,8 +21,8 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.jit import cache
 from hierarchy.jit.render import render_template
 from hierarchy.models.network import closed_forms, quadrature
-from hierarchy.models.network.derivation import row_weights, sub_covariances
-from hierarchy.models.network.model import gram, second_layer_of
+from hierarchy.models.network.derivation import row_weights
+from hierarchy.models.network.model import second_layer_of
 
 TEMPLATE = "network_field.pyx.j2"
 #: the row kinds of the kernel, in the order of its enum
@@ -141,7 +141,7 @@ class CompiledField:
 
     def outputs(self, u):
         u = np.asarray(u, dtype=float)
-        return self.outputs_at(gram(self.net, u), second_layer_of(self.net, u))
+        return self.outputs_at(self.reference.gram(u), second_layer_of(self.net, u))
 
     def outputs_at(self, c, v):
         """``[f (n), g (n), eg]`` at the local fields' covariance ``c`` and second layer ``v``."""
@@ -154,7 +154,7 @@ class CompiledField:
                             terms, wick_c, pair_start, npairs, pairs, out, self.nout)
         for j in self.rest:
             group = self.table.groups[j]
-            values = self.reference.evaluators[j](sub_covariances(c, group.fields))
+            values = self.reference.group_values(j, c, v)
             np.add.at(out, group.target, row_weights(group, v) * values)
         return out
 
@@ -163,6 +163,10 @@ class CompiledField:
 
     def quadrature_error_at(self, c, v):
         return self.reference.quadrature_error_at(c, v)
+
+    def set_target(self, target):
+        """The target of the engine's rows (:meth:`~.field.TableField.set_target`)."""
+        self.reference.set_target(target)
 
 
 def compiled_field(reference, required=False):

@@ -4,8 +4,9 @@ A two-layer student ``yhat(x) = sum_k v_k g(lambda_k)``, ``lambda_k = w_k.x/sqrt
 from teacher data (``x ~ N(0, I_N)``, ``y = sum_n v*_n g*(nu_n) + sigma xi``) or from a Gaussian
 mixture (``mixture``, :mod:`hierarchy.models.network.mixture`), by online SGD on a
 loss ``l(yhat, y)`` with an optional ridge. :func:`network_from_config` checks every key of
-``[model]``, ``[model.student]``, ``[model.teacher]`` and the steps of ``[sgd]`` and raises a
-one-line :class:`~hierarchy.core.errors.HierarchyError` naming the field.
+``[model]``, ``[model.student]``, ``[model.teacher]`` and the steps of ``[sgd]``, and that
+every formula is finite and integrable (:mod:`.formulas`), and raises a one-line
+:class:`~hierarchy.core.errors.HierarchyError` naming the field.
 
 State labels (pinned): ``Q{i}.{k}`` (``1 <= i <= k <= K``), ``R{i}.{n}``, then ``v{i}`` when
 the second layer is trained; ``T{n}.{m}`` is a constant of the model (:attr:`Network.overlaps`).
@@ -19,7 +20,7 @@ import sympy
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network import activations
+from hierarchy.models.network import activations, formulas
 from hierarchy.models.network.inputs import inputs_from_config
 from hierarchy.models.network.laws import ISOTROPIC
 from hierarchy.models.network.mixture import mixture_from_config
@@ -28,15 +29,27 @@ from hierarchy.models.network.state import (  # noqa: F401 (re-exported)
     second_layer_of,
     state_labels,
 )
+from hierarchy.models.network.target import committee, parse_target
 
 DATA = ("teacher", "mixture")
 SECOND_LAYERS = ("fixed", "trained")
+#: ``[sgd] constraint``: none, or every ``w_k`` renormalised to ``|w_k|^2 = N`` after each step
+CONSTRAINTS = ("none", "sphere")
+#: largest ``[sgd] batch`` (the ODE holds for ``B = O(1)``; see :func:`check_batch`)
+MAX_BATCH = 4096
+#: the ODE's mini-batch bound: ``batch <= dimension / BATCH_RATIO`` (``B << N``)
+BATCH_RATIO = 100
 #: largest student or teacher width
 MAX_WIDTH = 64
 #: largest ``|ridge|``, ``sigma``, step and second-layer value (beyond: stiffness, overflow)
 MAX_PARAMETER = 1e3
 STUDENT_KEYS = ("width", "activation", "second_layer", "second_layer_values")
-TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values")
+TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values", "target")
+#: the teacher activation a ``target`` leaves at its default
+DEFAULT_TEACHER_ACTIVATION = "erf"
+#: ``[model.teacher]`` defaults (a mixture's data has no teacher: any other value is refused)
+TEACHER_DEFAULTS = {"width": 2, "activation": DEFAULT_TEACHER_ACTIVATION, "noise": 0.0,
+                    "overlaps": [], "second_layer_values": [], "target": ""}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +62,13 @@ class Network:
     ``activations.output_symbols``) with their config text in ``*_name``;
     ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
-    and ``eta_v``; ``mixture``: None for teacher data; ``inputs``: None for isotropic
-    inputs, else the :class:`~.inputs.StructuredInputs` of ``x ~ N(0, Sigma)``.
+    and ``eta_v``; ``mixture``: None for teacher data; ``batch``: ``B`` fresh samples per
+    step, gradients averaged; ``constraint``: ``"none"`` or ``"sphere"`` (every ``w_k``
+    renormalised to ``|w_k|^2 = N`` after each step); ``target``: a multi-index target
+    ``f*(nu1..nuM)`` (sympy, in :func:`~.target.nu_symbols`) replacing ``sum v*_n g*(nu_n)``,
+    or None (a committee target is today's teacher: ``target`` None, ``target_name`` its
+    text); ``inputs``: None for isotropic inputs, else the
+    :class:`~.inputs.StructuredInputs` of ``x ~ N(0, Sigma)``.
     """
 
     data: str
@@ -71,6 +89,10 @@ class Network:
     step: float = 1.0
     step_second_layer: float = 1.0
     mixture: object = None
+    batch: int = 1
+    constraint: str = "none"
+    target: sympy.Expr = None
+    target_name: str = ""
     inputs: object = None
 
     @property
@@ -145,26 +167,141 @@ def network_from_config(config):
     sgd = config["sgd"]
     step = fields.real(sgd, "sgd", "step", 0.0, True, MAX_PARAMETER)
     step_v = step_second_layer(sgd, step)
+    check_unused_tables(model, data)
+    batch = fields.integer({"batch": sgd.get("batch", 1)}, "sgd", "batch", 1, MAX_BATCH)
+    constraint = fields.choice({"constraint": sgd.get("constraint", "none")}, "sgd",
+                               "constraint", CONSTRAINTS)
     mixture = None
     if data == "mixture":
         mixture = mixture_from_config(config)
         M = mixture.signals
         teacher_g_name, teacher_g, v_star, sigma = "", sympy.S.Zero, (), 0.0
         overlaps = tuple(tuple(float(n == m) for m in range(M)) for n in range(M))  # T = I_S
+        target_name, target = "", None
     else:
         M = fields.integer(teacher, "model.teacher", "width", 1, MAX_WIDTH)
         teacher_g_name = fields.string(teacher, "model.teacher", "activation")
         teacher_g = activations.activation(teacher_g_name, "model.teacher.activation")
         v_star = _values(teacher, "model.teacher", M)
+        target_name, target = _target(teacher, M)
+        if target_name:
+            reduced = committee(target, M)
+            if reduced is not None:       # sum_n c_n h(nu_n): today's teacher, g* = h, v* = c
+                teacher_g, v_star = reduced
+                teacher_g_name, target = activation_name(teacher_g), None
+            else:
+                teacher_g, teacher_g_name, v_star = sympy.S.Zero, "", (0.0,) * M
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
         overlaps = _overlaps(teacher, M, config)
     inputs = inputs_from_config(config)
-    return Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
-                   teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
-                   loss=loss, loss_name=loss_name, ridge=ridge,
-                   trained_second_layer=layer == "trained", second_layer=v,
-                   teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
-                   step_second_layer=step_v, mixture=mixture, inputs=inputs)
+    if inputs is not None:
+        _plain_for_structured(batch, constraint, target)
+    net = Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
+                  teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
+                  loss=loss, loss_name=loss_name, ridge=ridge,
+                  trained_second_layer=layer == "trained", second_layer=v,
+                  teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
+                  step_second_layer=step_v, mixture=mixture, inputs=inputs, batch=batch,
+                  constraint=constraint, target=target, target_name=target_name)
+    formulas.check_network(net)
+    return net
+
+
+def _target(teacher, M):
+    """``(text, expression)`` of ``[model.teacher] target``, ``("", None)`` when empty; with a
+    target, an explicit teacher activation or second layer is refused (one line)."""
+    text = teacher.get("target", "")
+    if not isinstance(text, str):
+        raise HierarchyError(f"model.teacher.target must be a string (an expression in nu1.."
+                             f"nu{M}) or empty; got {fields.show(text)}",
+                             field="model.teacher.target")
+    if not text.strip():
+        return "", None
+    for key, default in (("activation", DEFAULT_TEACHER_ACTIVATION),
+                         ("second_layer_values", [])):
+        if teacher.get(key, default) != default:
+            raise HierarchyError(f"model.teacher.{key} cannot be set with model.teacher.target "
+                                 "(the target replaces sum_n v*_n g*(nu_n)); remove one",
+                                 field=f"model.teacher.{key}")
+    return text, parse_target(text, M)
+
+
+def activation_name(expr):
+    """The :data:`~.activations.ACTIVATIONS` name of an expression in ``x``, else its text."""
+    return next((name for name, g in activations.ACTIVATIONS.items() if g == expr), str(expr))
+
+
+def check_batch(net, dimension, field="sgd.batch"):
+    """Refuse ``B`` beyond ``N / BATCH_RATIO``: the ODE is that of ``B = O(1)``, ``B << N``.
+
+    The terms a mini-batch adds beyond ``g/B`` (the cross products of two samples of one
+    batch) are of relative order ``B/N`` per step; ``B`` proportional to ``N`` is the
+    large-batch regime, a different limit, refused here.
+    """
+    if net.batch > 1 and net.batch * BATCH_RATIO > dimension:
+        raise HierarchyError(f"{field} = {net.batch} must be at most sgd.dimension / "
+                             f"{BATCH_RATIO} = {dimension // BATCH_RATIO} (the ODE is that of "
+                             f"batches B << N; B proportional to N is not implemented)",
+                             field=field)
+
+
+def check_plain_sgd(net, what):
+    """Refuse, in one line, a mini-batch, the sphere or a multi-index target for ``what``:
+    a computation derived for single-sample free SGD on a committee teacher only."""
+    for field, plain, value in (("sgd.batch", 1, net.batch),
+                                ("sgd.constraint", "none", net.constraint),
+                                ("model.teacher.target", "", net.target_name if net.target
+                                 is not None else "")):
+        if value != plain:
+            raise HierarchyError(f"{field} = {value!r}: {what} is derived for single-sample "
+                                 f"free SGD on a committee teacher; use {field} = {plain!r}",
+                                 field=field)
+
+
+def _plain_for_structured(batch, constraint, target):
+    """Structured inputs have their own field: refuse what it does not derive (one line)."""
+    for field, plain, value in (("sgd.batch", 1, batch), ("sgd.constraint", "none", constraint),
+                                ("model.teacher.target", None, target)):
+        if value != plain:
+            raise HierarchyError(f"{field}: structured inputs (model.inputs) are derived for "
+                                 "single-sample free SGD on a committee teacher; allowed with "
+                                 f"them: {field} = {plain if plain is not None else chr(34) * 2}",
+                                 field=field)
+
+
+def check_sphere_start(net, u, field="init.statistics"):
+    """With ``constraint = "sphere"``, refuse a start whose ``Q_kk`` is not 1."""
+    if net.constraint != "sphere":
+        return
+    for k in range(1, net.K + 1):
+        value = float(np.asarray(u)[net.labels.index(f"Q{k}.{k}")])
+        if abs(value - 1.0) > 1e-12:
+            raise HierarchyError(f'{field}: sgd.constraint = "sphere" holds |w_k|^2/N = 1, so '
+                                 f"Q{k}.{k} must be 1 (got {value:g})", field=field)
+
+
+def check_unused_tables(model, data):
+    """Refuse a table the data law ignores (one line naming the key): ``[model.mixture]``
+    with teacher data, a ``[model.teacher]`` key with mixture data (the label noise of a
+    mixture is its ``snr``). A value equal to its default changes nothing and passes."""
+    if data == "teacher":
+        from hierarchy.models.network.mixture import DEFAULTS  # noqa: PLC0415 (optional part)
+        table = model.get("mixture", {})
+        fields.check_is_table(table, "model.mixture")
+        changed = [key for key in table if key not in DEFAULTS or table[key] != DEFAULTS[key]]
+        if changed:
+            raise HierarchyError(f'model.mixture.{changed[0]} is set but model.data = "teacher" '
+                                 'ignores [model.mixture]; set model.data = "mixture", or '
+                                 "remove [model.mixture]", field=f"model.mixture.{changed[0]}")
+        return
+    table = model.get("teacher", {})
+    changed = [key for key in table if table[key] != TEACHER_DEFAULTS.get(key)]
+    if changed:
+        hint = (" (a mixture's label noise is model.mixture.snr)" if changed[0] == "noise"
+                else "")
+        raise HierarchyError(f'model.teacher.{changed[0]} is set but model.data = "mixture" has '
+                             f"no teacher{hint}; remove it from [model.teacher], or set "
+                             'model.data = "teacher"', field=f"model.teacher.{changed[0]}")
 
 
 def step_second_layer(sgd, step):

@@ -29,8 +29,14 @@ import numpy as np
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import gram, second_layer_of
-from hierarchy.models.gmm.sgd import SampleWindow
-from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
+from hierarchy.models.network.sphere import renormalise
+from hierarchy.sgd.ensemble import (
+    RowValue,
+    check_ensemble,
+    rng_state,
+    set_rng_state,
+    simulate_ensemble,
+)
 
 
 def sqrt_psd(matrix):
@@ -187,25 +193,51 @@ class NetworkEnsemble:
         self.size = self.weights.size + self.v.size
         self.gradients = SampleGradients(net)
         self.data = data_law(net, self.gradients, self.dimension)
+        # imported here: the gmm package's import pulls in scipy.stats (a second of start-up
+        # that hierarchy solve never needs)
+        from hierarchy.models.gmm.sgd import SampleWindow
         self.window = SampleWindow(window, self.dimension)
 
     def sgd_step(self, x, y):
-        """One SGD step in place for every run (``x (runs, N)``, ``y (runs,)``)."""
+        """One SGD step in place for every run: ``x (runs, N)``, ``y (runs,)``, or a
+        mini-batch ``x (runs, B, N)``, ``y (runs, B)`` whose gradients are averaged; with
+        ``constraint = "sphere"`` every ``w_k`` is renormalised to ``|w_k|^2 = N`` after it."""
         net, root = self.net, math.sqrt(self.dimension)
-        lam = np.matmul(self.weights, x[:, :, None])[:, :, 0] / root
-        coef = self.gradients.dl_dlambda(lam, self.v, y)
+        if x.ndim == 2:
+            lam = np.matmul(self.weights, x[:, :, None])[:, :, 0] / root
+            coef = self.gradients.dl_dlambda(lam, self.v, y)
+            dv = self.gradients.dl_dv(lam, self.v, y) if net.trained_second_layer else None
+            update = (net.step / root) * coef[:, :, None] * x[:, None, :]
+        else:
+            lam = np.matmul(x, np.swapaxes(self.weights, 1, 2)) / root    # (runs, B, K)
+            v = self.v[:, None, :]
+            coef = self.gradients.dl_dlambda(lam, v, y)                   # (runs, B, K)
+            dv = (self.gradients.dl_dv(lam, v, y).mean(axis=1)
+                  if net.trained_second_layer else None)
+            update = (net.step / (root * x.shape[1])) * np.matmul(np.swapaxes(coef, 1, 2), x)
         if net.trained_second_layer:
-            self.v -= (net.step_second_layer / self.dimension) * (
-                self.gradients.dl_dv(lam, self.v, y) + net.ridge * self.v)
+            self.v -= (net.step_second_layer / self.dimension) * (dv + net.ridge * self.v)
         if net.ridge:
             self.weights *= 1.0 - net.step * net.ridge / self.dimension
-        self.weights -= (net.step / root) * coef[:, :, None] * x[:, None, :]
+        self.weights -= update
+        if net.constraint == "sphere":
+            renormalise(self.weights)
+
+    def draw(self):
+        """The next step's samples: ``x (runs, N)``, ``y (runs,)``, or for ``batch = B > 1``
+        ``x (runs, B, N)``, ``y (runs, B)`` (``B`` draws of the data law, in order)."""
+        if self.net.batch == 1:
+            return self.data.sample(self.directions, self.rng)
+        draws = [self.data.sample(self.directions, self.rng) for _ in range(self.net.batch)]
+        return (np.stack([x for x, _ in draws], axis=1),
+                np.stack([np.asarray(y) for _, y in draws], axis=1))
 
     def advance(self, count):
-        """``count`` steps, each on a fresh sample per run."""
+        """``count`` steps, each on ``batch`` fresh samples per run."""
         for _ in range(int(count)):
-            x, y = self.data.sample(self.directions, self.rng)
-            self.window.push(x[0], y[0])
+            x, y = self.draw()
+            self.window.push(x[0] if x.ndim == 2 else x[0, -1], y[0] if x.ndim == 2
+                             else y[0, -1])
             self.sgd_step(x, y)
 
     def statistics(self):
@@ -249,6 +281,8 @@ def start_ensemble(net, dimension, runs, seed=0, start=None, scale=1.0, window=0
     rng = np.random.default_rng(seed)
     if start is None:
         weights, directions = gaussian_weights(net, dimension, runs, rng, scale)
+        if net.constraint == "sphere":
+            renormalise(weights)
         return NetworkEnsemble(net, weights, directions, np.array(net.second_layer, float), rng,
                                window)
     state = np.asarray(start, dtype=float).reshape(net.size)
@@ -302,18 +336,16 @@ def run_sgd(net, dimension, runs, times, seed=0, start=None, scale=1.0, observer
 
 
 def risk_along(system, u_runs):
-    """``(runs, T)``: the population risk (the field's ``eg``) at every recorded state.
+    """``(runs, T)``: the population risk (the field's ``eg``) at every recorded state
+    (NaN where a state is not finite).
 
     For teacher data the risk of a network is a function of its statistics, so this is the
     exact population risk of each run's weights (not a test-set estimate).
     """
     u_runs = np.asarray(u_runs, dtype=float)
-    out = np.full(u_runs.shape[:2], np.nan)
-    for r, run in enumerate(u_runs):
-        for i, state in enumerate(run):
-            if np.all(np.isfinite(state)):
-                out[r, i] = float(system.eg(state))
-    return out
+    risk = RowValue("eg", system.eg)
+    return np.stack([risk.of_row(u_runs[:, row]) for row in range(u_runs.shape[1])], axis=1) \
+        if u_runs.shape[1] else np.full(u_runs.shape[:2], np.nan)
 
 
 def check_dimension(net, dimension, field="sgd.dimension"):

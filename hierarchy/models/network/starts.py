@@ -11,7 +11,7 @@
 
 import numpy as np
 
-from hierarchy.models.network.model import check_start_gram, state_labels
+from hierarchy.models.network.model import check_sphere_start, check_start_gram, state_labels
 
 
 def from_table(net, table):
@@ -26,6 +26,7 @@ def from_table(net, table):
             u[j] = net.second_layer[int(label[1:]) - 1]
         u[j] = table.get(label, table.get(label.partition("@")[0], u[j]))
     check_start_gram(net, u)
+    check_sphere_start(net, u)
     return u
 
 
@@ -69,6 +70,8 @@ def gaussian_start(net, dimension, scale, seed):
     if net.inputs is not None:
         return structured_gaussian_start(net, dimension, scale, seed)
     weights, teacher = gaussian_weights(net, dimension, scale, seed)
+    if net.constraint == "sphere":  # the constrained start: |w_k|^2 = N
+        weights = np.sqrt(dimension) * weights / np.linalg.norm(weights, axis=1, keepdims=True)
     return statistics_of(net, weights, teacher)
 
 

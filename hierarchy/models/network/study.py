@@ -22,7 +22,9 @@ import numpy as np
 from hierarchy.config.statistics_start import check_sgd_ensemble
 from hierarchy.core.registry import family_of
 from hierarchy.models.network import sgd
+from hierarchy.models.network.resources import check_risk_pass
 from hierarchy.models.network.structured import system_of
+from hierarchy.models.network.model import check_batch
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
 from hierarchy.ode.system import integrate_system
 from hierarchy.sgd.paired import solve_starts
@@ -104,12 +106,14 @@ def check(config):
     low = sgd.minimum_dimension(net)
 
     def one(dimension, runs):
+        check_batch(net, dimension, field="sgd.batch")  # B << N at every study dimension
         check_sgd_ensemble(config, dimension, runs, width=net.K + net.M,
                            statistics=len(net.labels), keys=RESOURCE_KEYS,
                            field="study.dimensions", steps=False)
         if net.inputs is not None:
             net.inputs.check_dimension(net, dimension, "study.dimensions")
     dimension_config.check_study_dimensions(config, low, "student plus teacher width", one)
+    check_risk_pass(net, config["study"]["runs"], config["solve"]["points"], "study.runs")
 
 
 STUDY = DimensionStudy(observables, ode, ensemble, check=check, paired_odes=odes_from_starts)

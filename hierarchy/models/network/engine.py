@@ -1,0 +1,336 @@
+"""The compiled, adaptive expectation engine: ``E[prod_f h_f(z_f)]``, ``z ~ N(0, C)``, ``d <= 4``.
+
+Every row of the term table without a closed form (:mod:`.derivation`, :mod:`.closed_forms`)
+is such an expectation of single-field functions ``h_f`` (``g^a g'^b x^c``) of at most four
+jointly Gaussian local fields. The engine evaluates it in C
+(``templates/network_engine.pyx.j2``), with no Python per point:
+
+- **the factor**: a pivoted Cholesky factor ``z = L xi``, ``xi ~ N(0, I_r)``, ``r = rank C``,
+  kinked fields pivoted first; a field whose conditional variance vanishes (a singular ``C``,
+  e.g. a start at ``Q = 0`` or a student equal to a teacher) ends at an earlier level, a
+  field of zero variance is the constant ``h_f(0)``;
+- **nested one-dimensional rules**, one level per ``xi_j``: a level where no kinked field
+  ends integrates ``phi(xi)`` times the rest by the trapezoid rule on ``[-U, U]`` (``U = 9``:
+  the tail beyond is below ``1e-18``), which converges geometrically for functions analytic in
+  a strip, faster than Gauss-Hermite for ``tanh`` and the sigmoid (their poles near the real
+  axis make Gauss-Hermite's error stall and jump: its two-order estimate is no bound, measured
+  in the tests and in ``docs/network.md``); a level where kinked fields end (``relu``'s step
+  and ramp, ``abs``, a hinge: ``Heaviside``, ``Max``, ``Min``, ``Abs``, ``sign`` with arguments
+  linear in ``x``) is split at the kinks of those fields, exact locations in ``xi_j`` given
+  the outer levels, and each smooth piece gets Gauss-Legendre;
+- **adaptivity**: the rules are raised through :data:`SMOOTH_POINTS` / :data:`LEGENDRE_POINTS`
+  until two consecutive orders agree to the row's target; the finer value is kept and the
+  difference is its stated error (both rules converge geometrically on smooth pieces, so the
+  finer value's error is far below the difference; the tests check the bound at every point).
+
+The C of each ``h_f`` is printed from its sympy expression (:func:`c_function`; ``relu``'s
+step is ``x > 0``, the SGD's subgradient). One module per set of functions, built and cached
+by :mod:`hierarchy.jit`. :func:`engine_for` returns None, after a :class:`RuntimeWarning`, when
+a function has a kink the engine cannot place or the module cannot be compiled; the caller
+then keeps its numpy quadrature.
+"""
+
+import functools
+import math
+import warnings
+
+import numpy as np
+
+#: trapezoid points on ``[-U, U]`` of a level without a kink, by order
+SMOOTH_POINTS = (25, 33, 49, 65, 97, 129, 193, 257)
+#: Gauss-Legendre points per piece of a level with kinks, by order
+LEGENDRE_POINTS = (12, 16, 24, 32, 48, 64, 96, 128)
+#: highest order tried, by the rank of the covariance (the number of nested levels ``r``:
+#: the cost is ``points^r``)
+MAX_ORDER = (7, 7, 6, 4, 3)
+#: the same when the innermost level is a table (one smooth field ends there, ``r >= 3``:
+#: the cost is ``points^(r - 1)``)
+MAX_ORDER_TABLE = (7, 7, 6, 6, 5)
+#: the default target of one output's quadrature error (the solve's ``atol`` times
+#: :data:`TARGET_FACTOR` when the family knows it)
+DEFAULT_TARGET = 1e-12
+#: the engine's target relative to the solve's ``atol``
+TARGET_FACTOR = 0.01
+TEMPLATE = "network_engine.pyx.j2"
+#: what runs on numpy when the engine cannot be had (the fallback warning's subject)
+WHAT = "the network family's expectation engine"
+
+_modules = {}
+_warned = set()
+
+
+class UnsupportedFunction(ValueError):
+    """A single-field function whose kinks the engine cannot place."""
+
+
+@functools.cache
+def _rules():
+    """``(smooth, legendre, legendre_start, lx, lw)`` arrays of the orders."""
+    starts, xs, ws = [], [], []
+    offset = 0
+    for n in LEGENDRE_POINTS:
+        x, w = np.polynomial.legendre.leggauss(n)
+        starts.append(offset)
+        xs.append(x)
+        ws.append(w)
+        offset += n
+    return (np.array(SMOOTH_POINTS, dtype=np.int32), np.array(LEGENDRE_POINTS, dtype=np.int32),
+            np.array(starts, dtype=np.int32), np.concatenate(xs), np.concatenate(ws))
+
+
+def kinks(expr):
+    """The points where ``expr`` (in ``activations.X``) has a kink or a step, sorted.
+
+    Raises
+    ------
+    UnsupportedFunction
+        A non-smooth piece whose switching argument is not linear in ``x``.
+    """
+    import sympy
+
+    from hierarchy.models.network.activations import X
+    points = set()
+
+    def root(argument):
+        argument = sympy.expand(argument)
+        if not argument.has(X):
+            return
+        poly = sympy.Poly(argument, X) if argument.is_polynomial(X) else None
+        if poly is None or poly.degree() != 1:
+            raise UnsupportedFunction(f"the kink of {expr} is not at a root of a linear "
+                                      "function of x")
+        a, b = (float(c) for c in poly.all_coeffs())
+        points.add(-b / a)
+
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.DiracDelta)):
+            if isinstance(node, sympy.DiracDelta):
+                raise UnsupportedFunction(f"{expr} holds a delta function")
+            root(node.args[0])
+        elif isinstance(node, (sympy.Max, sympy.Min)):
+            args = node.args
+            for i in range(len(args)):
+                for j in range(i + 1, len(args)):
+                    root(args[i] - args[j])
+        elif isinstance(node, sympy.Piecewise):
+            for _, condition in node.args:
+                if isinstance(condition, sympy.core.relational.Relational):
+                    root(condition.lhs - condition.rhs)
+                elif condition not in (sympy.true, sympy.false):
+                    raise UnsupportedFunction(f"the pieces of {expr} are not half-lines")
+    return tuple(sorted(points))
+
+
+def c_function(expr):
+    """The C expression of ``expr`` in the variable ``x`` (sympy's C99 printer; the step
+    ``Heaviside(u)`` is ``u > 0``, 0 at 0, the subgradient the SGD uses)."""
+    from sympy.printing.c import C99CodePrinter
+
+    class Printer(C99CodePrinter):
+        def _print_Heaviside(self, node):
+            return f"(({self._print(node.args[0])}) > 0 ? 1.0 : 0.0)"
+
+    return Printer().doprint(expr)
+
+
+def engine_source(expressions):
+    """The Cython source of the engine for the single-field functions ``expressions``."""
+    from hierarchy.jit.render import render_template
+    bodies, kink_start, points = [], [0], []
+    for expr in expressions:
+        bodies.append(c_function(expr))
+        points.extend(repr(float(k)) for k in kinks(expr))
+        kink_start.append(len(points))
+    return render_template(TEMPLATE, functions=bodies, kink_start=kink_start, kinks=points,
+                           max_order=MAX_ORDER, max_order_table=MAX_ORDER_TABLE)
+
+
+def engine_for(expressions):
+    """An :class:`Engine` of the single-field functions ``expressions``, or None (with a
+    :class:`RuntimeWarning` naming the reason, once) when it cannot be had."""
+    expressions = tuple(expressions)
+    try:
+        source = engine_source(expressions)
+    except UnsupportedFunction as error:
+        warn_fallback(str(error))
+        return None
+    except Exception as error:  # sympy's C printer on a function it cannot print
+        warn_fallback(f"its C code cannot be printed ({type(error).__name__}: {error})")
+        return None
+    if source not in _modules:
+        from hierarchy.core.errors import HierarchyError
+        from hierarchy.jit import cache
+        try:
+            _modules[source] = cache.compile_pyx(source, "network_engine")
+        except (ImportError, HierarchyError) as error:
+            first_line = str(error).splitlines()[0] if str(error) else repr(error)
+            warn_fallback(f"compiling it failed ({first_line})")
+            _modules[source] = None
+    module = _modules[source]
+    return None if module is None else Engine(module, expressions)
+
+
+class Engine:
+    """The compiled module of a set of single-field functions.
+
+    Parameters
+    ----------
+    module : module
+        From :func:`engine_for`.
+    expressions : tuple of sympy.Expr
+        The functions, in the module's order.
+    """
+
+    def __init__(self, module, expressions):
+        self.module = module
+        self.expressions = expressions
+        self.kinked = tuple(int(bool(kinks(e))) for e in expressions)
+
+    def expectation(self, ids, c, targets):
+        """``(values, errors, orders)`` of ``E[prod_f h_{ids[f]}(z_f)]`` for every row.
+
+        Parameters
+        ----------
+        ids : sequence of int
+            The function of each of the ``d`` fields.
+        c : numpy.ndarray, shape (rows, d, d)
+            Covariances (symmetric positive semi-definite).
+        targets : float or numpy.ndarray, shape (rows,)
+            Absolute error target of each row.
+        """
+        c = np.ascontiguousarray(c, dtype=float)
+        rows, d = c.shape[0], c.shape[-1]
+        targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
+                                                       (rows,)))
+        smooth, legendre, starts, lx, lw = _rules()
+        values, errors = np.zeros(rows), np.zeros(rows)
+        orders = np.zeros(rows, dtype=np.int32)
+        top = len(SMOOTH_POINTS) - 1
+        self.module.expectations(
+            rows, d, np.array(ids, dtype=np.int32),
+            np.array([self.kinked[i] for i in ids], dtype=np.int32), c.reshape(-1), targets,
+            top, smooth[:top + 1].copy(), legendre[:top + 1].copy(), starts[:top + 1].copy(),
+            len(lx), lx, lw, values, errors, orders)
+        return values, errors, orders
+
+    def integral(self, ids):
+        """A :class:`RowIntegral` of one pattern of functions."""
+        return RowIntegral(self, tuple(ids))
+
+
+class RowIntegral:
+    """The expectation of one pattern (a tuple of function ids), as a function of ``C``."""
+
+    def __init__(self, engine, ids):
+        self.engine = engine
+        self.ids = ids
+
+    def evaluate(self, c, targets):
+        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target."""
+        values, errors, _ = self.engine.expectation(self.ids, c, targets)
+        return values, errors
+
+
+def is_smooth(expr):
+    """True when ``expr`` has no kink or step the engine would split at."""
+    try:
+        return not kinks(expr)
+    except UnsupportedFunction:
+        return False
+
+
+def stein_terms(expressions):
+    """``E[prod_f h_f(z_f)]`` with every linear factor ``h_a = x`` removed by Stein's lemma.
+
+    ``E[z_a F] = sum_b C_ab E[d_b F]`` lowers the dimension by one per linear factor (the drift
+    rows ``E[l' g'(lambda_i) lambda_k]`` become two-field integrals). Applied when every
+    function of the term is smooth (a kink's derivative is a delta).
+
+    Returns
+    -------
+    list of (float, tuple, tuple, tuple)
+        ``(coefficient, pairs, positions, functions)``: the expectation is the sum of
+        ``coefficient * prod_{(a, b) in pairs} C_ab * E[prod h(z_positions)]``.
+    """
+    import sympy
+
+    from hierarchy.models.network.activations import X
+    out, stack = [], [(1.0, (), tuple(range(len(expressions))), tuple(expressions))]
+    while stack:
+        coefficient, pairs, positions, functions = stack.pop()
+        constants = [float(h) for h in functions if not h.free_symbols]
+        coefficient *= math.prod(constants)
+        kept = [(p, h) for p, h in zip(positions, functions) if h.free_symbols]
+        positions = tuple(p for p, _ in kept)
+        functions = tuple(h for _, h in kept)
+        if coefficient == 0.0:
+            continue
+        linear = next((k for k, h in enumerate(functions) if h == X), None)
+        if linear is None or not all(is_smooth(h) for h in functions):
+            out.append((coefficient, pairs, positions, functions))
+            continue
+        for b, h in enumerate(functions):
+            if b == linear:
+                continue
+            slope = sympy.diff(h, X)
+            if slope == 0:
+                continue
+            rest = [k for k in range(len(functions)) if k != linear]
+            stack.append((coefficient, pairs + ((positions[linear], positions[b]),),
+                          tuple(positions[k] for k in rest),
+                          tuple(slope if k == b else functions[k] for k in rest)))
+    return out
+
+
+class PatternIntegral:
+    """The expectation of one pattern after :func:`stein_terms`, by the engine.
+
+    Parameters
+    ----------
+    engine : Engine
+    terms : list
+        From :func:`stein_terms`, with function ids (indices into ``engine.expressions``)
+        in place of the functions.
+    """
+
+    def __init__(self, engine, terms):
+        self.engine = engine
+        self.terms = terms
+
+    def evaluate(self, c, targets):
+        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target."""
+        values, errors = np.zeros(len(c)), np.zeros(len(c))
+        for coefficient, pairs, positions, ids in self.terms:
+            factor = np.full(len(c), coefficient)
+            for a, b in pairs:
+                factor = factor * c[:, a, b]
+            if not positions:
+                values = values + factor
+                continue
+            sub = c[:, positions][:, :, positions]
+            share = np.maximum(np.abs(factor) * len(self.terms), 1e-300)
+            v, e, _ = self.engine.expectation(ids, sub, targets / share)
+            values = values + factor * v
+            errors = errors + np.abs(factor) * e
+        return values, errors
+
+
+def warn_fallback(reason):
+    """Say once per reason that the quadrature runs on numpy instead of the engine."""
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"{WHAT} is not used: {reason}; the quadrature runs on numpy",
+                      RuntimeWarning, stacklevel=4)
+
+
+def forget():
+    """Forget the modules loaded and the fallbacks warned about (tests observe a fallback)."""
+    _modules.clear()
+    _warned.clear()
+
+
+def row_targets(target, weights, shares):
+    """Per-row absolute targets so that ``sum_r |w_r| err_r <= target`` per output: each of
+    the ``shares`` rows of an output gets ``target / (shares |w_r|)``."""
+    scale = np.abs(weights) * shares
+    return np.where(scale > 0, target / np.maximum(scale, 1e-300), math.inf)

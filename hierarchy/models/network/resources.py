@@ -1,0 +1,66 @@
+"""The ``network`` family's resource estimate, before any work: the term table, the risk pass
+and the SGD ensemble.
+
+- The term table (:func:`~.derivation.term_table`) is expanded only when its predicted size
+  (:func:`~.derivation.table_size`, exact, from the widths and the loss's terms) is at most
+  :data:`MAX_TABLE_ENTRIES` monomials and fits in memory at :data:`BYTES_PER_ENTRY`; else
+  one line names ``model.student.width`` and ``model.teacher.width`` (mse with ``K = M =
+  64`` expands to 1.8e7 monomials: 7.6 GB and minutes, then ``MemoryError``).
+- The risk pass of ``hierarchy sgd`` and of a study evaluates the field's ``eg`` at every
+  recorded state of every run: ``runs x points x rows`` term evaluations, at most
+  :data:`MAX_RISK_EVALUATIONS` (one line naming ``sgd.runs`` or ``study.runs`` and
+  ``solve.points``).
+- The ensemble of ``hierarchy sgd``: the shared
+  :func:`~hierarchy.config.statistics_start.check_sgd_ensemble` (weights and records against
+  memory, one line naming ``sgd.runs`` and ``sgd.dimension``), as a study already checks each
+  of its dimensions.
+"""
+
+from hierarchy.config.statistics_start import check_sgd_ensemble
+from hierarchy.core.resources import check_evaluations, check_expansion_fits
+from hierarchy.models.network.derivation import table_size
+
+#: most monomials of a term table (mse at K = M = 21: 2.47e5; K = M = 20 expanded in 7 s
+#: at load 6 on 2 cores)
+MAX_TABLE_ENTRIES = 250_000
+#: memory of one monomial while the table is expanded and merged (measured: 0.9 KiB at
+#: K = M = 16, mse, maxrss over the expansion)
+BYTES_PER_ENTRY = 1024
+#: most term evaluations of a risk pass (about 0.5 us each in numpy, less compiled)
+MAX_RISK_EVALUATIONS = 2e9
+WIDTH_KEYS = ("model.student.width", "model.teacher.width", "model.loss")
+#: the keys that set the size of ``hierarchy sgd`` (named by out-of-memory errors too)
+SGD_KEYS = ("sgd.runs", "sgd.dimension", "model.student.width", "model.teacher.width",
+            "solve.points")
+
+
+def check_table(net):
+    """Refuse a term table too big to expand (see the module docstring)."""
+    size = table_size(net)
+    if size is None:
+        return
+    what = (f"the term table of the field (student width K = {net.K}, teacher width "
+            f"M = {net.M}, loss {net.loss_name!r})")
+    check_expansion_fits(entries=size.entries, bytes_per_entry=BYTES_PER_ENTRY,
+                         limit=MAX_TABLE_ENTRIES, what=what, keys=WIDTH_KEYS,
+                         field="model.student.width")
+
+
+def check_risk_pass(net, runs, points, runs_key):
+    """Refuse a risk pass of ``runs x points`` states of more than
+    :data:`MAX_RISK_EVALUATIONS` term evaluations."""
+    size = table_size(net)
+    if size is None:
+        return
+    check_evaluations(count=int(runs) * int(points) * size.entries,
+                      limit=MAX_RISK_EVALUATIONS,
+                      what=f"the risk of {runs} runs at {points} times ({size.entries} terms each)",
+                      keys=(runs_key, "solve.points"), field=runs_key)
+
+
+def check_sgd(config, net):
+    """The estimate of ``hierarchy sgd``: the ensemble and its risk pass."""
+    table = config["sgd"]
+    check_sgd_ensemble(config, table["dimension"], table["runs"], width=net.K + net.M,
+                       statistics=len(net.labels), keys=SGD_KEYS, field="sgd.runs")
+    check_risk_pass(net, table["runs"], config["solve"]["points"], "sgd.runs")

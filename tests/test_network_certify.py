@@ -1,0 +1,176 @@
+"""The engine inside the network field, and the honest certification of ``hierarchy solve``.
+
+- the tanh field (the engine's smooth path, after Stein's lemma) against scipy's double
+  integrals of the per-sample gradients of :class:`SampleGradients` (an independent path:
+  sympy's lambdified derivatives, no term table), within the field's stated error;
+- the one-step identity of SGD for a relu student with an erf teacher (the step-moment
+  rows) and for tanh with the logistic loss, failing with the corrector dropped;
+- the field's covariance scatter (``GramLayout``) equals ``model.gram``;
+- ``hierarchy solve``: certified at every output time with the 100x tighter re-solve in
+  ``result.json``; exit 3 with one line when the quadrature error exceeds the tolerances.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from hierarchy.cli.main import main
+from hierarchy.models.network import onestep
+from hierarchy.models.network.field import network_system
+from hierarchy.models.network.gradients import SampleGradients
+from hierarchy.models.network.model import gram, network_from_config
+
+
+def make_net(student, teacher, loss="mse", step=1.0, step_v="step", ridge=0.0, noise=0.0,
+             K=1, M=1, trained=False):
+    return network_from_config({
+        "model": {"data": "teacher", "loss": loss, "ridge": ridge,
+                  "student": {"width": K, "activation": student,
+                              "second_layer": "trained" if trained else "fixed",
+                              "second_layer_values": []},
+                  "teacher": {"width": M, "activation": teacher, "noise": noise,
+                              "overlaps": [], "second_layer_values": []}},
+        "sgd": {"step": step, "step_second_layer": step_v}})
+
+
+#: Gauss-Legendre nodes of the reference's inner integral (converged to roundoff: the
+#: integrand is analytic and decays like a Gaussian on [-10, 10])
+INNER_NODES = 600
+
+
+def scipy_field(net, u):
+    """``[dQ, dR]`` and ``eg`` of a K = M = 1 network from the per-sample derivatives (no
+    noise, fixed v = 1): scipy's adaptive ``quad_vec`` over the first whitened field, a
+    dense Gauss-Legendre over the second."""
+    grads = SampleGradients(net)
+    c = gram(net, u)
+    s0 = math.sqrt(c[0, 0])
+    slope, s1 = c[0, 1] / s0, math.sqrt(max(c[1, 1] - c[0, 1] ** 2 / c[0, 0], 0.0))
+    v = np.ones(1)
+
+    eta = net.step
+    nodes, weights = np.polynomial.legendre.leggauss(INNER_NODES)
+    b = 10 * nodes
+    inner_weights = 10 * weights * np.exp(-b * b / 2) / math.sqrt(2 * math.pi)
+
+    def inner(a):  # E[. | xi_0 = a] over xi_1 by a 600-node Gauss-Legendre on [-10, 10]
+        lam = np.full((len(b), 1), s0 * a)
+        nu = (slope * a + s1 * b)[:, None]
+        y = grads.teacher_labels(nu, 0.0)
+        d = grads.dl_dlambda(lam, v, y)[:, 0]
+        rows = np.array([-2 * eta * d * lam[:, 0] + eta ** 2 * d ** 2, -eta * d * nu[:, 0],
+                         grads.loss(lam, v, y)])
+        return math.exp(-a * a / 2) / math.sqrt(2 * math.pi) * (rows @ inner_weights)
+
+    d_q, d_r, eg = integrate.quad_vec(inner, -10, 10, epsabs=1e-14, epsrel=1e-13)[0]
+    return np.array([d_q, d_r]), eg
+
+
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
+def test_smooth_field_equals_scipy_of_the_per_sample_gradients(activation):
+    """K = M = 1 at a state with Q != T: the engine's field within its stated error (and
+    scipy's 1e-12) of the double integrals; the stated error meets the 1e-12 target."""
+    net = make_net(activation, activation, step=0.7)
+    u = np.array([1.7, 0.6])
+    system = network_system(net, target=1e-12)
+    reference, eg = scipy_field(net, u)
+    rhs_error, eg_error = system.quadrature_error(u)
+    assert np.all(np.abs(system.rhs(u) - reference) <= rhs_error + 1e-11), \
+        (system.rhs(u), reference, rhs_error)
+    assert abs(system.eg(u) - eg) <= eg_error + 1e-11
+    assert np.all(rhs_error <= 1e-12) and eg_error <= 1e-12
+
+
+#: a state away from every symmetry, trained second layer (K = M = 2)
+ONE_STEP_STATE = np.array([0.8, 0.2, 0.6, 0.5, 0.1, 0.05, 0.4, 1.0, 0.7])
+
+
+@pytest.mark.parametrize("student, teacher, loss, exact", [("relu", "erf", "mse", True),
+                                                          ("tanh", "tanh", "logistic", False)])
+def test_one_step_identity(student, teacher, loss, exact):
+    """At N = 40 the mean one-step increment equals (f + g)/N plus the O(1/N^2) remainder
+    within 4 standard errors (and the stated quadrature error); without g the Q's are
+    more than 50 standard errors off. relu/erf: the exact step moments (stated error below
+    1e-9); tanh with the logistic loss: the full quadrature (QMC, its standard error)."""
+    net = make_net(student, teacher, loss=loss, K=2, M=2, step=3.0, step_v=1.5, ridge=0.3,
+                   noise=0.5, trained=True)
+    system = network_system(net)
+    dimension = 40
+    sampled, error = onestep.sampled_increment(net, ONE_STEP_STATE, dimension, 100_000, seed=3)
+    predicted = onestep.predicted_increment(net, system, ONE_STEP_STATE, dimension,
+                                            points=1 << 18)
+    quadrature = system.quadrature_error(ONE_STEP_STATE)[0] / dimension
+    assert not exact or np.all(quadrature < 1e-9)
+    assert np.all(np.abs(sampled - predicted) < np.sqrt((4 * error) ** 2 + quadrature ** 2)), \
+        onestep.standard_scores(sampled, error, predicted)
+    without = onestep.predicted_increment(net, system, ONE_STEP_STATE, dimension,
+                                          corrector=False, points=1 << 18)
+    q = [net.labels.index(label) for label in ("Q1.1", "Q1.2", "Q2.2")]
+    assert np.all(np.abs(onestep.standard_scores(sampled, error, without)[q]) > 50)
+
+
+def write(tmp_path, student, teacher, loss="mse", t_final=4.0):
+    path = tmp_path / "network.toml"
+    path.write_text(f"""
+[model]
+family = "network"
+loss = "{loss}"
+[model.student]
+width = 1
+activation = "{student}"
+[model.teacher]
+width = 1
+activation = "{teacher}"
+[init.statistics]
+"Q1.1" = 0.5
+"R1.1" = 0.1
+[solve]
+t_final = {t_final}
+points = 5
+""")
+    return path
+
+
+def test_solve_is_certified_at_every_output_time(tmp_path, capsys):
+    """tanh K = M = 1: exit 0, ``certified`` true, every output time checked, and the
+    100x tighter re-solve moved the states by less than the tolerance."""
+    code = main(["solve", str(write(tmp_path, "tanh", "tanh")), "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    error = summary["quadrature_error"]
+    assert summary["certified"] is True and error["times_checked"] == 5
+    assert error["check_factor"] == 100.0 and 0 <= error["trajectory"] < 1e-10
+    assert "certified at every output time" in out
+
+
+def test_solve_that_cannot_be_certified_exits_3_with_one_line(tmp_path, capsys):
+    """A logistic loss (the QMC field, errors ~1e-4) at the default tolerances: written,
+    marked not certified, exit 3 with one line on stderr naming the reason."""
+    code = main(["solve", str(write(tmp_path, "erf", "erf", loss="logistic", t_final=1.0)),
+                 "--out", str(tmp_path / "o")])
+    captured = capsys.readouterr()
+    assert code == 3
+    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    assert summary["certified"] is False
+    lines = [line for line in captured.err.strip().splitlines() if "NOT CERTIFIED" in line]
+    assert len(lines) == 1 and "atol + rtol" in lines[0]
+
+
+def test_gram_layout_is_model_gram():
+    """The one-scatter covariance of the field equals ``gram`` (trained v, a non-identity T)."""
+    from hierarchy.models.network.field import GramLayout
+    from hierarchy.models.network.model import network_from_config as from_config
+    net = from_config({"model": {"data": "teacher", "loss": "mse", "ridge": 0.0,
+                                 "student": {"width": 3, "activation": "erf",
+                                             "second_layer": "trained",
+                                             "second_layer_values": []},
+                                 "teacher": {"width": 2, "activation": "erf", "noise": 0.0,
+                                             "overlaps": [[1.0, 0.3], [0.3, 2.0]],
+                                             "second_layer_values": []}},
+                       "sgd": {"step": 1.0, "step_second_layer": "step"}})
+    u = np.random.default_rng(0).normal(size=len(net.labels))
+    assert np.array_equal(GramLayout(net)(u), gram(net, u))
