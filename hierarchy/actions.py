@@ -15,16 +15,44 @@ figures and errors either way; the CLI adds only the printing and the exit statu
 from hierarchy.core import registry, run_report
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.fixed_point_report import write_points
+from hierarchy.core.io import interrupted_run
 from hierarchy.core.summary_table import settings_title
 
 
-def solve(config, out_dir, progress=None):
-    """Solve the config's ODE into ``out_dir``; return the family's summary (a dict)."""
+def check_folder(out_dir, command, *, resume=False, overwrite=False):
+    """Refuse to write over an interrupted run's checkpoint without ``resume`` (of the same
+    command) or ``overwrite``: a plain rerun would silently delete it (one line, exit 2).
+
+    Raises
+    ------
+    HierarchyError
+        ``out_dir`` holds an interrupted run (:func:`hierarchy.core.io.interrupted_run`),
+        naming ``--resume`` (the same command) and ``--overwrite``. A study's own folder is
+        left to the study, which refuses it itself.
+    """
+    if resume or overwrite:
+        return
+    holder = interrupted_run(out_dir)
+    if holder is None or (command == "study" and holder == "study"):
+        return
+    how = (f"continue it with `hierarchy {command} --resume`, " if holder == command else "")
+    raise HierarchyError(f"--out {out_dir} holds an interrupted `hierarchy {holder}` run (its "
+                         f"checkpoint); {how}replace it with --overwrite, or choose another "
+                         "--out", field="--out")
+
+
+def solve(config, out_dir, progress=None, *, overwrite=False):
+    """Solve the config's ODE into ``out_dir``; return the family's summary (a dict).
+
+    ``out_dir`` holding an interrupted run is refused unless ``overwrite``
+    (:func:`check_folder`)."""
+    check_folder(out_dir, "solve", overwrite=overwrite)
     return registry.family_of(config).run_solve(config, out_dir, progress) or {}
 
 
-def sgd(config, out_dir, *, resume=False, progress=None):
-    """Run the config's SGD into ``out_dir``.
+def sgd(config, out_dir, *, resume=False, overwrite=False, progress=None):
+    """Run the config's SGD into ``out_dir`` (an interrupted run there: continued with
+    ``resume``, replaced with ``overwrite``, else refused, :func:`check_folder`).
 
     Returns
     -------
@@ -32,6 +60,7 @@ def sgd(config, out_dir, *, resume=False, progress=None):
         The family's summary, and the table of an ensemble that finished (``sgd.png`` is
         drawn then); None for a run that stopped early or draws its own plot.
     """
+    check_folder(out_dir, "sgd", resume=resume, overwrite=overwrite)
     summary = registry.family_of(config).run_sgd(config, out_dir, resume=resume,
                                                  progress=progress)
     table = None

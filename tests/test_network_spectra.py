@@ -35,9 +35,10 @@ def network(activation="erf", loss="mse", noise=0.3, trained=True, data="teacher
     model = {"data": data, "loss": loss, "ridge": 0.0,
              "student": {"width": 2, "activation": activation,
                          "second_layer": "trained" if trained else "fixed",
-                         "second_layer_values": [0.8, 1.1]},
-             "teacher": {"width": 2, "activation": activation, "noise": noise, "overlaps": [],
-                         "second_layer_values": []}}
+                         "second_layer_values": [0.8, 1.1]}}
+    if data == "teacher":  # a mixture has no teacher (its keys are refused there)
+        model["teacher"] = {"width": 2, "activation": activation, "noise": noise,
+                            "overlaps": [], "second_layer_values": []}
     if mixture is not None:
         model["mixture"] = mixture
     return network_from_config({"model": model, "sgd": {"step": 1.0,

@@ -125,8 +125,11 @@ def test_a_resume_with_another_config_is_refused_and_reuses_nothing(tmp_path, mo
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "sgd.seed differs" in err
     assert (tmp_path / "o" / "result.json").read_text() == before   # the other run is intact
-    # a fresh run of the other config in that folder reuses none of the first's snapshots
-    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    # a plain run over the interrupted one is refused (it would delete its checkpoint) ...
+    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    # ... and a fresh run with --overwrite reuses none of the first's snapshots
+    assert main(["sgd", other, "--out", str(tmp_path / "o"), "--overwrite", "--quiet"]) == 0
     summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
     assert summary["spectra"]["reused"] == 0
 

@@ -133,7 +133,10 @@ def solve(args, progress):
     """``hierarchy solve``: the config's family solves and writes; exit 0, 1 or 3."""
     config = loader.load_config(args.config)
     family = registry.family_of(config)
-    summary = actions.solve(config, args.out, progress)
+    summary = actions.solve(config, args.out, progress, overwrite=args.overwrite)
+    if summary.get("not_finite"):
+        report(f"{summary['not_finite']['message']} in {args.out}")
+        return EXIT_INCOMPLETE
     if not is_quiet(args) and summary.get("final"):
         print(family.format_summary(summary))
     if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
@@ -152,12 +155,16 @@ def solve(args, progress):
 def sgd(args, progress):
     """``hierarchy sgd``: online SGD of every seed; exit 0, 1 (diverged) or 130."""
     config = loader.load_config(args.config)
-    summary, table = actions.sgd(config, args.out, resume=args.resume, progress=progress)
+    summary, table = actions.sgd(config, args.out, resume=args.resume,
+                                 overwrite=args.overwrite, progress=progress)
     diverged = summary.get("diverged") if isinstance(summary, dict) else None
-    if diverged:
+    if diverged and not summary.get("stage"):  # an interrupted post-processing: exit 130
         # Like a blown-up solve: a result (exit 1), kept on disk, not an interruption.
         report(f"{diverged['message']}; the rows before it are kept in {args.out} "
                "(marked incomplete)")
+        return EXIT_INCOMPLETE
+    if isinstance(summary, dict) and summary.get("not_finite"):
+        report(f"{summary['not_finite']['message']} in {args.out}")
         return EXIT_INCOMPLETE
     if table and not is_quiet(args):
         print(table)
@@ -167,6 +174,7 @@ def sgd(args, progress):
 def study(args, progress):
     """``hierarchy study``: the truncation study of a config (or the embedded one)."""
     config = study_config(args.config) if args.config is not None else None
+    actions.check_folder(args.out, "study", resume=args.resume, overwrite=args.overwrite)
     extra = {"overwrite": True} if args.overwrite else {}  # a plain run's call stays as it was
     from hierarchy.study import run as study_run  # noqa: PLC0415  (lazy)
     summary = study_run.run_study(config, args.out, scheduler=args.scheduler,
@@ -256,8 +264,9 @@ def printed_value(value):
 def fixed_point_line(point):
     """One printed line: verdict, multiplicity, where it was searched from, the values."""
     if point.get("found") is False:
+        error = point.get("residual")
         return (f"not found    {point['searched']} (Newton residual "
-                f"{point['residual']:.1e})")
+                f"{'non-finite' if error is None else format(error, '.1e')})")
     verdict = {True: "stable       ", False: "unstable     ",
                None: "unclassified "}[point["stable"]]
     count = point.get("multiplicity", 1)

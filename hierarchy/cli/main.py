@@ -21,36 +21,49 @@ results kept, marked incomplete; ``--resume`` continues sgd and study).
 
 The parser is :mod:`hierarchy.cli.parser`, the subcommands :mod:`hierarchy.cli.commands`.
 """
+import contextlib
+import importlib
 import logging
 import os
+import signal
 import sys
 
-from hierarchy.cli import commands
-from hierarchy.cli import parser as cli_parser
-from hierarchy.cli.commands import study_config  # noqa: F401  (public here, as before)
-from hierarchy.cli.parser import parse_index_list, parse_int  # noqa: F401  (public here)
 from hierarchy.cli.status import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, report
-from hierarchy.config import loader
-from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import check_out_dir, interruptible
-from hierarchy.core.progress import Progress
-from hierarchy.core.resources import out_of_memory_message, resource_keys
+
+# Everything else (sympy, numpy, the families) is imported when main() runs, inside its
+# handling of an interrupt: a Ctrl-C while the command starts is exit 130, not a traceback.
+#: public names of this module that live in the modules it imports on first use
+LAZY = {"study_config": "hierarchy.cli.commands", "parse_index_list": "hierarchy.cli.parser",
+        "parse_int": "hierarchy.cli.parser"}
+
+
+def __getattr__(name):
+    if name in LAZY:
+        return getattr(importlib.import_module(LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_parser():
     """The argparse parser of every subcommand, with the handlers of
     :data:`hierarchy.cli.commands.HANDLERS` attached."""
-    return cli_parser.build_parser(commands.HANDLERS)
+    from hierarchy.cli import commands, parser  # noqa: PLC0415  (heavy: see above)
+    return parser.build_parser(commands.HANDLERS)
 
 
-def main(argv=None):
+def main(argv=None, *, exiting=None):
     """Run the ``hierarchy`` command line.
 
     Parameters
     ----------
     argv : list of str, optional
         Arguments without the program name; default ``sys.argv[1:]``.
+    exiting : bool, optional
+        Whether the process ends when this returns (default: ``argv`` is None, as for the
+        ``hierarchy`` script and ``python -m hierarchy``). Then, once the run is over (an
+        interrupt caught, or its work done), SIGINT and SIGTERM are ignored: a second
+        Ctrl-C while the process exits cannot turn exit 130 into death by signal. A caller
+        that goes on (a test, a notebook) keeps its handlers.
 
     Returns
     -------
@@ -58,6 +71,23 @@ def main(argv=None):
         The exit status: 0, 1 (a run that blew up), 2 (bad input), 3 (beyond the validity
         horizon) or 130 (interrupted).
     """
+    exiting = argv is None if exiting is None else exiting
+    try:
+        return run_command(argv, exiting)
+    except KeyboardInterrupt:  # while starting: importing, parsing (no work done yet)
+        if exiting:
+            ignore_signals()
+        report("interrupted before any result was written")
+        return EXIT_INTERRUPTED
+
+
+def run_command(argv, exiting):
+    """:func:`main` once started: parse, run the handler, map its end to an exit status."""
+    from hierarchy.cli import commands  # noqa: PLC0415  (heavy: imported here, see above)
+    from hierarchy.cli import parser as cli_parser  # noqa: PLC0415
+    from hierarchy.core.io import check_out_dir, interruptible  # noqa: PLC0415
+    from hierarchy.core.progress import Progress  # noqa: PLC0415
+    from hierarchy.core.resources import out_of_memory_message, resource_keys  # noqa: PLC0415
     try:
         args = build_parser().parse_args(argv)
     except cli_parser.UsageError as error:
@@ -78,6 +108,8 @@ def main(argv=None):
         report(f"error: {str(error).strip()}")
         return getattr(error, "exit_status", EXIT_BAD_INPUT)  # 1 for a diverged study job
     except KeyboardInterrupt:
+        if exiting:
+            ignore_signals()  # the partial result is on disk; from here on we only exit
         report(interrupted_message(args, before))
         return EXIT_INTERRUPTED
     except MemoryError:
@@ -87,12 +119,23 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     finally:
+        if exiting:
+            ignore_signals()
         progress.close()
+
+
+def ignore_signals():
+    """Ignore SIGINT and SIGTERM from now on (the process is about to exit)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def family_of_args(args):
     """The model family the command's config names (the default family when none can be
     read): whose ``resource_keys`` an out-of-memory message names."""
+    from hierarchy.config import loader  # noqa: PLC0415
+    from hierarchy.core import registry  # noqa: PLC0415
     try:
         document = loader.read_toml(args.config) if getattr(args, "config", None) else {}
         return loader.family_of_document(document)

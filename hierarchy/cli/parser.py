@@ -130,11 +130,13 @@ def build_parser(handlers=None):
     solve = add("solve", help="solve the hierarchy of a config")
     solve.add_argument("config", metavar="CONFIG.toml")
     _add_out(solve)
+    _add_overwrite(solve)
 
     sgd = add("sgd", help="run online SGD and record its moments")
     sgd.add_argument("config", metavar="CONFIG.toml")
     _add_out(sgd)
     _add_resume(sgd)
+    _add_overwrite(sgd)
 
     study = add("study",
                 help="the ODE against its references: truncation error against degree "
@@ -183,6 +185,12 @@ def add_field_arguments(sub):
 
 def _add_out(sub):
     sub.add_argument("--out", metavar="DIR", required=True, help="output folder")
+
+
+def _add_overwrite(sub):
+    sub.add_argument("--overwrite", action="store_true",
+                     help="replace an interrupted run's checkpoint in --out (without it, such "
+                     "a folder is refused: continue it with --resume)")
 
 
 def _add_resume(sub):

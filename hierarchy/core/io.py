@@ -42,7 +42,7 @@ RESERVED_ARRAYS = ("t", "mu", "labels")
 
 def write_result(
     out_dir, *, t, mu, labels, config, summary=None, extra_arrays=None, complete=True, name="result",
-    state_name="mu",
+    state_name="mu", command=None,
 ):
     """Write ``{name}.npz`` and ``{name}.json`` into ``out_dir`` atomically.
 
@@ -70,6 +70,10 @@ def write_result(
     state_name : str
         Name of the states' array in the npz: ``mu`` (the attention family's trace moments),
         ``u`` (summary statistics), ... (the family's ``state_name``).
+    command : str, optional
+        The command that wrote the result (``solve``, ``sgd``, ``study``), recorded as
+        ``command`` in the json: ``--resume`` continues only its own command's folder
+        (:meth:`Checkpoint.resume`).
 
     Returns
     -------
@@ -82,7 +86,8 @@ def write_result(
         Inconsistent shapes, or an output folder that cannot be written.
     """
     return _write_result(out_dir, t=t, mu=mu, labels=labels, config=config, summary=summary,
-                         extra_arrays=extra_arrays, complete=complete, name=name, record_extra=None,
+                         extra_arrays=extra_arrays, complete=complete, name=name,
+                         record_extra=None if command is None else {"command": command},
                          state_name=state_name)
 
 
@@ -324,8 +329,12 @@ HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def hold_signals():
+def hold_signals(redeliver=True):
     """Hold SIGINT/SIGTERM until the block ends, so a write is never cut half way.
+
+    ``redeliver=False`` drops the signals held instead of delivering them at the end: for
+    the block that keeps the partial result of a run already being interrupted, where a
+    second Ctrl-C asks for nothing more than the first (the run then exits with 130).
 
     In the main thread the handlers are swapped for a recorder and a signal that arrived is
     re-delivered to the previous handler afterwards. (Blocking with ``pthread_sigmask``
@@ -353,7 +362,7 @@ def hold_signals():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if received:
+        if received and redeliver:
             _redeliver(received[0], previous.get(received[0]))
 
 
@@ -484,6 +493,9 @@ class Checkpoint:
         Base name of the files (``result``).
     min_interval : float
         Seconds between two throttled saves (:meth:`save` with ``force=False``).
+    command : str, optional
+        The command whose results these are (``sgd``, ``study``): recorded in every save,
+        and required of the folder by :meth:`resume`.
 
     Examples
     --------
@@ -499,11 +511,12 @@ class Checkpoint:
     >>> ckpt.finish(t=t, mu=mu, labels=labels, summary=...)            # doctest: +SKIP
     """
 
-    def __init__(self, out_dir, config, name="result", min_interval=30.0):
+    def __init__(self, out_dir, config, name="result", min_interval=30.0, command=None):
         self.out_dir = pathlib.Path(out_dir)
         self.config = config
         self.name = name
         self.min_interval = float(min_interval)
+        self.command = command
         self._last_save = -math.inf
 
     def save(self, *, t, mu, labels, summary=None, extra_arrays=None, state=None, force=False,
@@ -521,9 +534,12 @@ class Checkpoint:
             return False
         with hold_signals():
             pointer = None if state is None else write_state(self.out_dir, state, name=self.name)
+            record = dict(pointer or {})
+            if self.command is not None:
+                record["command"] = self.command
             _write_result(
                 self.out_dir, t=t, mu=mu, labels=labels, config=self.config, summary=summary,
-                extra_arrays=extra_arrays, complete=False, name=self.name, record_extra=pointer,
+                extra_arrays=extra_arrays, complete=False, name=self.name, record_extra=record,
                 state_name=state_name,
             )
             _remove_states(self.out_dir, self.name, keep=None if pointer is None else pointer["state_file"])
@@ -536,11 +552,12 @@ class Checkpoint:
             path = write_result(
                 self.out_dir, t=t, mu=mu, labels=labels, config=self.config, summary=summary,
                 extra_arrays=extra_arrays, complete=True, name=self.name, state_name=state_name,
+                command=self.command,
             )
             _remove_states(self.out_dir, self.name)
         return path
 
-    def resume(self, ignore=("study.scheduler", "study.workers")):
+    def resume(self, ignore=("study.scheduler", "study.workers", "study.connect_timeout")):
         """Read back what an earlier run left in ``out_dir``.
 
         Parameters
@@ -558,11 +575,13 @@ class Checkpoint:
         Raises
         ------
         HierarchyError
-            The folder holds a run of another config, or damaged files.
+            The folder holds a run of another command (``command`` given: the one recorded
+            must be the same), of another config, or damaged files.
         """
         if not (self.out_dir / f"{self.name}.json").exists():
             return None
         previous = read_result(self.out_dir, name=self.name)
+        check_command(self.out_dir, previous.get("command"), self.command)
         difference = first_difference(to_jsonable(self.config), previous.get("config"), ignore=set(ignore))
         if difference is not None:
             raise HierarchyError(
@@ -572,6 +591,43 @@ class Checkpoint:
             )
         previous["state"] = read_state(self.out_dir, previous)
         return previous
+
+
+def check_command(out_dir, recorded, command):
+    """Refuse to ``--resume`` a folder whose result another command wrote (one line).
+
+    ``command`` None checks nothing. A result that records no command (written before
+    results recorded it) is refused too: its arrays may be any command's.
+    """
+    if command is None or recorded == command:
+        return
+    who = (f"the result of `hierarchy {recorded}`" if recorded else
+           "a result that does not record the command that wrote it")
+    raise HierarchyError(
+        f"--resume: {out_dir} holds {who}, not an interrupted `hierarchy {command}` run: "
+        f"nothing of it can be continued; run `hierarchy {command}` without --resume to "
+        "replace it, or choose another --out", field="resume")
+
+
+def interrupted_run(out_dir, name="result"):
+    """The command of an interrupted run that ``out_dir`` holds, or None.
+
+    Interrupted: ``{name}.json`` says ``complete: false`` and its resume state (a
+    checkpoint) is there, or, for a study, finished job files are (``jobs/*.npz``).
+    Reads the json alone (no arrays); an unreadable one is no interrupted run.
+    """
+    out = pathlib.Path(out_dir)
+    try:
+        record = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("complete") is not False:
+        return None
+    state = record.get("state_file")
+    jobs = out / "jobs"
+    if (state and (out / str(state)).exists()) or (jobs.is_dir() and any(jobs.glob("*.npz"))):
+        return str(record.get("command") or "an earlier command")
+    return None
 
 
 def first_difference(a, b, ignore=frozenset(), prefix=""):

@@ -94,10 +94,10 @@ def trajectory_summary(result, interrupted=None):
 
 def _write(family, out, config, result, summary):
     out.mkdir(parents=True, exist_ok=True)
-    plot_solved(out, config, result, family)
     write_result(out, t=result.t, mu=result.y, labels=result.labels, config=config,
                  summary=summary, complete=result.status == Status.COMPLETE,
-                 state_name=family.state_name)
+                 state_name=family.state_name, command="solve")
+    plot_solved(out, config, result, family)  # after the result: a plot is no result
 
 
 def write_solved(out_dir, config, trajectory, state_name, method):
@@ -112,9 +112,9 @@ def write_solved(out_dir, config, trajectory, state_name, method):
                "t_recorded": trajectory.t_recorded,
                "final": {label: float(trajectory.y[-1, j])
                          for j, label in enumerate(trajectory.labels)}}
-    plot_solved(out_dir, config, trajectory)
     write_result(out_dir, t=trajectory.t, mu=trajectory.y, labels=trajectory.labels,
                  config=config, summary=summary, complete=trajectory.success,
-                 state_name=state_name)
+                 state_name=state_name, command="solve")
+    plot_solved(out_dir, config, trajectory)  # after the result: a plot is no result
     return summary
 

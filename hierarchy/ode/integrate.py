@@ -19,6 +19,7 @@ import numpy as np
 import scipy.integrate
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.io import hold_signals
 from hierarchy.core.trajectory import Status, Trajectory
 
 #: the ``[solve] method`` values: scipy's integrator classes
@@ -298,10 +299,11 @@ def _run_loop(stopped, progress, t_final):
             status = step_until_done(stopped["integrator"], stopped["recorder"], progress,
                                      t_final)
     except KeyboardInterrupt as interrupt:
-        if progress is not None:
-            progress.close()  # end the status line
-        partial = _trajectory(status=Status.INTERRUPTED, wall=time.perf_counter() - start,
-                              **stopped)
+        with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+            if progress is not None:
+                progress.close()  # end the status line
+            partial = _trajectory(status=Status.INTERRUPTED, wall=time.perf_counter() - start,
+                                  **stopped)
         raise SolveInterrupted(partial) from interrupt
     if progress is not None:
         progress.close()

@@ -22,8 +22,16 @@ Families whose SGD runs as one vectorised ensemble (spiked PCA, the Gaussian mix
   checkpoints (the random stream, every run's parameters and the rows so far, with a hash of
   the config, through :class:`hierarchy.core.io.Checkpoint`) every
   :data:`CHECKPOINT_EVERY` seconds and on an interrupt; ``--resume`` continues from the last
-  checkpoint, bit for bit as an uninterrupted run, refuses another config's folder, and
-  reuses a finished (or diverged) run instead of rerunning it;
+  checkpoint, bit for bit as an uninterrupted run, refuses another config's (or another
+  command's) folder, and reuses a finished (or diverged) run instead of rerunning it. Once
+  the last step is done the result is written at once (``complete: false``, ``stage:
+  "post-processing"``, with the finished loop's state) before anything slow; a family's
+  :class:`RowValue` (the ``network`` family's population risk) is then computed from each
+  output row's own statistics by :func:`row_value_pass`, checkpointed and resumed like the
+  steps;
+- **an interrupt is never a result of the loop alone**: without an ``on_checkpoint`` to keep
+  the partial ensemble (a study's job), the loop re-raises it, so rows never recorded are
+  never read as a divergence;
 - **one result layout** (:func:`write_ensemble`): ``result.npz`` with ``t``, the mean over
   the runs *alive at each time* under the family's state name (``u``), ``labels``, ``u_runs``
   (runs x times x statistics, NaN where a run was stopped or not reached), ``alive`` (live
@@ -254,11 +262,16 @@ class EnsembleLoop:
                 self.observe()
                 self.row += 1
         except KeyboardInterrupt:
-            partial = self.snapshot(Status.INTERRUPTED)
-            if on_checkpoint is not None:
+            if on_checkpoint is None:
+                # Nobody keeps a partial ensemble (a study's job is whole or nothing): the
+                # interrupt goes on up. Its unrecorded rows are never read as a divergence.
+                raise
+            with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                partial = self.snapshot(Status.INTERRUPTED)
                 on_checkpoint(partial)
             return partial
-        return self.snapshot(Status.BLOWUP if self.stops else Status.COMPLETE)
+        return self.snapshot(Status.BLOWUP if self.stops else Status.COMPLETE,
+                             with_state=True)
 
     def live(self):
         """Which runs have not been stopped."""
@@ -307,8 +320,10 @@ class EnsembleLoop:
 
     # -- the trajectory -------------------------------------------------------------------
 
-    def snapshot(self, status):
-        """The trajectory so far (rows not recorded are NaN)."""
+    def snapshot(self, status, with_state=False):
+        """The trajectory so far (rows not recorded are NaN); its ``info["state"]`` continues
+        it (always after an interrupt; with ``with_state`` also at the end, where a resume
+        restores a loop with nothing left to step: a job's post-processing checkpoint)."""
         mean, alive = live_mean(self.u_runs)
         first = dict(self.stops[0]) if self.stops else None
         if first is not None:
@@ -322,7 +337,8 @@ class EnsembleLoop:
             info={**self.info, "diverged": first,
                   "diverged_runs": len(self.stops), "diverged_step": self.stopped_at.copy(),
                   "recorded": int(self.row), "resumed_from": int(self.resumed_from),
-                  "state": self.state() if status == Status.INTERRUPTED else None})
+                  "state": (self.state() if status == Status.INTERRUPTED or with_state
+                            else None)})
 
 
 def divergence_message(first, count, runs):
@@ -448,8 +464,8 @@ def config_digest(config):
 
 
 def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", times=None,
-                     rows=None, observer=None, on_finish=None, resume=False, progress=None,
-                     checkpoint_every=None, **summary):
+                     rows=None, observer=None, on_finish=None, row_value=None, resume=False,
+                     progress=None, checkpoint_every=None, **summary):
     """``hierarchy sgd`` of an ensemble family: run, checkpoint, resume, write.
 
     Parameters
@@ -474,6 +490,10 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
         ``on_finish(trajectory)`` -> more summary entries (its ``result_arrays``, a dict of
         arrays, go to ``result.npz`` instead), once the loop has finished (the
         spectra file); not called after an interrupt.
+    row_value : RowValue, optional
+        A value of each run's statistics at every output row (the ``network`` family's
+        population risk), computed after SGD by :func:`row_value_pass` from each row's own
+        statistics: checkpointed, interruptible and resumed like the steps.
     resume : bool
         Continue the run in ``out_dir`` (same config required).
     progress : hierarchy.core.progress.Progress, optional
@@ -524,7 +544,17 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
     report = getattr(watcher, "report", dict)
     if trajectory.status == Status.INTERRUPTED:
         return job.summary(trajectory, **report())
+    # Every row is recorded: on disk before any slow post-processing (--resume restores a
+    # loop with nothing left to step and goes on from here).
+    job.save(trajectory, stage=POST_PROCESSING)
+    values = {}
+    if row_value is not None:
+        values = row_value_pass(job, trajectory, row_value, state, progress)
+        if values is None:  # interrupted: its rows so far are in the checkpoint
+            return job.summary(trajectory, stage=POST_PROCESSING, **report())
     extra = on_finish(trajectory) if on_finish is not None else {}
+    extra = {**values, **extra, "result_arrays": {**values.pop("result_arrays", {}),
+                                                  **extra.get("result_arrays", {})}}
     summary = job.finish(trajectory, progress=progress, **{**report(), **extra})
     if resume and progress is not None:
         progress.line(resume_line(summary))
@@ -543,14 +573,101 @@ def resume_line(summary):
     return line
 
 
+#: ``stage`` of a checkpoint written after the last step, before the post-processing
+POST_PROCESSING = "post-processing"
+#: Prefix of a row value's arrays in a checkpoint's state
+ROW_VALUE_PREFIX = "row_value."
+
+
+class RowValue:
+    """A value of one run's statistics, wanted at every output row (``name``): e.g. the
+    population risk of a network, ``function(state) -> float`` of a state ``(k,)``.
+
+    ``summary`` holds more summary entries (where the value comes from).
+    """
+
+    def __init__(self, name, function, **summary):
+        self.name, self.function, self.summary = name, function, summary
+
+    def of_row(self, states):
+        """``(runs,)`` values of one row's states ``(runs, k)`` (NaN where not finite)."""
+        out = np.full(len(states), np.nan)
+        for run, state in enumerate(states):
+            if np.all(np.isfinite(state)):
+                out[run] = float(self.function(state))
+        return out
+
+
+def row_value_pass(job, trajectory, row_value, state, progress):
+    """The values of ``row_value`` at every output row, from that row's own statistics.
+
+    Rows are computed one at a time; a row is kept only once whole. A checkpoint (the
+    finished loop's state, and the rows so far) is written every ``checkpoint_every``
+    seconds and on an interrupt; ``state`` (a resumed checkpoint's) holds the rows computed
+    before, which are not computed again.
+
+    Returns
+    -------
+    dict or None
+        Summary entries: ``name`` (the mean over the runs finite at each time),
+        ``{name}_final`` and ``result_arrays`` (``name`` and ``{name}_runs``); None when
+        interrupted (the checkpoint then holds the rows so far).
+    """
+    u_runs = np.asarray(trajectory.columns["u_runs"], dtype=float)[:, job.rows]
+    values, done = np.full(u_runs.shape[:2], np.nan), 0
+    key = ROW_VALUE_PREFIX + row_value.name
+    if state is not None and key in state and values.shape == np.shape(state[key]):
+        done = int(state[ROW_VALUE_PREFIX + "rows"])
+        values[:, :done] = np.asarray(state[key])[:, :done]
+    last = time.monotonic()
+    try:
+        while done < values.shape[1]:
+            values[:, done] = row_value.of_row(u_runs[:, done])
+            done += 1
+            if progress is not None:
+                progress.update(f"{row_value.name}: row {done} / {values.shape[1]}")
+            if time.monotonic() - last > job.checkpoint_every:
+                job.save(trajectory, stage=POST_PROCESSING,
+                         more_state={key: values, ROW_VALUE_PREFIX + "rows": np.array(done)})
+                last = time.monotonic()
+    except KeyboardInterrupt:
+        with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+            job.save(trajectory, stage=POST_PROCESSING,
+                     more_state={key: values, ROW_VALUE_PREFIX + "rows": np.array(done)},
+                     more_arrays={row_value.name + "_runs": values})
+        return None
+    finally:
+        if progress is not None:
+            progress.close()
+    # every row done: kept before what follows (the spectra, the paired comparison)
+    job.save(trajectory, stage=POST_PROCESSING,
+             more_state={key: values, ROW_VALUE_PREFIX + "rows": np.array(done)},
+             more_arrays={row_value.name + "_runs": values})
+    mean, _ = live_mean(values[:, :, None])
+    mean = mean[:, 0]
+    summary = {row_value.name: [float(e) for e in mean],
+               f"{row_value.name}_final": float(mean[-1]), **row_value.summary,
+               "result_arrays": {row_value.name: mean, row_value.name + "_runs": values}}
+    bad = np.all(np.isfinite(u_runs), axis=2) & ~np.isfinite(values)
+    if bad.any():  # a finite state whose value is not: no complete result
+        run, row = (int(i) for i in np.argwhere(bad)[0])
+        summary["not_finite"] = {
+            "count": int(bad.sum()), "run": run, "t": float(np.asarray(trajectory.t)[job.rows][row]),
+            "message": f"{row_value.name} is not finite at {int(bad.sum())} finite states (first: "
+                       f"run {run}, t = {float(np.asarray(trajectory.t)[job.rows][row]):.6g}); "
+                       "the result is kept, marked incomplete"}
+    return summary
+
+
 class EnsembleJob:
     """The result files and checkpoints of one :func:`run_ensemble_job`."""
 
     def __init__(self, config, out_dir, rows, state_name, checkpoint_every, summary):
         self.config, self.rows, self.state_name = config, rows, state_name
-        self.extra = summary
+        self.extra, self.checkpoint_every = summary, checkpoint_every
         self.digest = config_digest(config)
-        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every)
+        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every,
+                                     command="sgd")
 
     def previous(self):
         """``(summary, None)`` of a finished (or diverged) run to reuse, or ``(None, state)``
@@ -582,17 +699,27 @@ class EnsembleJob:
         return ensemble_files(self.config, trajectory, trajectory.columns["u_runs"], self.rows,
                               **extra)
 
-    def summary(self, trajectory, **summary):
+    def summary(self, trajectory, stage=None, **summary):
         """The summary of ``trajectory`` (as :meth:`save` or :meth:`finish` writes it)."""
-        return self.files(trajectory, **summary)[3]
+        record = self.files(trajectory, **summary)[3]
+        if stage is not None:
+            record.update(complete=False, stage=stage)
+        return record
 
-    def save(self, trajectory):
-        """Checkpoint a partial trajectory: result files (incomplete) and its state."""
+    def save(self, trajectory, stage=None, more_state=None, more_arrays=None):
+        """Checkpoint a partial trajectory: result files (incomplete) and its state.
+
+        ``stage`` (:data:`POST_PROCESSING`): every row is recorded, the post-processing is
+        not done (the summary says so, ``complete: false``); ``more_state`` and
+        ``more_arrays`` go into the state and ``result.npz``."""
         t, mean, arrays, record = self.files(trajectory)
-        state = dict(trajectory.info["state"], config_sha256=np.array(self.digest))
+        if stage is not None:
+            record.update(complete=False, stage=stage)
+        state = dict(trajectory.info["state"], config_sha256=np.array(self.digest),
+                     **(more_state or {}))
         self.checkpoint.save(t=t, mu=mean, labels=trajectory.labels, summary=record,
-                             extra_arrays=arrays, state=state, force=True,
-                             state_name=self.state_name)
+                             extra_arrays={**arrays, **(more_arrays or {})}, state=state,
+                             force=True, state_name=self.state_name)
 
     def finish(self, trajectory, result_arrays=None, progress=None, **summary):
         """Write the final result (a diverged one stays ``complete: false``, without state);
@@ -605,6 +732,8 @@ class EnsembleJob:
                                                announce=None if progress is None
                                                else progress.line)
         arrays = {**arrays, **(result_arrays or {})}
+        if record.get("not_finite"):
+            record["complete"] = False
         if record["complete"]:
             self.checkpoint.finish(t=t, mu=mean, labels=trajectory.labels, summary=record,
                                    extra_arrays=arrays, state_name=self.state_name)

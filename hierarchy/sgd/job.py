@@ -85,7 +85,8 @@ class SgdJob:
         self.seeds = list(config["sgd"]["seeds"])
         self.steps = record_steps(record_times(config), self.problem)
         self.times = self.steps * self.problem.step_time
-        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every)
+        self.checkpoint = Checkpoint(out_dir, config, min_interval=checkpoint_every,
+                                     command="sgd")
         self.store = empty_store(len(self.seeds), len(self.steps), len(self.labels))
         self.in_flight = None
         self.threads = {}

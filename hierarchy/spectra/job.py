@@ -47,7 +47,7 @@ def recording_times(output_times, spectra_times):
 
 
 def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name="u",
-                 resume=False, progress=None, on_finish=None, **summary):
+                 resume=False, progress=None, on_finish=None, row_value=None, **summary):
     """A family's ``hierarchy sgd``: the ensemble, with the spectra when ``[spectra] times``
     asks for them; the result files and the summary.
 
@@ -62,8 +62,11 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name
     state_name : str
         The family's name of the run mean in ``result.npz``.
     on_finish : callable, optional
-        The family's own ``on_finish(trajectory)`` -> summary entries (e.g. the network's
-        ``eg``), merged with the spectra's.
+        The family's own ``on_finish(trajectory)`` -> summary entries, merged with the
+        spectra's.
+    row_value : hierarchy.sgd.ensemble.RowValue, optional
+        A value of every run at every output row (the network's ``eg``), computed after SGD
+        by :func:`hierarchy.sgd.ensemble.row_value_pass`.
     **summary
         More summary entries (sampler, dimension, ...).
 
@@ -77,8 +80,8 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name
             (pathlib.Path(out_dir) / RESULT).unlink(missing_ok=True)  # another run's
             return None
         return run_ensemble_job(config, out_dir, run, output_times, state_name=state_name,
-                                observer=start, on_finish=on_finish, resume=resume,
-                                progress=progress, **summary)
+                                observer=start, on_finish=on_finish, row_value=row_value,
+                                resume=resume, progress=progress, **summary)
     table = config["spectra"]
     union, outputs, schedule = recording_times(output_times, table["times"])
     samples = sample_count(table, int(config["sgd"]["dimension"]))
@@ -104,7 +107,7 @@ def run_ensemble(config, out_dir, run, output_times, adapter=None, *, state_name
 
     return run_ensemble_job(config, out_dir, run, output_times, state_name=state_name,
                             times=union, rows=outputs, observer=start, on_finish=finish,
-                            resume=resume, progress=progress, **summary)
+                            row_value=row_value, resume=resume, progress=progress, **summary)
 
 
 def prediction(adapter, trajectory, table):

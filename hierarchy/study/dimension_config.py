@@ -14,7 +14,7 @@ from hierarchy.core.errors import HierarchyError
 #: The ``[study]`` table: dimensions ``n`` of the SGD ensembles, runs per dimension, seed,
 #: and how the jobs are run (as in the attention study).
 DEFAULTS = {"dimensions": [100, 200, 400, 800, 1600], "runs": 100, "seed": 0,
-            "scheduler": "", "workers": 0, "observables": []}
+            "scheduler": "", "workers": 0, "connect_timeout": 10.0, "observables": []}
 
 #: Largest entry of ``study.dimensions`` (the ensembles' memory check refuses far less).
 MAX_DIMENSION = 10**8
@@ -34,6 +34,8 @@ KEY_HELP = {
                          "processes, `\"serial\"` runs the jobs in this process."),
                         '"" | "serial" | tcp://HOST:PORT'),
     "study.workers": ("Number of local worker processes; 0: one per CPU core.", "integer >= 0"),
+    "study.connect_timeout": ("Seconds to reach `scheduler` before the study is refused (before "
+                              "any job starts).", "number > 0"),
     "study.observables": (("Statistics drawn in panels of their own in `study_errors.png` "
                            "and listed in the printed summary, besides the worst and median "
                            "error of each group (`m`, `R`, `v`, ...); `[]`: every statistic "
@@ -75,6 +77,8 @@ def validate_study(table):
     table["seed"] = fields.integer(table, "study", "seed", 0)
     table["workers"] = fields.integer(table, "study", "workers", 0)
     table["scheduler"] = check_scheduler(fields.string(table, "study", "scheduler"))
+    table["connect_timeout"] = fields.real(table, "study", "connect_timeout", minimum=0.0,
+                                           strict=True)
     return table
 
 

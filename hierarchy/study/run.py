@@ -61,9 +61,10 @@ import numpy as np
 
 from hierarchy.config.loader import check_scheduler, load_config
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import Checkpoint, interruptible
+from hierarchy.core.io import Checkpoint, hold_signals, interruptible
 from hierarchy.core.progress import Progress
 from hierarchy.core.registry import family, family_of
+from hierarchy.sgd.divergence import DivergedError
 from hierarchy.study import runner
 from hierarchy.study.compute import compute_job, job_hash
 from hierarchy.study.dimension_report import chosen_observables
@@ -132,7 +133,7 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     elif "sgd" in study.get("references", REFERENCES):
         model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
-    checkpoint = Checkpoint(out, config)
+    checkpoint = Checkpoint(out, config, command="study")
     planned = model.plan_jobs(config) if own_hooks(model) else plan_jobs(config)
     expected = {job: job_hash(config, job, labels) for job in planned}
     # An existing cluster is reached first: an unreachable one leaves the folder untouched.
@@ -183,8 +184,9 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
     progress.line(plan_line(config, jobs, done, where))
 
     def keep(job, result):
-        save_job(out, job, result, expected[job])
-        finished[job] = result
+        with hold_signals():  # a job on disk is a job counted as kept
+            save_job(out, job, result, expected[job])
+            finished[job] = result
         lines.report(job, result)
 
     def write(results, complete):
@@ -204,10 +206,14 @@ def run_in_folder(checkpoint, config, labels, expected, done, report, *, client,
                                       done=done, on_result=keep, client=client,
                                       on_wait=lines.waiting)
         except KeyboardInterrupt:
-            write(finished, complete=False)
+            with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                write(finished, complete=False)
             # The CLI says "interrupted" once; this line only counts what was kept.
             print(f"{len(finished)}/{len(jobs)} finished jobs kept in {jobs_folder(out)}",
                   file=sys.stderr)
+            raise
+        except DivergedError:
+            write(finished, complete=False)  # the jobs before it, marked incomplete (exit 1)
             raise
     return write(results, complete=True)
 

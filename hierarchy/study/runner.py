@@ -48,6 +48,14 @@ def connect(address, timeout, field="study.scheduler"):
             f"{field}: cannot reach the Dask scheduler at {address} within {float(timeout):g} s "
             f"({reason}); start it, fix the address, raise study.connect_timeout, or use serial",
             field=field) from None
+    except Exception as error:  # noqa: BLE001  (whatever the service answered; MemoryError too)
+        # Something answers there but not in Dask's protocol: its bytes read as a frame
+        # length ask for exabytes (MemoryError), or fail to decode. Not our memory.
+        raise HierarchyError(
+            f"{field}: the service at {address} does not answer as a Dask scheduler "
+            f"({type(error).__name__} reading its reply); point --scheduler or study.scheduler "
+            "at a Dask scheduler (dask scheduler prints its tcp:// address), or use serial",
+            field=field) from None
 
 
 def run_jobs(jobs, *, compute, scheduler=None, workers=0, done=None, on_result=None,
@@ -170,7 +178,9 @@ def local_cluster(n_workers):
 
     Each worker gets the package on its ``PYTHONPATH`` and one BLAS/OpenMP thread; its Dask
     loggers print nothing below CRITICAL (``silence_logs``): a local study prints no worker
-    noise, such as the traceback of a heartbeat missed under load.
+    noise, such as the traceback of a heartbeat missed under load. It ignores SIGINT
+    (:mod:`hierarchy.study.worker_signals`): a Ctrl-C to the process group is handled by the
+    study's own process alone.
     """
     from dask.distributed import LocalCluster  # noqa: PLC0415  (Dask: heavy, optional, deferred)
 
@@ -178,5 +188,6 @@ def local_cluster(n_workers):
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
     return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                         dashboard_address=None, silence_logs=logging.CRITICAL,
+                        preload=["hierarchy.study.worker_signals"],  # Ctrl-C: ours to handle
                         env={"PYTHONPATH": path, "OMP_NUM_THREADS": "1",
                              "OPENBLAS_NUM_THREADS": "1"})

@@ -632,7 +632,8 @@ def _write(out, config, solver, result, summary, complete, arrays=None, t_eval=N
             arrays = {key: value[:t.size] for key, value in arrays.items()}
     out.mkdir(parents=True, exist_ok=True)
     write_result(out, t=t, mu=mu, labels=solver.labels, config=config,
-                 summary=summary, complete=complete, extra_arrays=arrays or None)
+                 summary=summary, complete=complete, extra_arrays=arrays or None,
+                 command="solve")
 
 
 def _warn_truncation(solver, check, extrapolated=False):

@@ -21,7 +21,7 @@ from hierarchy.config.statistics_start import (
     check_start,
 )
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import interruptible, write_result
+from hierarchy.core.io import hold_signals, interruptible, write_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.run_report import plot_solved
 from hierarchy.core.trajectory import Status
@@ -37,6 +37,7 @@ from hierarchy.models.network.model import (
     MAX_BATCH,
     MAX_WIDTH,
     SECOND_LAYERS,
+    TEACHER_DEFAULTS,
     check_batch,
     check_plain_sgd,
     network_from_config,
@@ -47,6 +48,7 @@ from hierarchy.models.network import study as network_study
 from hierarchy.models.network.spectral import NetworkSpectra, block_names, check_spectra_network
 from hierarchy.spectra import config as spectra_config
 from hierarchy.spectra.job import run_ensemble
+from hierarchy.sgd.ensemble import RowValue
 from hierarchy.study import dimension_config
 from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
 from hierarchy.ode.integrate import SolveInterrupted
@@ -176,8 +178,7 @@ class NetworkFamily(ModelFamily):
         "model": {"data": "teacher", "loss": "mse", "ridge": 0.0,
                   "student": {"width": 2, "activation": "erf", "second_layer": "fixed",
                               "second_layer_values": []},
-                  "teacher": {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
-                              "second_layer_values": [], "target": ""},
+                  "teacher": dict(TEACHER_DEFAULTS),
                   "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
         "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
@@ -279,18 +280,15 @@ class NetworkFamily(ModelFamily):
                                        seed=table["seed"], start=start, scale=init["scale"],
                                        observer=observer, **loop)
 
-        def risk(trajectory):
-            # the loop may record more times than the outputs (the spectra's): keep the outputs
-            recorded = np.round(np.asarray(trajectory.t, dtype=float), 12)
-            rows = np.searchsorted(recorded, np.round(self.output_times(config), 12))
-            u_runs = np.asarray(trajectory.u_runs, dtype=float)[:, rows]
-            eg_runs = network_sgd.risk_along(self.system(config), u_runs)
-            alive = np.isfinite(eg_runs)
-            with np.errstate(invalid="ignore"):
-                mean = np.where(alive, eg_runs, 0.0).sum(axis=0) / alive.sum(axis=0)
-            return {"eg": [float(e) for e in mean], "eg_final": float(mean[-1]),
-                    "eg_source": "population risk of each run's statistics (field eg)",
-                    "result_arrays": {"eg": mean, "eg_runs": eg_runs}}
+        built = {}
+
+        def population_risk(state):  # the field is built once SGD is done, as it was
+            if "system" not in built:
+                built["system"] = self.system(config)
+            return built["system"].eg(state)
+
+        risk = RowValue("eg", population_risk,
+                        eg_source="population risk of each run's statistics (field eg)")
 
         adapter = None
         if config.get("spectra", {}).get("times"):
@@ -298,7 +296,7 @@ class NetworkFamily(ModelFamily):
                                      start, init["scale"],
                                      {**DEFAULT_SETTINGS, **config["solve"]})
         return run_ensemble(config, out_dir, run, self.output_times(config), adapter,
-                            state_name=self.state_name, on_finish=risk, resume=resume,
+                            state_name=self.state_name, row_value=risk, resume=resume,
                             progress=progress, dimension=int(table["dimension"]),
                             sampler="network SGD")
 
@@ -320,14 +318,17 @@ class NetworkFamily(ModelFamily):
         with interruptible():
             try:
                 result = solve()
-                check = None
-                if getattr(system, "adaptive", False) and result.status == Status.COMPLETE:
-                    check = tightened_solve(system, solve)
             except SolveInterrupted as stop:
-                write_solution(out_dir, config, system, stop.result,
-                               interrupted=stop.result.message)
+                with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+                    write_solution(out_dir, config, system, stop.result,
+                                   interrupted=stop.result.message)
                 raise
-        return write_solution(out_dir, config, system, result, check=check)
+
+            def check():  # the tightened solve: post-processing, after the trajectory is kept
+                if getattr(system, "adaptive", False) and result.status == Status.COMPLETE:
+                    return tightened_solve(system, solve)
+                return None
+            return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
         lines = [super().format_summary(summary)]
@@ -460,37 +461,74 @@ def certification_line(summary):
 def write_solution(out_dir, config, system, result, interrupted=None, check=None):
     """Write ``result.npz`` (``t``, ``labels``, ``u``, ``eg``) and ``result.json``.
 
-    The summary adds ``eg_final``, the field's ``engine``, ``teacher_overlaps`` and
-    ``quadrature_error`` (:func:`certify`): the largest stated quadrature error of the field
-    and of ``eg`` over every output time; with ``check`` (a solve with the engine's target
-    :data:`CHECK_FACTOR` times tighter, :func:`tightened_solve`) the largest change of the
-    states and of ``eg`` it made; ``certified`` when at every output time each of them is
-    within the solve's ``atol + rtol max|u|``. ``certified`` is repeated at the top level and
-    ``beyond_horizon`` is its negation (``hierarchy solve`` exits 3).
+    The trajectory is written first, before any slow post-processing, marked incomplete
+    (``stage: "post-processing"``, ``eg`` NaN): an interrupt from there on keeps every row.
+    An interrupted solve stops there (``eg`` not computed). Otherwise ``eg`` is computed row
+    by row, then ``check()`` (the tightened solve, :func:`tightened_solve`, or None) and the
+    quadrature errors; an interrupt in any of them keeps the ``eg`` rows done, still
+    incomplete. The summary then adds ``eg_final``, the field's ``engine``,
+    ``teacher_overlaps`` and ``quadrature_error`` (:func:`certify`): the largest stated
+    quadrature error of the field and of ``eg`` over every output time; with the check the
+    largest change of the states and of ``eg`` it made; ``certified`` when at every output
+    time each of them is within the solve's ``atol + rtol max|u|``. ``certified`` is
+    repeated at the top level and ``beyond_horizon`` is its negation (``hierarchy solve``
+    exits 3). An ``eg`` that is not finite leaves the result incomplete (``not_finite``).
     """
     summary = trajectory_summary(result, interrupted=interrupted)
-    eg = np.array([system.eg(u) for u in result.y])
     net = system.net
-    extra = {"eg": eg}
-    if net.inputs is not None:
-        extra.update(field_arrays(net, result.y))
-        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
-                             "trace": net.inputs.trace}
     summary["teacher_overlaps"] = {label: float(net.overlap_matrix[n, m]) for (n, m), label
                                    in zip(zip(*np.triu_indices(net.M)), teacher_labels(net.M))}
-    quadrature_error = certify(config, system, result, eg, check)
-    summary.update(eg_final=float(eg[-1]) if eg.size else None, engine=system.engine,
-                   quadrature_error=quadrature_error,
-                   certified=quadrature_error["certified"])
-    if not quadrature_error["certified"]:
-        summary["beyond_horizon"] = True
-        summary["beyond_from"] = quadrature_error["first_uncertified"]
+    summary["engine"] = system.engine
+    arrays = {}
+    if net.inputs is not None:
+        arrays = field_arrays(net, result.y)
+        summary["inputs"] = {"covariance": net.inputs.covariance, "blocks": net.inputs.blocks,
+                             "trace": net.inputs.trace}
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})
-    write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
-                 summary=summary, extra_arrays=extra,
-                 complete=result.status == Status.COMPLETE, state_name="u")
+    eg = np.full(len(result.t), np.nan)
+    if interrupted is not None:
+        summary["eg"] = "not computed: interrupted"
+        write_network_result(out_dir, config, result, eg, summary, False, arrays)
+        return summary
+    write_network_result(out_dir, config, result, eg, dict(summary, stage="post-processing",
+                                                          eg="not computed yet"), False, arrays)
+    done = 0
+    try:
+        for u in result.y:
+            eg[done] = system.eg(u)
+            done += 1
+        error = certify(config, system, result, eg, check() if check is not None else None)
+    except KeyboardInterrupt:
+        with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
+            write_network_result(out_dir, config, result, eg,
+                                 dict(summary, stage="post-processing",
+                                      eg=f"interrupted: {done} of {len(eg)} rows computed"),
+                                 False, arrays)
+        raise
+    summary.update(eg_final=float(eg[-1]) if eg.size else None, quadrature_error=error,
+                   certified=error["certified"])
+    if not error["certified"]:
+        summary["beyond_horizon"] = True
+        summary["beyond_from"] = error["first_uncertified"]
+    complete = result.status == Status.COMPLETE and bool(np.all(np.isfinite(eg)))
+    if result.status == Status.COMPLETE and not complete:
+        count = int(np.sum(~np.isfinite(eg)))
+        summary["not_finite"] = {
+            "count": count, "t": float(result.t[np.argmin(np.isfinite(eg))]),
+            "message": f"eg is not finite at {count} of {len(eg)} output times (first: t = "
+                       f"{float(result.t[np.argmin(np.isfinite(eg))]):.6g}); the result is "
+                       "kept, marked incomplete"}
+    write_network_result(out_dir, config, result, eg, summary, complete, arrays)
+    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})  # after the result
     return summary
+
+
+def write_network_result(out_dir, config, result, eg, summary, complete, arrays=None):
+    """``result.npz`` and ``result.json`` of a solve (``complete`` as given); ``arrays``:
+    more arrays (the structured inputs' local fields)."""
+    write_result(out_dir, t=result.t, mu=result.y, labels=result.labels, config=config,
+                 summary=summary, extra_arrays={"eg": eg, **(arrays or {})},
+                 complete=complete, state_name="u", command="solve")
 
 
 def field_arrays(net, states):

@@ -199,7 +199,9 @@ def committee_points(net, system, vanishing_step=False):
     -------
     list of dict
         The points found (a root with residual at most :data:`RESIDUAL`), as
-        :func:`classify` returns them; ``[]`` when the units are not exchangeable.
+        :func:`classify` returns them, and for each search that found none a record
+        ``found: False`` (:func:`not_found`: its kind, the Newton residual where it stopped);
+        ``[]`` when the units are not exchangeable.
     """
     if not exchangeable(net):
         return []
@@ -217,19 +219,35 @@ def committee_points(net, system, vanishing_step=False):
     found = []
     for kind, classes, guess in searches:
         point = solve_in_subspace(net, function, classes, guess)
-        if residual(function, point) < RESIDUAL:
-            found.append(classify(net, system, function, point, kind))
+        error = residual(function, point)
+        found.append(classify(net, system, function, point, kind) if error < RESIDUAL
+                     else not_found(net, point, kind, error))
     return found
+
+
+def not_found(net, point, kind, error):
+    """The record of a search that found no root: ``found: False``, the ``kind`` searched
+    for, where Newton stopped (``u``) and its residual (None when not finite)."""
+    return {"u": dict(zip(net.labels, map(float, point))), "stable": None, "eigenvalues": [],
+            "kind": kind, "found": False, "searched": kind,
+            "residual": float(error) if np.isfinite(error) else None,
+            "note": f"{kind}: no root found (largest |field| {error:.3g} > {RESIDUAL:g} where "
+                    "Newton stopped)"}
 
 
 def distinct(net, points):
     """The points, each root once modulo a permutation of the student units (the first kind
-    found is kept, and its note says which later kinds were the same point)."""
+    found is kept, and its note says which later kinds were the same point); searches that
+    found nothing are all kept."""
     kept = []
     for point in points:
+        if point.get("found") is False:
+            kept.append(point)
+            continue
         u = np.array(list(point["u"].values()))
-        same = next((k for k, first in enumerate(kept) if distance_modulo_permutation(
-            net, u, np.array(list(first["u"].values()))) < SAME), None)
+        same = next((k for k, first in enumerate(kept) if first.get("found") is not False
+                     and distance_modulo_permutation(
+                         net, u, np.array(list(first["u"].values()))) < SAME), None)
         if same is None:
             kept.append(point)
             continue

@@ -47,6 +47,9 @@ STUDENT_KEYS = ("width", "activation", "second_layer", "second_layer_values")
 TEACHER_KEYS = ("width", "activation", "noise", "overlaps", "second_layer_values", "target")
 #: the teacher activation a ``target`` leaves at its default
 DEFAULT_TEACHER_ACTIVATION = "erf"
+#: ``[model.teacher]`` defaults (a mixture's data has no teacher: any other value is refused)
+TEACHER_DEFAULTS = {"width": 2, "activation": DEFAULT_TEACHER_ACTIVATION, "noise": 0.0,
+                    "overlaps": [], "second_layer_values": [], "target": ""}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +167,7 @@ def network_from_config(config):
     sgd = config["sgd"]
     step = fields.real(sgd, "sgd", "step", 0.0, True, MAX_PARAMETER)
     step_v = step_second_layer(sgd, step)
+    check_unused_tables(model, data)
     batch = fields.integer({"batch": sgd.get("batch", 1)}, "sgd", "batch", 1, MAX_BATCH)
     constraint = fields.choice({"constraint": sgd.get("constraint", "none")}, "sgd",
                                "constraint", CONSTRAINTS)
@@ -274,6 +278,30 @@ def check_sphere_start(net, u, field="init.statistics"):
         if abs(value - 1.0) > 1e-12:
             raise HierarchyError(f'{field}: sgd.constraint = "sphere" holds |w_k|^2/N = 1, so '
                                  f"Q{k}.{k} must be 1 (got {value:g})", field=field)
+
+
+def check_unused_tables(model, data):
+    """Refuse a table the data law ignores (one line naming the key): ``[model.mixture]``
+    with teacher data, a ``[model.teacher]`` key with mixture data (the label noise of a
+    mixture is its ``snr``). A value equal to its default changes nothing and passes."""
+    if data == "teacher":
+        from hierarchy.models.network.mixture import DEFAULTS  # noqa: PLC0415 (optional part)
+        table = model.get("mixture", {})
+        fields.check_is_table(table, "model.mixture")
+        changed = [key for key in table if key not in DEFAULTS or table[key] != DEFAULTS[key]]
+        if changed:
+            raise HierarchyError(f'model.mixture.{changed[0]} is set but model.data = "teacher" '
+                                 'ignores [model.mixture]; set model.data = "mixture", or '
+                                 "remove [model.mixture]", field=f"model.mixture.{changed[0]}")
+        return
+    table = model.get("teacher", {})
+    changed = [key for key in table if table[key] != TEACHER_DEFAULTS.get(key)]
+    if changed:
+        hint = (" (a mixture's label noise is model.mixture.snr)" if changed[0] == "noise"
+                else "")
+        raise HierarchyError(f'model.teacher.{changed[0]} is set but model.data = "mixture" has '
+                             f"no teacher{hint}; remove it from [model.teacher], or set "
+                             'model.data = "teacher"', field=f"model.teacher.{changed[0]}")
 
 
 def step_second_layer(sgd, step):

@@ -30,7 +30,13 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import gram, second_layer_of
 from hierarchy.models.network.sphere import renormalise
-from hierarchy.sgd.ensemble import check_ensemble, rng_state, set_rng_state, simulate_ensemble
+from hierarchy.sgd.ensemble import (
+    RowValue,
+    check_ensemble,
+    rng_state,
+    set_rng_state,
+    simulate_ensemble,
+)
 
 
 def sqrt_psd(matrix):
@@ -330,18 +336,16 @@ def run_sgd(net, dimension, runs, times, seed=0, start=None, scale=1.0, observer
 
 
 def risk_along(system, u_runs):
-    """``(runs, T)``: the population risk (the field's ``eg``) at every recorded state.
+    """``(runs, T)``: the population risk (the field's ``eg``) at every recorded state
+    (NaN where a state is not finite).
 
     For teacher data the risk of a network is a function of its statistics, so this is the
     exact population risk of each run's weights (not a test-set estimate).
     """
     u_runs = np.asarray(u_runs, dtype=float)
-    out = np.full(u_runs.shape[:2], np.nan)
-    for r, run in enumerate(u_runs):
-        for i, state in enumerate(run):
-            if np.all(np.isfinite(state)):
-                out[r, i] = float(system.eg(state))
-    return out
+    risk = RowValue("eg", system.eg)
+    return np.stack([risk.of_row(u_runs[:, row]) for row in range(u_runs.shape[1])], axis=1) \
+        if u_runs.shape[1] else np.full(u_runs.shape[:2], np.nan)
 
 
 def check_dimension(net, dimension, field="sgd.dimension"):
