@@ -10,9 +10,11 @@ The suite runs on two pytest-xdist workers (``pyproject.toml``), which share one
 the default cache, whose per-module file locks make each kernel build once (see
 ``docs/testing.md``). A test writes only under its ``tmp_path``.
 """
+import os
 import signal
 
 import pytest
+from hypothesis import settings
 
 from hierarchy.models.attention.variants import VARIANTS
 
@@ -27,6 +29,14 @@ def pytest_configure(config):
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: CI (``CI=true``) draws hypothesis's examples from a fixed seed, so a CI run is
+#: reproducible and a failure there is one that a local ``CI=true python -m pytest`` repeats;
+#: a plain local run keeps exploring new examples.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(params=list(VARIANTS), ids=list(VARIANTS))
