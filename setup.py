@@ -35,7 +35,8 @@ setup(
         "dask[distributed]>=2023.1",  # the study (the main job) runs its jobs through Dask
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # pytest-xdist: the suite runs on every core (pyproject.toml's addopts: -n 2)
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "hypothesis>=6"],
     },
     entry_points={"console_scripts": ["hierarchy = hierarchy.cli.main:main"]},
 )

@@ -1,5 +1,4 @@
 """BLAS thread counts chosen by measurement (hierarchy.core.blas_threads) and recorded by sgd."""
-import time
 
 import numpy as np
 import pytest
@@ -19,12 +18,37 @@ def blas_counts():
     return sorted({info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"})
 
 
+class VirtualClock:
+    """Stands in for the ``time`` module of :mod:`hierarchy.core.blas_threads`: the fake
+    workloads below advance it instead of sleeping, so the timings the chooser measures are
+    exactly the workloads' and no load on the machine can reorder them. Each reading moves
+    it on by a nanosecond, as a real clock does."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        self.now += 1e-9
+        return self.now
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def virtual_clock(monkeypatch):
+    """Every test of this file measures on the virtual clock."""
+    monkeypatch.setattr(bt, "time", VirtualClock())
+
+
 def slower_with_more_threads():
-    time.sleep(0.003 * max(blas_counts()) ** 2)
+    bt.time.sleep(0.003 * max(blas_counts()) ** 2)
 
 
 def slower_with_fewer_threads():
-    time.sleep(0.027 / max(blas_counts()) ** 2)
+    bt.time.sleep(0.027 / max(blas_counts()) ** 2)
 
 
 def test_context_manager_sets_every_blas_and_restores_it():

@@ -109,21 +109,30 @@ def test_corrupted_entry_is_detected_and_rebuilt(tmp_cache):
     assert cache.find_module(name) == tmp_cache / name
 
 
-def test_concurrent_processes_build_once_and_both_succeed(tmp_cache):
+def test_concurrent_processes_build_once_and_all_succeed(tmp_cache):
+    """Four processes on one cache (what the test workers do with ``generated/``): the module is
+    built once under its lock, every process imports it, and their racing alias records leave
+    one valid index entry and no half-built folder."""
     source = tiny_source(uuid.uuid4().hex)
+    alias = uuid.uuid4().hex
     code = COUNTING_BUILD + f"""
     m = cache.compile_pyx({source!r}, "tiny")
-    print("RESULT", m.__name__, m.triple(2.0))
+    cache.index_record({alias!r}, m.__name__, process=sys.argv[1])
+    print("RESULT", m.__name__, m.triple(2.0), cache.index_lookup({alias!r}))
     """
     env = dict(os.environ, PYTHONPATH=str(REPO), HIERARCHY_GENERATED=str(tmp_cache))
-    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(i)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+             for i in range(4)]
     outputs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outputs]
     results = {line for out, _ in outputs for line in out.splitlines() if line.startswith("RESULT")}
-    assert len(results) == 1 and results.pop().endswith(" 6.0")
+    assert len(results) == 1
+    _, name, value, found = results.pop().split()
+    assert value == "6.0" and found == name
     assert sum(out.count("COMPILED") for out, _ in outputs) == 1
+    assert cache.Cache(tmp_cache).index_lookup(alias) == name
+    assert not list(tmp_cache.glob(".build-*")) and not list((tmp_cache / ".index").glob(".*"))
 
 
 def test_compile_errors_carry_the_compiler_message(tmp_cache):

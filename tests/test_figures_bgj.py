@@ -125,7 +125,7 @@ def test_sweep_and_agreement_match_the_endpoints(name, law, outputs):
 def test_bad_seed_is_a_one_line_error(tmp_path):
     done = subprocess.run([sys.executable, str(TOOLS / "figure_bgj_pca.py"), "--tiny",
                            "--seed", "-1", "--out", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+                          text=True, timeout=600, check=False)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: --seed must be an integer >= 0; got -1"
 

@@ -36,7 +36,7 @@ def tiny(tmp_path_factory):
     """The script run once with ``--tiny``: its output folder."""
     out = tmp_path_factory.mktemp("spectra_kgmm")
     subprocess.run([sys.executable, str(TOOLS / f"{NAME}.py"), "--tiny", "--out", str(out)],
-                   check=True, capture_output=True, text=True, timeout=120)
+                   check=True, capture_output=True, text=True, timeout=600)
     return out
 
 

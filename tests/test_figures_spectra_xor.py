@@ -35,7 +35,7 @@ def tiny(tmp_path_factory):
     """The script run once with ``--tiny``: its output folder."""
     out = tmp_path_factory.mktemp("spectra_xor")
     subprocess.run([sys.executable, str(TOOLS / f"{NAME}.py"), "--tiny", "--out", str(out)],
-                   check=True, capture_output=True, text=True, timeout=120)
+                   check=True, capture_output=True, text=True, timeout=600)
     return out
 
 

@@ -151,13 +151,13 @@ def test_large_untied_system_generates_and_compiles_fast(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("columns", ["uint16", "int32"])
-def test_table_column_types(tmp_path, monkeypatch, columns):
+def test_table_column_types(monkeypatch, columns):
     """Columns are uint16 up to 65536 words; the int32 fallback of larger systems computes
-    the same right-hand side (forced here on a small system)."""
+    the same right-hand side (forced here on a small system). The kernels go to the tests'
+    shared cache: this checks the tables, not the build."""
     from hierarchy.jit import cache
     from hierarchy.models.attention.compiled import Solver, solver_metadata
 
-    monkeypatch.setenv("HIERARCHY_GENERATED", str(tmp_path))
     if columns == "int32":
         monkeypatch.setattr(sparse_kernels, "COLUMN_TYPES", ((np.int32, "int"),))
     field = hierarchy.build_field("untied", 2, [1], 3)

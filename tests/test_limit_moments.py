@@ -163,24 +163,24 @@ def test_limit_agrees_with_samples_within_four_standard_errors(parameterization,
 
 def test_every_word_of_tied_k2_m16_in_under_a_second():
     words = enumerate_words(alphabet("tied", 2), 16)
-    start = time.perf_counter()
+    start = time.process_time()
     mu = limit_word_moments("tied", 2, words, [0.5, 1.5], [1.0, 0.8])
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     print(f"tied K=2 M=16: {len(words)} words in {elapsed:.3f} s")
     assert len(words) == len(mu) > 5000 and np.all(mu > 0)
-    assert elapsed < 3.0  # the target is < 1 s; generous for a shared machine
+    assert elapsed < 3.0  # CPU seconds (load-proof); the target is < 1 s
 
 
 def test_every_word_of_untied_k2_m8_in_under_a_second():
     alph = alphabet("untied", 2)
     groups = [decode(enumerate_codes(alph, w), w, alph) for w in range(1, 9)]
-    start = time.perf_counter()
+    start = time.process_time()
     mus = [limit_word_moments("untied", 2, g, [0.5, 1.5], [1.0, 0.8]) for g in groups]
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     n_words = sum(len(g) for g in groups)
     print(f"untied K=2 M=8: {n_words} words in {elapsed:.3f} s")
     assert n_words > 10**6 and sum(np.count_nonzero(m) for m in mus) > 50_000
-    assert elapsed < 3.0  # the target is < 1 s; generous for a shared machine
+    assert elapsed < 3.0  # CPU seconds (load-proof); the target is < 1 s
     # the array path and the tuple-list path agree
     listed = [tuple(w) for w in groups[5].tolist()]
     assert np.array_equal(limit_word_moments("untied", 2, listed, [0.5, 1.5], [1.0, 0.8]),

@@ -253,8 +253,10 @@ def test_wishart_moments_at_d_1_are_chi_square_moments(nu, scale):
 
 # ----------------------------------------------------------------- bulk edge
 
+#: zero or normal weights well inside the float range: subnormal weights (5e-324) lose the
+#: digits that homogeneity compares; the ends of the range have their own test below
 _WEIGHTS = arrays(np.float64, st.integers(20, 200),
-                  elements=st.floats(0.0, 10.0, allow_nan=False, allow_infinity=False))
+                  elements=st.one_of(st.just(0.0), st.floats(1e-6, 10.0)))
 
 
 def test_bulk_edge_of_weights_at_the_ends_of_the_float_range():

@@ -1,6 +1,7 @@
 """tools/mutation_check.py: its list, one caught mutation, and a drifted snippet reported."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,13 @@ def test_a_caught_mutation_and_a_drifted_snippet_are_reported():
     assert lines[2].startswith("twice: ERROR ") and "found" in lines[2]
     assert lines[-1] == "1 of 3 caught"
     assert "value *= s2 * r" in (ROOT / path).read_text()    # the checkout is untouched
+
+
+def test_a_selection_that_collects_nothing_is_not_caught(tmp_path):
+    """pytest's exit 5 (no test collected, e.g. a selection of ``slow`` tests only) vouches for
+    nothing: it must read as not caught, never as a failing test."""
+    tool = _tool()
+    ok, why = tool.run_tests(ROOT, dict(os.environ), tmp_path,
+                             ["tests/test_words.py", "-n", "0", "-k", "no_test_has_this_name"],
+                             timeout=300)
+    assert ok is None and "no test collected" in why

@@ -1,8 +1,12 @@
 """Faults: broken compilers, damaged caches, races, interruptions, blow-ups; loss-parser fuzzing.
 
-Every fault runs in a child process with its own compiler cache (``HIERARCHY_GENERATED``,
-``XDG_CACHE_HOME`` and the repository's ``generated/`` redirected into ``tmp_path``), so the
-tests never touch or depend on the shared cache.
+Every fault of the build runs in a child process with its own compiler cache
+(``HIERARCHY_GENERATED``, ``XDG_CACHE_HOME`` and the repository's ``generated/`` redirected
+into ``tmp_path``), so those tests never touch or depend on the shared cache. The children
+that test no build (interruptions, blow-ups) use the cache of the test process instead
+(:func:`shared_cache_env`), so they compile nothing another test has built already.
+Interruption tests send their signal when the child prints that it reached the state under
+test (``tests/events.py``), never after a sleep.
 """
 import json
 import os
@@ -21,6 +25,9 @@ from hypothesis import strategies as st
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import read_result
+from hierarchy.jit import cache
+
+from events import StreamWatcher
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,6 +51,17 @@ def child_env(tmp_path, **extra):
         "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
     })
     env.update({key: str(value) for key, value in extra.items()})
+    return env
+
+
+def shared_cache_env(tmp_path):
+    """:func:`child_env` with the tests' own kernel cache: for children that test no build."""
+    env = child_env(tmp_path, TEST_REPO_GENERATED=cache.REPO_GENERATED)
+    for name in ("HIERARCHY_GENERATED", "XDG_CACHE_HOME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+        else:
+            env.pop(name)
     return env
 
 
@@ -216,6 +234,9 @@ def test_two_processes_generating_the_same_solver_build_once_and_both_succeed(tm
 
 # --- interruptions --------------------------------------------------------------------------
 
+# A counter checkpointed at every step; "SAVED n" on stdout once n rows are on disk. A fresh
+# run goes slowly after its 20th row, waiting to be interrupted (150 rows take a minute), so
+# the signal lands mid-run however loaded the machine; a resumed run goes at full speed.
 CHECKPOINTED_RUN = """
 import time
 import numpy as np
@@ -232,7 +253,9 @@ with interruptible():
         for step in range(start, steps):
             t.append(float(step)); mu.append([step, step * step])
             ckpt.save(t=t, mu=mu, labels=["n", "n2"], state={"step": step + 1})
-            time.sleep(0.005)
+            print("SAVED", step + 1, flush=True)
+            if not resume and step + 1 >= 20:
+                time.sleep(0.4)
     except KeyboardInterrupt:
         print("INTERRUPTED", len(t), flush=True)
         sys.exit(130)
@@ -240,11 +263,17 @@ ckpt.finish(t=t, mu=mu, labels=["n", "n2"], summary={"steps": steps})
 """
 
 
-def wait_for(path, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
+def interrupt_when(child, pattern, signum):
+    """Send ``signum`` once the child printed ``pattern``; its stdout and stderr once it ended."""
+    stdout, stderr = StreamWatcher(child.stdout, child), StreamWatcher(child.stderr)
+    try:
+        stdout.wait_for(pattern)
+        child.send_signal(signum)
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return stdout.finish(), stderr.finish()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -254,15 +283,12 @@ def test_interrupted_checkpointed_run_keeps_its_record_and_resumes(tmp_path, sig
     command = [sys.executable, "-c", child_code(CHECKPOINTED_RUN), str(out)]
     child = subprocess.Popen(command + ["fresh"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env, cwd=REPO)
-    wait_for(out / "result.json")
-    time.sleep(0.2)
-    child.send_signal(signum)
-    stdout, stderr = child.communicate(timeout=60)
+    stdout, stderr = interrupt_when(child, r"SAVED 20\b", signum)
     assert child.returncode == 130, stderr
     partial = read_result(out)
     assert partial["complete"] is False and partial["labels"] == ["n", "n2"]
     kept = len(partial["t"])
-    assert 0 < kept < 150
+    assert 20 <= kept < 150 and f"INTERRUPTED {kept}" in stdout
     np.testing.assert_array_equal(partial["mu"][:, 0], np.arange(kept))
 
     resumed = subprocess.run(command + ["resume"], capture_output=True, text=True, env=env, cwd=REPO,
@@ -292,7 +318,7 @@ d = 40
 
 [solve]
 t_final = {t_final}
-points = 2001
+points = {points}
 
 [sgd]
 d = 40
@@ -302,28 +328,43 @@ seeds = [0, 1]
 """
 
 
+# The CLI with an observer on seed 1's rows: "ROW n" on stdout once row n is recorded, and
+# the rows after it slowed down (half a second each), so a signal sent after "ROW 10"
+# lands inside seed 1's stepping loop however loaded the machine.
+OBSERVED_SEED_1 = """
+import time
+import hierarchy.sgd.job as job
+simulate = job.simulate
+def observed(*args, **kwargs):
+    def observer(row, **_):
+        print("ROW", row, flush=True)
+        time.sleep(0.5)
+    return simulate(*args, observers=(observer,) if kwargs["seed"] == 1 else (), **kwargs)
+job.simulate = observed
+"""
+
+
 def test_sgd_interrupted_by_a_signal_keeps_its_record_and_resumes(tmp_path):
     out = tmp_path / "sgd"
     config = tmp_path / "sgd.toml"
-    config.write_text(SGD_CONFIG.format(t_final=3.0))  # about 3 s per seed
-    env = child_env(tmp_path)
+    config.write_text(SGD_CONFIG.format(t_final=0.5, points=201))
+    env = shared_cache_env(tmp_path)
     argv = ["sgd", str(config), "--out", str(out), "--quiet"]
-    child = start_child(cli_child(*argv), env)
-    wait_for(out / "result.json", timeout=240)  # written when seed 0 is done
-    time.sleep(0.5)
-    child.send_signal(signal.SIGTERM)
-    stdout, stderr = child.communicate(timeout=120)
+    child = start_child(OBSERVED_SEED_1 + cli_child(*argv), env)
+    _, stderr = interrupt_when(child, r"ROW 10\b", signal.SIGTERM)  # seed 0 done, seed 1 running
     assert child.returncode == 130, stderr
     assert f"partial results kept in {out}" in stderr and "Traceback" not in stderr
     partial = read_result(out)
     assert partial["complete"] is False
     assert partial["mu"].shape == (len(partial["t"]), len(partial["labels"]))
+    seeds = partial["mu_seeds"]
+    assert np.all(np.isfinite(seeds[0])) and np.all(np.isnan(seeds[1, -1]))  # seed 1 cut short
 
     resumed = run_child(cli_child(*argv, "--resume"), env, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     final = read_result(out)
     assert final["complete"] is True
-    assert final["t"][-1] == pytest.approx(3.0, rel=1e-3)
+    assert final["t"][-1] == pytest.approx(0.5, rel=1e-3)
     assert final["mu_seeds"].shape[0] == 2 and np.all(np.isfinite(final["mu_seeds"]))
     # the seed finished before the interruption is kept as it was, not recomputed
     np.testing.assert_array_equal(final["mu_seeds"][0], partial["mu_seeds"][0])
@@ -347,7 +388,8 @@ print(json.dumps({"status": result.status, "message": result.message,
 """
     saved = tmp_path / "blowup.npz"
     proc = subprocess.run([sys.executable, "-c", child_code("import json\n" + body), str(saved)],
-                          capture_output=True, text=True, env=child_env(tmp_path), cwd=REPO, timeout=300)
+                          capture_output=True, text=True, env=shared_cache_env(tmp_path), cwd=REPO,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["status"] == 1
@@ -365,10 +407,12 @@ def test_blowing_up_solve_run_keeps_the_trajectory_on_disk(tmp_path):
     degree 4: the truncated solution is a polynomial in t that passes 1e8 near t = 57)."""
     config = tmp_path / "blowup.toml"
     # extrapolate = false: the degree-4 blow-up is then the failure (exit 1) it used to be
-    config.write_text(SGD_CONFIG.format(t_final=1e3).replace("degree = 2", "degree = 4")
+    config.write_text(SGD_CONFIG.format(t_final=1e3, points=2001)
+                      .replace("degree = 2", "degree = 4")
                       .replace("[solve]\n", "[solve]\nextrapolate = false\n"))
     out = tmp_path / "solve"
-    proc = run_child(cli_child("solve", config, "--out", out, "--quiet"), child_env(tmp_path), timeout=300)
+    proc = run_child(cli_child("solve", config, "--out", out, "--quiet"), shared_cache_env(tmp_path),
+                     timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "blew up at t =" in proc.stderr and f"kept in {out}" in proc.stderr
@@ -430,9 +474,9 @@ for text in ("9**9**9", "2**10**10"):
         print("REFUSED", text)
 """
     try:
-        proc = run_child(body, child_env(tmp_path), timeout=30)
+        proc = run_child(body, child_env(tmp_path), timeout=120)
     except subprocess.TimeoutExpired:
-        pytest.fail("make_loss did not return within 30 s on '9**9**9' (it evaluates the power exactly)")
+        pytest.fail("make_loss did not return within 120 s on '9**9**9' (it evaluates the power exactly)")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
 

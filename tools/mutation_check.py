@@ -505,6 +505,8 @@ def run_tests(copy, env, cache, tests, timeout):
         return None, f"timeout after {timeout} s"
     if done.returncode == 0:
         return True, ""
+    if done.returncode == 5:   # nothing collected (e.g. only `slow` tests): no test vouched
+        return None, "no test collected by the selection"
     found = re.search(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.MULTILINE)
     if found:
         return False, found.group(1)

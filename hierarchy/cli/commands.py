@@ -13,8 +13,9 @@ from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, 
 from hierarchy.config import loader
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.attention import compiled, display, operators
-from hierarchy.study import run as study_run
+
+# The attention family's solver modules and the study runner are imported by the commands
+# that use them (show, generate, study): a solve of another family never loads them.
 
 # CLI flags of show/generate and the config fields they set.
 FLAG_FIELDS = {
@@ -91,6 +92,7 @@ def show(args, progress):
     if args.config is not None:
         print(actions.equations(loader.load_config(args.config), args.format))
         return
+    from hierarchy.models.attention import display, operators  # noqa: PLC0415  (lazy)
     field = operators.build_field(**field_arguments(args), all_words=args.all_words)
     if args.why is not None:
         check_why(field, args.why)
@@ -109,6 +111,7 @@ def check_why(field, label):
 
 def generate(args, progress):
     """``hierarchy generate``: build (or find) a compiled solver; print its module and path."""
+    from hierarchy.models.attention import compiled  # noqa: PLC0415  (lazy)
     solver = compiled.build(**field_arguments(args), all_words=args.all_words)
     name, path = module_name_and_path(solver)
     print(f"{name} {path}")
@@ -173,6 +176,7 @@ def study(args, progress):
     config = study_config(args.config) if args.config is not None else None
     actions.check_folder(args.out, "study", resume=args.resume, overwrite=args.overwrite)
     extra = {"overwrite": True} if args.overwrite else {}  # a plain run's call stays as it was
+    from hierarchy.study import run as study_run  # noqa: PLC0415  (lazy)
     summary = study_run.run_study(config, args.out, scheduler=args.scheduler,
                                   resume=args.resume, quiet=is_quiet(args), progress=progress,
                                   **extra)

@@ -8,8 +8,8 @@ import argparse
 import textwrap
 
 from hierarchy import __version__
-from hierarchy.config.loader import DEFAULTS
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention.defaults import DEFAULTS as ATTENTION_DEFAULTS
 from hierarchy.models.attention.variants import PARAMETERIZATIONS
 
 # Printed under `hierarchy --help`: where a user finds examples and documentation.
@@ -167,8 +167,10 @@ def build_parser(handlers=None):
 
 
 def add_field_arguments(sub):
-    """The model flags of ``show`` and ``generate`` (defaults from the config defaults)."""
-    model, hierarchy = DEFAULTS["model"], DEFAULTS["hierarchy"]
+    """The model flags of ``show`` and ``generate`` (defaults from the attention family's
+    config defaults: its tables only, so that building the parser imports neither the
+    attention family's solver nor any other family)."""
+    model, hierarchy = ATTENTION_DEFAULTS["model"], ATTENTION_DEFAULTS["hierarchy"]
     sub.add_argument("--parameterization", default=model["parameterization"],
                      help=f"{' | '.join(PARAMETERIZATIONS)} (default {model['parameterization']})")
     sub.add_argument("--K", default=str(model["K"]), help=f"number of indices (default {model['K']})")

@@ -51,8 +51,15 @@ def defaults_for(family):
     return deep_merge(deep_merge(ordered, shared.DEFAULTS), family.defaults)
 
 
-#: The defaults of a config of the default family (what ``docs/config.md`` lists).
-DEFAULTS = defaults_for(registry.family(registry.DEFAULT_FAMILY))
+def __getattr__(name):
+    """``DEFAULTS``, the defaults of a config of the default family (what ``docs/config.md``
+    lists), built on first use: building it imports the default family, which a command
+    on a config of another family does not need."""
+    if name == "DEFAULTS":
+        value = defaults_for(registry.family(registry.DEFAULT_FAMILY))
+        globals()["DEFAULTS"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def family_of_document(document):

@@ -22,6 +22,7 @@ from hierarchy.config import fields
 from hierarchy.config.shared import check_scheduler
 from hierarchy.core import resources
 from hierarchy.core.errors import HierarchyError
+from hierarchy.models.attention import defaults as attention_defaults
 from hierarchy.models.attention import words
 from hierarchy.models.attention.initial import read_moments_file
 from hierarchy.models.attention.losses import BUILTIN_LOSSES, MAX_TOKENS, make_loss
@@ -37,62 +38,7 @@ INIT_SOURCES = ("gaussian", "moments", "limit")  # limit: exact d→∞ moments 
 #: Config fields holding a file path, taken relative to the config file's folder.
 PATH_FIELDS = (("init", "moments"),)
 
-DEFAULTS = {
-    "model": {
-        "parameterization": "tied",
-        "K": 2,
-        "trainable": [1],
-        "tokens": 1,
-        "covariance": [],  # [] means the identity
-        "weight_decay": 0.0,
-    },
-    "loss": {
-        "name": "quadratic",
-        "student": "h1",
-        "teacher": "h1",
-        "expression": "",
-    },
-    "hierarchy": {
-        "degree": 8,
-        "observables": [],
-    },
-    "init": {
-        "source": "gaussian",
-        "moments": "",
-        "d": 400,
-        "width": [],
-        "scale": [],
-        "seed": 0,
-    },
-    "solve": {
-        # certified by the default extrapolation (degrees 2..8): valid until 0.04 of 0.04;
-        # at t_final = 0.05 it is valid only until 0.045 (radius about 0.089)
-        "t_final": 0.04,
-        "check_truncation": True,
-        "extrapolate": True,
-        "min_degree": 2,
-        "tolerance": 1e-4,
-        "continuation": "",
-        "continuation_dims": [200, 400, 800],
-        "continuation_draws": [],
-    },
-    "sgd": {
-        "d": 400,
-        "learning_rate": 0.01,
-        "batch": 512,
-        "seeds": [0],
-    },
-    "study": {
-        "degrees": [],
-        "min_degree": 2,
-        "max_degree": 6,
-        "seeds": [0, 1, 2],
-        "references": list(REFERENCES),
-        "scheduler": "",
-        "workers": 0,
-        "connect_timeout": 10.0,  # seconds to reach study.scheduler
-    },
-}
+DEFAULTS = attention_defaults.DEFAULTS  # re-exported: the family's tables
 
 # Rough cost of building and compiling a truncated field: bytes per stored nonzero of the
 # operators (CSR arrays, Python-side word tables, generated code), and how many nonzeros a

@@ -28,7 +28,6 @@ from hierarchy.models.network.field import network_system
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.sgd import data_law, run_zero_directions
 from hierarchy.ode.system import integrate_system
-from hierarchy.spectra.population_network import network_population
 from hierarchy.spectra.snapshot import layer_groups
 
 #: test samples drawn per call of the SGD sampler (bounds the broadcast directions' memory)
@@ -162,6 +161,9 @@ class NetworkSpectra:
             ``{(matrix, block): {"outliers" (T, r), "bulk" (T,), "alignment" (T,),
             "separated" (T,), "outliers_error" (T, r)}}``.
         """
+        # deferred: the population spectra load the mixture families' quadrature, which
+        # a solve (that validates [spectra] through this module) does not need
+        from hierarchy.spectra.population_network import network_population  # noqa: PLC0415
         rows = self.trajectory(u0, times)
         r_w, r_v = self.ranks(table["top"])
         results = [network_population(self.net, row, top_w=r_w, top_v=r_v) for row in rows]

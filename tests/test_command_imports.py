@@ -1,0 +1,85 @@
+"""What ``hierarchy solve`` of a network config imports: the command's own time.
+
+A solve of the ``network`` family needs neither the attention family's solver (its
+validation loads sympy for the losses, its solver the compiled hierarchy), nor Dask (the
+study's scheduler), nor pyplot; matplotlib only for the figure, after the integration.
+These tests run the command in a fresh interpreter and read ``sys.modules``, so an import
+made eager again (at module level in the CLI, the loader or the network family) fails here.
+"""
+import json
+import subprocess
+import sys
+
+#: attention modules the command line may load for any command: the tables of the
+#: ``show`` / ``generate`` flags (plain data)
+ATTENTION_ALLOWED = {"hierarchy.models.attention", "hierarchy.models.attention.defaults",
+                     "hierarchy.models.attention.variants"}
+
+PROBE = r"""
+import json, sys
+from hierarchy.cli.main import build_parser, main
+from hierarchy.config import loader
+from hierarchy.core import registry
+build_parser()
+registry.family_of(loader.load_config(sys.argv[1]))
+before = sorted(sys.modules)
+status = main(sys.argv[2:])
+print(json.dumps({"status": status, "before": before, "after": sorted(sys.modules)}))
+"""
+
+NETWORK_TOML = """
+[model]
+family = "network"
+[model.student]
+width = 1
+activation = "erf"
+[model.teacher]
+width = 1
+activation = "erf"
+[solve]
+t_final = 1.0
+points = 3
+"""
+
+
+def forbidden(modules):
+    """The loaded modules a network solve must not need: attention beyond the flag
+    tables, the hand-built gmm families (their package loads their
+    solvers), Dask, pyplot, the study runner."""
+    return sorted(name for name in modules
+                  if (name.startswith("hierarchy.models.attention")
+                      and name not in ATTENTION_ALLOWED)
+                  or name.startswith("hierarchy.models.gmm")
+                  or name.split(".")[0] in ("dask", "distributed")
+                  or name in ("matplotlib.pyplot", "hierarchy.study.run",
+                              "hierarchy.study.runner"))
+
+
+def test_forbidden_names_what_it_should():
+    """The filter itself: it must catch each class of module it is meant to catch."""
+    names = ["hierarchy.models.attention.solve_job", "hierarchy.models.attention.config",
+             "dask", "distributed.client", "matplotlib.pyplot", "hierarchy.study.run",
+             "hierarchy.models.gmm.quadrature", "hierarchy.models.gmm",
+             "hierarchy.models.attention.defaults", "matplotlib.figure", "sympy",
+             "hierarchy.models.network.family"]
+    assert forbidden(names) == sorted(names[:8])
+
+
+def test_network_solve_imports_no_attention_dask_or_pyplot(tmp_path):
+    """Parse, load and find the family: no matplotlib, no sympy-loading attention module,
+    no gmm family, no Dask; the whole solve (figure included): still none, and matplotlib only through
+    its Agg canvas (no pyplot)."""
+    config = tmp_path / "network.toml"
+    config.write_text(NETWORK_TOML)
+    run = subprocess.run([sys.executable, "-c", PROBE, str(config), "solve", str(config),
+                          "--out", str(tmp_path / "out"), "--quiet"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    probe = json.loads(run.stdout.strip().splitlines()[-1])
+    assert probe["status"] == 0, run.stderr
+    before, after = probe["before"], probe["after"]
+    assert forbidden(before) == []
+    assert not [name for name in before if name.split(".")[0] == "matplotlib"]
+    assert forbidden(after) == []
+    assert "matplotlib.backends.backend_agg" in after  # the figure was drawn, lazily
+    assert (tmp_path / "out" / "observables.png").is_file()
