@@ -16,7 +16,8 @@ from hierarchy.models.attention.variants import PARAMETERIZATIONS
 HELP_EPILOG = """\
 example configs: tools/configs/ in the source tree (one TOML file per example run)
 documentation:   docs/ in the source tree (cli.md, config.md, python.md, math.md,
-                 summary_models.md, network.md, spectra.md, architecture.md)
+                 summary_models.md, network.md, spectra.md, architecture.md,
+                 testing.md)
 run 'hierarchy COMMAND --help' for what one command does, writes and exits with"""
 
 SUBCOMMANDS = ("show", "generate", "solve", "sgd", "study", "fixed-points", "list")
