@@ -22,6 +22,10 @@ jointly Gaussian local fields. The engine evaluates it in C
   until two consecutive orders agree to the row's target; the finer value is kept and the
   difference is its stated error (both rules converge geometrically on smooth pieces, so the
   finer value's error is far below the difference; the tests check the bound at every point).
+  The stated error is an upper bound with no upper factor: it is the coarser order's error,
+  typically orders of magnitude above the kept value's true error, like the extrapolation's
+  ``"best"`` claim; it is what ``certified`` compares with the tolerances, so it can only
+  make a result fail certification, never pass one that should not.
 
 The C of each ``h_f`` is printed from its sympy expression (:func:`c_function`; ``relu``'s
 step is ``x > 0``, the SGD's subgradient). One module per set of functions, built and cached
