@@ -85,7 +85,20 @@ def envelope(expr, field, given=None):
     HierarchyError
         Where a node cannot be shown finite for every real input.
     """
-    return _Walk(field, dict(given or {})).of(sympy.sympify(expr))
+    return _Walk(field, dict(given or {})).of(_as_expression(expr))
+
+
+def _as_expression(expr):
+    """``expr`` as a sympy node: built expressions pass, plain numbers become sympy numbers,
+    and anything else (text above all: it is never parsed here) is a programming error."""
+    if isinstance(expr, sympy.Basic):
+        return expr
+    if isinstance(expr, int) and not isinstance(expr, bool):
+        return sympy.Integer(expr)
+    if isinstance(expr, float):
+        return sympy.Float(expr)
+    raise TypeError("formula_bounds takes expressions built by hierarchy.core.expressions, "
+                    f"not {type(expr).__name__}")
 
 
 def check_integrable(expr, field, given=None, what=None):
