@@ -64,7 +64,7 @@ class Progress:
             print(f"\r{text}\033[K", end="", file=self.stream, flush=True)
             self._open = True
         else:
-            print(text, file=self.stream, flush=True)
+            self._line(text)
 
     def line(self, text):
         """Print ``text`` as a line of its own (erasing any status line first)."""
@@ -72,17 +72,23 @@ class Progress:
             return
         self._unshown = None  # a permanent line supersedes a held-back status
         self.close()
-        print(text, file=self.stream, flush=True)
+        self._line(text)
 
     def close(self):
         """End the status: on a terminal erase the line; into a log write the latest status if
         the rate limit held it back (so a log never ends on a stale ``t = 1.6e-06 / 300``)."""
         if self._unshown is not None and self.enabled:
-            print(self._unshown, file=self.stream, flush=True)
+            self._line(self._unshown)
             self._unshown = None
         if self._open:
             print("\r\033[K", end="", file=self.stream, flush=True)
             self._open = False
+
+    def _line(self, text):
+        """Write ``text`` and its newline in one write: ``print`` writes them separately, and an
+        interrupt landing between the two would glue the next message onto the status line."""
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def _isatty(self):
         isatty = getattr(self.stream, "isatty", None)
