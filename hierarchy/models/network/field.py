@@ -1,6 +1,6 @@
 """The ``network`` family's System: ``du/dalpha = f + g`` of the order parameters, and ``eg``.
 
-Two evaluations of the expectations of :mod:`.derivation`:
+Three evaluations of the expectations of :mod:`.derivation`:
 
 - :class:`TableField` (teacher data, polynomial ``l'``): the term table, each group of rows by
   its closed form or relu truncated moment (:mod:`.closed_forms`) or by quadrature
@@ -9,7 +9,10 @@ Two evaluations of the expectations of :mod:`.derivation`:
 - :class:`QuadratureField` (any loss; mixtures): the per-sample gradients of
   :class:`~.gradients.SampleGradients` averaged over randomised-QMC points of the Gaussian law
   of the local fields (and ``xi``), one list of components (weight, mean, covariance, label
-  law, data variance) per state: teacher data is one centred component, a mixture several.
+  law, data variance) per state: teacher data is one centred component, a mixture several;
+  used where the compiled :class:`~.joint_field.JointField` (the same moments and the same
+  assembly, :mod:`.moments`, by the adaptive joint engine of :mod:`.joint`) does not apply:
+  more than four jointly Gaussian fields per component.
 
 :func:`network_system` returns a :class:`NetworkSystem` with ``labels``, ``index``,
 ``rhs(u, t)``, ``eg(u)`` and ``drift_and_corrector(u)``.
@@ -32,6 +35,7 @@ from hierarchy.models.network.gradients import SampleGradients, numpy_function
 from hierarchy.models.network.activations import X
 from hierarchy.models.network.laws import Component
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
+from hierarchy.models.network.moments import assemble
 from hierarchy.models.network.sphere import project
 from hierarchy.models.network.step_moments import step_expectation
 
@@ -278,8 +282,7 @@ class QuadratureField:
     def replicate_outputs_of(self, parts, v, risk=True):
         """:meth:`replicate_outputs` of the law's components ``parts`` and second layer ``v``."""
         net, K, M = self.net, self.net.K, self.net.M
-        n = len(net.labels)
-        out = np.zeros((len(self.points), 2 * n + 1))
+        moments = []
         for comp in parts:
             root = quadrature.square_root(comp.covariance[None])[0]
             z = comp.mean + self.points[..., :K + M] @ root.T
@@ -291,24 +294,14 @@ class QuadratureField:
                 y = clean = np.full(lam.shape[:-1], comp.label)
             dl = self.grads.dl_dlambda(lam, v, y)
             dl_t = np.swapaxes(dl, 1, 2)                   # batched BLAS, not einsum's loop
-            a = np.matmul(dl_t, nu) / lam.shape[1]
-            b = np.matmul(dl_t, lam) / lam.shape[1]
-            c = np.matmul(dl_t, dl) / lam.shape[1]
-            w = comp.weight
-            for i in range(K):
-                for m in range(M):
-                    out[:, self.index[f"R{i + 1}.{m + 1}"]] -= w * net.step * a[:, i, m]
-                for k in range(i, K):
-                    j = self.index[f"Q{i + 1}.{k + 1}"]
-                    out[:, j] -= w * net.step * (b[:, i, k] + b[:, k, i])
-                    out[:, n + j] += w * comp.variance * net.step ** 2 * c[:, i, k]
-            if net.trained_second_layer:
-                dv = self.grads.dl_dv(lam, v, y).mean(axis=1)
-                for i in range(K):
-                    out[:, self.index[f"v{i + 1}"]] -= w * net.step_second_layer * dv[:, i]
-            if risk:
-                out[:, 2 * n] += w * self.grads.loss(lam, v, clean).mean(axis=1)
-        return out
+            count = lam.shape[1]
+            moments.append((comp, {
+                "a": np.matmul(dl_t, nu) / count, "b": np.matmul(dl_t, lam) / count,
+                "c": np.matmul(dl_t, dl) / count,
+                "dv": (self.grads.dl_dv(lam, v, y).mean(axis=1) if net.trained_second_layer
+                       else None),
+                "loss": self.grads.loss(lam, v, clean).mean(axis=1) if risk else None}))
+        return assemble(net, moments)
 
     def outputs(self, u):
         """``[f (n), g (n), eg]`` (the replicates' mean)."""
@@ -424,9 +417,10 @@ def network_system(config_or_net, engine="auto", target=None):
     ----------
     config_or_net : dict or Network
     engine : str
-        ``"auto"`` (compiled term table when it compiles, else numpy with a warning;
-        quadrature when the table does not apply), ``"numpy"``, ``"compiled"`` or
-        ``"quadrature"``.
+        ``"auto"`` (compiled term table when it compiles, else numpy with a warning; when the
+        table does not apply, the compiled joint engine (:mod:`.joint_field`) where the
+        component law has at most four fields, else randomised QMC), ``"numpy"``,
+        ``"compiled"``, ``"joint"`` or ``"quadrature"``.
     target : float, optional
         The expectation engine's target of one output's quadrature error (absolute; default
         :data:`~.engine.DEFAULT_TARGET`).
@@ -437,6 +431,19 @@ def network_system(config_or_net, engine="auto", target=None):
     return system
 
 
+def joint_applies(net):
+    """True when the joint engine covers ``net`` and compiles (else QMC, with a warning naming
+    why when the reason is not the dimension)."""
+    from hierarchy.models.network import joint
+    try:
+        joint.spec_of(net)
+    except joint.Unsupported as error:
+        if "jointly Gaussian fields" not in str(error):
+            expectation_engine.warn_fallback(f"the joint engine does not apply: {error}")
+        return False
+    return joint.joint_engine(net) is not None
+
+
 def _network_system(config_or_net, engine):
     net = config_or_net if isinstance(config_or_net, Network) else \
         network_from_config(config_or_net)
@@ -444,10 +451,14 @@ def _network_system(config_or_net, engine):
         raise HierarchyError("network_system is the isotropic field; structured inputs need "
                              "hierarchy.models.network.structured.system_of",
                              field="model.inputs.covariance")
-    if engine == "quadrature" or needs_full_quadrature(net):
+    if engine == "joint" or (engine != "quadrature" and needs_full_quadrature(net)):
         if engine in ("numpy", "compiled"):
             raise HierarchyError(f"engine {engine!r}: the term table does not apply to this "
                                  "network (loss, data or fields per term)", field="engine")
+        from hierarchy.models.network.joint_field import JointField
+        if engine == "joint" or joint_applies(net):
+            return NetworkSystem(net, JointField(net))
+    if engine == "quadrature" or needs_full_quadrature(net):
         return NetworkSystem(net, QuadratureField(net))
     if engine in ("auto", "compiled"):
         from hierarchy.models.network.kernel import compiled_field

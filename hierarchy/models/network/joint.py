@@ -1,0 +1,293 @@
+"""The joint expectation engine: every moment of a field call in one compiled pass, ``d <= 4``.
+
+Where the loss is not a polynomial (logistic, cross-entropy, a loss expression) or the data is
+a mixture, the field's expectations are not products of single-field functions (the term
+table of :mod:`.derivation` does not apply), but they are still expectations over a
+low-dimensional Gaussian law: the ``K`` student fields ``lambda`` and ``M`` teacher fields
+``nu`` (and the label noise ``xi`` when ``sigma > 0``) for teacher data, the ``K`` student
+fields of one component for a mixture. This engine integrates the vector
+``F(z) = (d_i nu_m, d_i lambda_k, d_i d_k, dl/dv_i, l, d_i)`` (``d_i = dl/dlambda_i``, the
+moments :func:`~.moments.assemble` turns into ``[f, g, eg]``) over ``z ~ N(mean, C)`` with the
+design of :mod:`.engine` (the same C helpers, ``templates/_gauss_levels.c.j2``): a pivoted
+Cholesky factor with the kinked fields first, nested one-dimensional rules, the trapezoid on
+``[-9, 9]`` at a level without a kink and Gauss-Legendre between the kinks of the fields that
+end at a level, placed exactly after the mean shift (``relu``'s ``g'`` steps at
+``lambda_k = 0``, a relu teacher's label at ``nu_n = 0``); all outputs accumulate in the same
+pass over the nodes and the order is raised until two orders agree to every output's own
+target. The finer values are kept; the two-order difference is each output's stated error
+(an upper bound, as in :mod:`.engine`; checked at every test point). ``F`` is printed as C
+from the sympy derivatives of :func:`~.gradients.symbolic_derivatives` (the expressions
+:class:`~.gradients.SampleGradients` evaluates), after common-subexpression elimination:
+no numpy and no Python per node. A mixture's ``E[d_i nu_m]`` follows from ``E[d_i]`` and
+``E[d_i lambda_k]`` by the linear regression of ``nu`` on ``lambda`` (a joint Gaussian),
+so its engine integrates over the ``K`` student fields only.
+
+:func:`joint_engine` returns None with a :class:`RuntimeWarning` (via :mod:`.engine`) when the
+network is beyond it (``d > 4``, a kinked loss, a kink not on one field's axis, no compiler);
+the field then stays on randomised QMC, reported NOT CERTIFIED.
+"""
+
+import dataclasses
+import functools
+
+import numpy as np
+import sympy
+
+from hierarchy.models.network import engine as single_engine
+from hierarchy.models.network.activations import VECTOR_LOSSES, X
+from hierarchy.models.network.gradients import derivative, symbolic_derivatives
+
+TEMPLATE = "network_joint.pyx.j2"
+#: the most jointly Gaussian fields the engine integrates over
+MAX_FIELDS = 4
+#: trapezoid points on ``[-U, U]`` of a smooth level, by order
+SMOOTH_POINTS = (17, 25, 33, 49, 65, 97, 129)
+#: Gauss-Legendre points per piece of a level with kinks, by order
+LEGENDRE_POINTS = (8, 12, 16, 24, 32, 48, 64)
+#: highest order by the rank of the covariance (cost ``points^rank`` per order)
+MAX_ORDER = (6, 6, 6, 5, 3)
+#: the nodes whose kinks split a level (sympy classes)
+KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
+          sympy.DiracDelta)
+
+_modules = {}
+
+
+class Unsupported(ValueError):
+    """A network the joint engine cannot integrate (the reason in words)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """What the compiled module of a network integrates.
+
+    ``kind``: ``"teacher"`` or ``"mixture"``; ``fields``: the names of the ``d`` integration
+    fields; ``outputs``: ``(name, i, k)`` per output (``a``: ``d_i nu_k``, ``b``:
+    ``d_i lambda_k``, ``c``: ``d_i d_k`` with ``i <= k``, ``dv``: ``dl/dv_i``, ``loss``,
+    ``e``: ``d_i``); ``parameters``: ``v_1..v_K`` then the label (mixtures: ``y``, or the
+    one-hot ``y_1..y_K`` of a vector loss); ``kinks``: per field, its kink points.
+    """
+
+    kind: str
+    fields: tuple
+    outputs: tuple
+    parameters: tuple
+    kinks: tuple
+    expressions: tuple
+
+    @property
+    def d(self):
+        return len(self.fields)
+
+    def positions(self, name):
+        """``{(i, k): output position}`` of the outputs called ``name``."""
+        return {(i, k): j for j, (n, i, k) in enumerate(self.outputs) if n == name}
+
+
+def _has_kink(expr):
+    return any(expr.has(kind) for kind in KINKED)
+
+
+def _field_kinks(expr, symbol):
+    """The kinks of ``expr`` along ``symbol`` alone (:func:`.engine.kinks`); a kink whose
+    argument mixes ``symbol`` with another field raises :class:`Unsupported`."""
+    try:
+        return single_engine.kinks(expr.subs(symbol, X))
+    except (single_engine.UnsupportedFunction, TypeError) as error:
+        raise Unsupported(f"a kink of {expr} is not on the axis of one field ({error})") from None
+
+
+@functools.lru_cache(maxsize=32)
+def spec_of(net):
+    """The :class:`Spec` of ``net``; raises :class:`Unsupported` beyond the engine."""
+    if net.inputs is not None:
+        raise Unsupported("structured inputs have their own field")
+    d = symbolic_derivatives(net)
+    sym = d["symbols"]
+    K, M = net.K, net.M
+    vector = net.loss_name in VECTOR_LOSSES
+    if _has_kink(net.loss):
+        raise Unsupported(f"the loss {net.loss} has a kink in yhat (not on one field's axis)")
+    mixture = net.data == "mixture"
+    noisy = not mixture and net.noise > 0
+    fields = list(sym["L"]) + ([] if mixture else list(sym["N"])) + ([sym["xi"]] if noisy
+                                                                      else [])
+    if len(fields) > MAX_FIELDS:
+        raise Unsupported(f"{len(fields)} jointly Gaussian fields (the engine takes at most "
+                          f"{MAX_FIELDS})")
+    g = net.student_activation
+    atoms = {}
+    for k in range(K):
+        atoms[sym["G"][k]] = g.subs(X, sym["L"][k])
+        atoms[sym["D"][k]] = derivative(g).subs(X, sym["L"][k])
+    if not mixture and net.target is None:
+        for n in range(M):
+            atoms[sym["H"][n]] = net.teacher_activation.subs(X, sym["N"][n])
+    constants = {sym["sigma"]: sympy.Float(net.noise)}
+    constants.update({s: sympy.Float(value) for s, value in
+                      zip(sym["vs"], net.teacher_second_layer)})
+
+    def explicit(expr):
+        return expr.subs(atoms).subs(constants)
+
+    dl = [explicit(e) for e in d["dl_dlambda"]]
+    outputs, expressions = [], []
+
+    def add(name, i, k, expr):
+        outputs.append((name, i, k))
+        expressions.append(expr)
+
+    if not mixture:
+        for i in range(K):
+            for m in range(M):
+                add("a", i, m, dl[i] * sym["N"][m])
+    for i in range(K):
+        for k in range(K):
+            add("b", i, k, dl[i] * sym["L"][k])
+    for i in range(K):
+        for k in range(i, K):
+            add("c", i, k, dl[i] * dl[k])
+    if net.trained_second_layer:
+        for i in range(K):
+            add("dv", i, 0, explicit(d["dl_dv"][i]))
+    add("loss", 0, 0, explicit(d["loss"]).subs(sym["xi"], 0))
+    if mixture:
+        for i in range(K):
+            add("e", i, 0, dl[i])
+    labels = (tuple(sym["onehot"]) if vector else (sym["y"],)) if mixture else ()
+    kinks = tuple(sorted(set(_field_kinks(sympy.Add(*[e for e in expressions]), f)))
+                  for f in fields)
+    return Spec(kind=net.data, fields=tuple(fields), outputs=tuple(outputs),
+                parameters=tuple(sym["v"]) + labels, kinks=kinks, expressions=tuple(expressions))
+
+
+def c_body(spec):
+    """The C statements of the integrand: the fields from ``z``, the parameters from ``p``,
+    the common subexpressions, then ``out[j]``."""
+    printer = _printer()
+    lines = [f"const double {f} = z[{j}];" for j, f in enumerate(spec.fields)]
+    lines += [f"const double {s} = p[{j}];" for j, s in enumerate(spec.parameters)]
+    temporaries, reduced = sympy.cse(list(spec.expressions),
+                                     symbols=sympy.numbered_symbols("t_"))
+    lines += [f"const double {name} = {printer.doprint(value)};" for name, value in temporaries]
+    lines += [f"out[{j}] = {printer.doprint(value)};" for j, value in enumerate(reduced)]
+    return lines
+
+
+def _printer():
+    from sympy.printing.c import C99CodePrinter
+
+    class Printer(C99CodePrinter):
+        def _print_Heaviside(self, node):  # the subgradient SGD uses: 0 at 0
+            return f"(({self._print(node.args[0])}) > 0 ? 1.0 : 0.0)"
+
+    return Printer()
+
+
+def joint_source(spec):
+    """The Cython source of the engine of ``spec``."""
+    from hierarchy.jit.render import render_template
+    starts, points = [0], []
+    for kinks in spec.kinks:
+        points.extend(repr(float(k)) for k in kinks)
+        starts.append(len(points))
+    return render_template(TEMPLATE, d=spec.d, outputs=len(spec.outputs),
+                           parameters=len(spec.parameters), body=c_body(spec),
+                           kink_start=starts, kinks=points, max_order=MAX_ORDER)
+
+
+def joint_engine(net, warn=True):
+    """The :class:`JointEngine` of ``net``, or None (a :class:`RuntimeWarning` naming the
+    reason, once, when ``warn``) when the network is beyond it."""
+    try:
+        spec = spec_of(net)
+        source = joint_source(spec)
+    except Unsupported as error:
+        if warn:
+            single_engine.warn_fallback(f"the joint engine does not apply: {error}")
+        return None
+    if source not in _modules:
+        from hierarchy.core.errors import HierarchyError
+        from hierarchy.jit import cache
+        try:
+            _modules[source] = cache.compile_pyx(source, "network_joint")
+        except (ImportError, HierarchyError) as error:
+            first_line = str(error).splitlines()[0] if str(error) else repr(error)
+            single_engine.warn_fallback(f"compiling the joint engine failed ({first_line})")
+            _modules[source] = None
+    module = _modules[source]
+    return None if module is None else JointEngine(module, spec)
+
+
+@functools.cache
+def _rules():
+    starts, xs, ws = [], [], []
+    offset = 0
+    for n in LEGENDRE_POINTS:
+        x, w = np.polynomial.legendre.leggauss(n)
+        starts.append(offset)
+        xs.append(x)
+        ws.append(w)
+        offset += n
+    return (np.array(SMOOTH_POINTS, dtype=np.int32), np.array(LEGENDRE_POINTS, dtype=np.int32),
+            np.array(starts, dtype=np.int32), np.concatenate(xs), np.concatenate(ws))
+
+
+class JointEngine:
+    """The compiled module of one network's integrand (:func:`joint_engine`).
+
+    Parameters
+    ----------
+    module : module
+    spec : Spec
+    """
+
+    def __init__(self, module, spec):
+        self.module = module
+        self.spec = spec
+
+    def expectation(self, means, covariances, parameters, targets):
+        """``(values, errors, orders)`` of ``E[F(z)]``, ``z ~ N(mean_r, C_r)``, every row.
+
+        Parameters
+        ----------
+        means : numpy.ndarray, shape (rows, d)
+        covariances : numpy.ndarray, shape (rows, d, d)
+            Symmetric positive semi-definite (singular allowed).
+        parameters : numpy.ndarray, shape (rows, len(spec.parameters))
+        targets : numpy.ndarray, shape (rows, outputs)
+            Absolute error target of each output.
+
+        Returns
+        -------
+        values, errors : numpy.ndarray, shape (rows, outputs)
+            ``errors``: the two-order differences (``inf`` where not finite).
+        orders : numpy.ndarray, shape (rows,)
+        """
+        means = np.ascontiguousarray(means, dtype=float)
+        rows, outputs = len(means), len(self.spec.outputs)
+        covariances = np.ascontiguousarray(covariances, dtype=float)
+        parameters = np.ascontiguousarray(parameters, dtype=float)
+        targets = np.ascontiguousarray(np.broadcast_to(targets, (rows, outputs)), dtype=float)
+        smooth, legendre, starts, lx, lw = _rules()
+        values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
+        orders = np.zeros(rows, dtype=np.int32)
+        top = len(SMOOTH_POINTS) - 1
+        self.module.expectations(rows, means.reshape(-1), covariances.reshape(-1),
+                                 parameters.reshape(-1), targets.reshape(-1), top, smooth,
+                                 legendre, starts, len(lx), lx, lw, values.reshape(-1),
+                                 errors.reshape(-1), orders)
+        errors = np.where(np.isfinite(errors) & np.isfinite(values), errors, np.inf)
+        return values, errors, orders
+
+    def integrand(self, z, parameters):
+        """``F(z)`` at one point (the printed C; tests compare it with numpy)."""
+        out = np.zeros(len(self.spec.outputs))
+        self.module.integrand(np.ascontiguousarray(z, dtype=float),
+                              np.ascontiguousarray(parameters, dtype=float), out)
+        return out
+
+
+def forget():
+    """Forget the loaded modules (tests)."""
+    _modules.clear()
