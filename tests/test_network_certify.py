@@ -112,21 +112,22 @@ def test_one_step_identity(student, teacher, loss, exact):
     assert np.all(np.abs(onestep.standard_scores(sampled, error, without)[q]) > 50)
 
 
-def write(tmp_path, student, teacher, loss="mse", t_final=4.0):
+def write(tmp_path, student, teacher, loss="mse", t_final=4.0, width=1, noise=0.0):
     path = tmp_path / "network.toml"
+    diagonal = "\n".join(f'"Q{k}.{k}" = 0.5\n"R{k}.{k}" = 0.1' for k in range(1, width + 1))
     path.write_text(f"""
 [model]
 family = "network"
 loss = "{loss}"
 [model.student]
-width = 1
+width = {width}
 activation = "{student}"
 [model.teacher]
-width = 1
+width = {width}
 activation = "{teacher}"
+noise = {noise}
 [init.statistics]
-"Q1.1" = 0.5
-"R1.1" = 0.1
+{diagonal}
 [solve]
 t_final = {t_final}
 points = 5
@@ -148,10 +149,11 @@ def test_solve_is_certified_at_every_output_time(tmp_path, capsys):
 
 
 def test_solve_that_cannot_be_certified_exits_3_with_one_line(tmp_path, capsys):
-    """A logistic loss (the QMC field, errors ~1e-4) at the default tolerances: written,
+    """A logistic loss with label noise at K = M = 2 (five jointly Gaussian fields: beyond
+    the joint engine, the QMC field, errors ~1e-4) at the default tolerances: written,
     marked not certified, exit 3 with one line on stderr naming the reason."""
-    code = main(["solve", str(write(tmp_path, "erf", "erf", loss="logistic", t_final=1.0)),
-                 "--out", str(tmp_path / "o")])
+    path = write(tmp_path, "erf", "erf", loss="logistic", t_final=0.02, width=2, noise=0.3)
+    code = main(["solve", str(path), "--out", str(tmp_path / "o")])
     captured = capsys.readouterr()
     assert code == 3
     summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]

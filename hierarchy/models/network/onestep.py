@@ -1,4 +1,4 @@
-"""The one-step identity of the ``network`` family at finite ``N`` (teacher data).
+"""The one-step identity of the ``network`` family at finite ``N`` (teacher data, mixtures).
 
 One SGD step from weights with statistics ``u`` (``docs/network.md``: ``c = 1 - eta alpha/N``,
 ``d = dl/dlambda``, ``z = (lambda, nu)``):
@@ -9,7 +9,8 @@ One SGD step from weights with statistics ``u`` (``docs/network.md``: ``c = 1 - 
   + (eta^2/N^2) d_i d_k |x|^2``, whose mean is ``(f + g) / N`` plus a remainder of order
   ``1/N^2`` (:func:`finite_size_remainder`): ``|x|^2 = z.C^+.z + chi^2_{N - r}`` with ``C``
   the covariance of ``z`` and ``r`` its rank, so ``E[d_i d_k |x|^2] = (N - r) E[d_i d_k]
-  + E[d_i d_k z.C^+.z]``.
+  + E[d_i d_k z.C^+.z]``; for a mixture ``lambda`` is exactly Gaussian per cluster and only
+  ``|x|^2/N`` differs from its limit ``1/snr``, averaged over the mixture's own samples.
 
 :func:`sampled_increment` measures the mean of ``u' - u`` over many independent single steps
 from one network (the SGD step of :mod:`.sgd`, fresh samples), with its standard error;
@@ -75,9 +76,11 @@ def finite_size_remainder(net, state, dimension, points=REMAINDER_POINTS, seed=0
     + (eta alpha/N)(eta/N) E[d_i lambda_k + d_k lambda_i]`` for ``Q``, zero for ``R`` and
     ``v``; the expectations by Monte Carlo over ``z ~ N(0, C)`` and the label noise.
     """
+    if net.data == "mixture":
+        return _mixture_remainder(net, state, dimension, points, seed)
     if net.data != "teacher":
-        raise HierarchyError("the one-step identity here is that of teacher data",
-                             field="model.data")
+        raise HierarchyError("the one-step identity here is that of teacher data or a "
+                             "mixture", field="model.data")
     K, M = net.K, net.M
     cov = gram(net, state)
     rng = np.random.default_rng(seed)
@@ -91,14 +94,48 @@ def finite_size_remainder(net, state, dimension, points=REMAINDER_POINTS, seed=0
     dd = np.einsum("bi,bk->ik", d, d) / points
     ddx = np.einsum("bi,bk,b->ik", d, d, quad) / points
     dl = np.einsum("bi,bk->ik", d, lam) / points
+    return _q_remainder(net, cov[:K, :K], ddx - rank * dd, dl, dimension)
+
+
+def _q_remainder(net, q, excess, dl, dimension):
+    """The ``Q`` rows of the remainder: ``(eta^2 excess + (eta alpha)^2 Q + eta^2 alpha
+    (E[d lambda^T] + its transpose)) / N^2`` with ``excess = E[d d^T |x|^2] - N E|x|^2/N
+    E[d d^T]`` (the corrector's ``|x|^2`` at finite ``N``); zero for ``R`` and ``v``."""
     eta, ridge = net.step, net.ridge
-    q = cov[:K, :K]
-    block = (eta**2 * (ddx - rank * dd) + (eta * ridge) ** 2 * q
-             + eta**2 * ridge * (dl + dl.T)) / dimension**2
-    rows, cols = np.triu_indices(K)
+    block = (eta**2 * excess + (eta * ridge) ** 2 * q + eta**2 * ridge * (dl + dl.T)) \
+        / dimension**2
+    rows, cols = np.triu_indices(net.K)
     out = np.zeros(net.size)
     out[:len(rows)] = block[rows, cols]
     return out
+
+
+def _mixture_remainder(net, state, dimension, points, seed):
+    """:func:`finite_size_remainder` of a mixture: ``lambda`` is exactly Gaussian per cluster
+    at every ``N``; only ``|x|^2/N = |M[c]|^2/N + chi^2_N/(N snr)`` differs from its limit
+    ``1/snr`` (the corrector's factor), so ``excess = E[d d^T (|x|^2 - N/snr)]`` is averaged
+    over samples of the mixture in dimension ``N`` around one network realising ``state``
+    (the SGD's own sampler)."""
+    from hierarchy.models.network.mixture import MixtureSampler, variance_factor
+    rng = np.random.default_rng(seed)
+    weights, directions = realise_state(net, state, dimension, 1, rng)
+    sampler = MixtureSampler(net.mixture)
+    grads = SampleGradients(net)
+    v = second_layer_of(net, state)
+    K = net.K
+    excess, dl = np.zeros((K, K)), np.zeros((K, K))
+    done = 0
+    while done < points:
+        size = min(CHUNK, points - done)
+        x, y = sampler.sample(np.repeat(directions, size, axis=0), rng)
+        lam = x @ weights[0].T / np.sqrt(dimension)
+        d = grads.dl_dlambda(lam, v, y)
+        extra = np.sum(x * x, axis=1) - dimension * variance_factor(net.mixture)
+        excess += np.einsum("bi,bk,b->ik", d, d, extra)
+        dl += d.T @ lam
+        done += size
+    q = gram(net, state)[:K, :K]
+    return _q_remainder(net, q, excess / points, dl / points, dimension)
 
 
 def predicted_increment(net, field, state, dimension, corrector=True, remainder=True,
