@@ -116,15 +116,17 @@ def engine_config(student, teacher, width, loss, step=1.0):
 
 @contextlib.contextmanager
 def old_engine():
-    """The field as it was: no compiled engine, no relu/erf step moments (numpy quadrature)."""
+    """The field as it was: no compiled engine, no relu/erf step moments (numpy quadrature),
+    no joint engine (randomised QMC where the term table does not apply)."""
     from hierarchy.models.network import engine, field
-    saved = engine.engine_for, field.step_expectation
+    saved = engine.engine_for, field.step_expectation, field.joint_applies
     engine.engine_for = lambda expressions: None
     field.step_expectation = lambda net, pattern: None
+    field.joint_applies = lambda net: False  # no joint engine: QMC for non-polynomial losses
     try:
         yield
     finally:
-        engine.engine_for, field.step_expectation = saved
+        engine.engine_for, field.step_expectation, field.joint_applies = saved
 
 
 def engine_state(net):
@@ -173,11 +175,13 @@ def toml_text(config):
     return "\n".join(lines) + "\n"
 
 
-def bench_engine(limit, repeat):
+def bench_engine(limit, repeat, only=""):
     from hierarchy.models.network.field import network_system
     from hierarchy.models.network.model import network_from_config as from_config
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for student, teacher, width, loss, step in ENGINE_CASES:
+        if only and only not in (student, teacher, loss):
+            continue
         config = engine_config(student, teacher, width, loss, step)
         net = from_config(config)
         state = engine_state(net)
@@ -215,13 +219,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and steps")
     parser.add_argument("--engine-only", action="store_true", help="only part 3")
+    parser.add_argument("--only", default="", help="part 3: only the cases with this "
+                        "activation or loss (e.g. logistic)")
     parser.add_argument("--limit", type=float, default=300.0,
                         help="wall-clock limit of each solve (s)")
     args = parser.parse_args()
     if not args.engine_only:
         bench_field(8, 20 if args.quick else 100)
         bench_sgd(1000, 20, 200 if args.quick else 1000)
-    bench_engine(args.limit, 1 if args.quick else 3)
+    bench_engine(args.limit, 1 if args.quick else 3, args.only)
 
 
 if __name__ == "__main__":
