@@ -269,6 +269,20 @@ def test_auto_engine_is_joint_up_to_four_fields_and_qmc_beyond():
     assert network_system(mixture_net(width=4)).engine.startswith("joint")
 
 
+def test_noiseless_mixture_is_exact_at_any_width():
+    """snr = inf with K = 5 (beyond four fields): point masses, the joint field equals the
+    QMC field (whose points all sit at the centres) to rounding, stated error 0."""
+    net = mixture_net(width=5, snr=math.inf)
+    system = network_system(net)
+    assert system.engine.startswith("joint")
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal(net.size) * 0.5
+    u[[net.labels.index(f"Q{k}.{k}") for k in range(1, 6)]] = 1.0
+    qmc = QuadratureField(net, count=16)
+    assert np.allclose(system.evaluator.outputs(u), qmc.outputs(u), rtol=1e-12, atol=1e-13)
+    assert np.all(system.evaluator.quadrature_error(u) == 0)
+
+
 # ----------------------------------------------------------------------------- one step
 
 @pytest.mark.parametrize("make, state, dimension, samples", [

@@ -20,7 +20,8 @@ from the sympy derivatives of :func:`~.gradients.symbolic_derivatives` (the expr
 :class:`~.gradients.SampleGradients` evaluates), after common-subexpression elimination:
 no numpy and no Python per node. A mixture's ``E[d_i nu_m]`` follows from ``E[d_i]`` and
 ``E[d_i lambda_k]`` by the linear regression of ``nu`` on ``lambda`` (a joint Gaussian),
-so its engine integrates over the ``K`` student fields only.
+so its engine integrates over the ``K`` student fields only; a noiseless mixture
+(``snr = inf``) is a point mass per cluster, evaluated exactly at any ``K``.
 
 :func:`joint_engine` returns None with a :class:`RuntimeWarning` (via :mod:`.engine`) when the
 network is beyond it (``d > 4``, a kinked loss, a kink not on one field's axis, no compiler);
@@ -112,9 +113,9 @@ def spec_of(net):
     noisy = not mixture and net.noise > 0
     fields = list(sym["L"]) + ([] if mixture else list(sym["N"])) + ([sym["xi"]] if noisy
                                                                       else [])
-    if len(fields) > MAX_FIELDS:
+    if len(fields) > MAX_FIELDS and not (mixture and net.mixture.noiseless):
         raise Unsupported(f"{len(fields)} jointly Gaussian fields (the engine takes at most "
-                          f"{MAX_FIELDS})")
+                          f"{MAX_FIELDS})")  # a noiseless mixture: point masses, any K
     g = net.student_activation
     atoms = {}
     for k in range(K):
@@ -191,9 +192,10 @@ def joint_source(spec):
     for kinks in spec.kinks:
         points.extend(repr(float(k)) for k in kinks)
         starts.append(len(points))
+    orders = MAX_ORDER + (0,) * max(0, spec.d + 1 - len(MAX_ORDER))  # rank > 4: one order
     return render_template(TEMPLATE, d=spec.d, outputs=len(spec.outputs),
                            parameters=len(spec.parameters), body=c_body(spec),
-                           kink_start=starts, kinks=points, max_order=MAX_ORDER)
+                           kink_start=starts, kinks=points, max_order=orders)
 
 
 def joint_engine(net, warn=True):
