@@ -337,7 +337,9 @@ def summary(results):
         slope, error, theory = row["fit"]
         print(f"  k = {k}: eta_max = {', '.join(f'{v:.4g}' for v in row['values'])} at N = "
               f"{results['threshold_dims']}; exponent {slope:.4f} +- {error:.1g} "
-              f"(theory {theory:g}); without the eta^2 corrector: none up to {ETA_CAP:g}")
+              f"(theory {theory:g}); without the eta^2 corrector: "
+              + (f"none up to {ETA_CAP:g}" if all(all(ok) for _, ok in row["drift"]) else
+                 "NOT ALWAYS ESCAPING"))
 
 
 def plot(out, results):
