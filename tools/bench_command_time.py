@@ -5,8 +5,13 @@ In one run, each in a fresh process, best of ``--repeat``:
 1. the baseline: ``python -c "import numpy, scipy.integrate"``;
 2. the command, warm (its compiled modules already cached): ``hierarchy solve CONFIG``;
 3. the command's parts, in one process: the imports (``hierarchy.cli.main`` and the
-   config's family), the config and the derivation (load, validate, the field's system and
-   the start), the integration with its certification (``run_solve``).
+   config's family) with the config (load, validate), the derivation (the field's system and
+   the start), the integration with its certification and result files (``run_solve``), and
+   the figure ``observables.png`` (``run_report.solved_figure`` and ``save_figure``, matplotlib's
+   import included);
+4. the same parts with every read of the derivation cache a miss
+   (:mod:`hierarchy.models.network.table_cache`: the term table derived with sympy), so the
+   difference of the derivation parts is what that cache saves.
 
 Prints the ratio command / baseline (the target of issue 29: at most 2) with the machine's
 load beside the timings, for the wall-clock time and for the CPU time (user + system of the
@@ -34,18 +39,38 @@ c0 = time.process_time()
 t0 = time.perf_counter()
 from hierarchy.cli.main import main
 from hierarchy.config import loader
-from hierarchy.core import registry
+from hierarchy.core import registry, run_report
+if sys.argv[3] == "cold table":  # every derivation-cache read a miss: the table is derived
+    from hierarchy.models.network import table_cache
+    table_cache.load = lambda *args, **kwargs: None
 config = loader.load_config(sys.argv[1])
 family = registry.family_of(config)
 t1, c1 = time.perf_counter(), time.process_time()
 system = family.system(config)
 family.initial_state(config, system)
 t2, c2 = time.perf_counter(), time.process_time()
+figure = [0.0, 0.0]
+
+
+def timed(function):
+    def run(*args, **kwargs):
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            figure[0] += time.perf_counter() - start
+            figure[1] += time.process_time() - cpu
+    return run
+
+
+run_report.solved_figure = timed(run_report.solved_figure)
+run_report.save_figure = timed(run_report.save_figure)
 family.run_solve(config, sys.argv[2], None)
 t3, c3 = time.perf_counter(), time.process_time()
-print(json.dumps({"imports": t1 - t0, "derivation": t2 - t1, "integration": t3 - t2,
+print(json.dumps({"imports": t1 - t0, "derivation": t2 - t1,
+                  "integration": t3 - t2 - figure[0], "figure": figure[0],
                   "imports CPU": c1 - c0, "derivation CPU": c2 - c1,
-                  "integration CPU": c3 - c2}))
+                  "integration CPU": c3 - c2 - figure[1], "figure CPU": figure[1]}))
 """
 
 
@@ -67,6 +92,18 @@ def timed(command, repeat):
     return best, best_cpu
 
 
+def best_parts(python, config, out, repeat, table):
+    """Each part's best (least CPU, and least wall-clock time) of ``repeat`` runs of
+    :data:`PARTS`."""
+    best = {}
+    for _ in range(repeat):
+        run = subprocess.run([python, "-c", PARTS, config, out, table], check=True,
+                             capture_output=True, text=True)
+        measured = json.loads(run.stdout.strip().splitlines()[-1])
+        best = {k: min(v, best.get(k, float("inf"))) for k, v in measured.items()}
+    return best
+
+
 def load():
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -84,14 +121,8 @@ def main():
         print(load())
         bare = timed([python, "-c", "import numpy, scipy.integrate"], args.repeat)
         command = timed(solve, args.repeat)
-        parts = None
-        for _ in range(args.repeat):
-            run = subprocess.run([python, "-c", PARTS, args.config, out], check=True,
-                                 capture_output=True, text=True)
-            measured = json.loads(run.stdout.strip().splitlines()[-1])
-            if parts is None or sum(v for k, v in measured.items() if "CPU" not in k) < \
-                    sum(v for k, v in parts.items() if "CPU" not in k):
-                parts = measured
+        parts = best_parts(python, args.config, out, args.repeat, "warm")
+        cold = best_parts(python, args.config, out, args.repeat, "cold table")
         print(load())
     (bare, bare_cpu), (command, command_cpu) = bare, command
     print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
@@ -100,6 +131,9 @@ def main():
           f"{command / bare:.2f} (target <= 2); CPU {command_cpu:.2f} s, ratio "
           f"{command_cpu / bare_cpu:.2f}")
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
+    print(f"derivation with the derivation cache {parts['derivation CPU']:.3f} s CPU, without "
+          f"it (every read a miss) {cold['derivation CPU']:.3f} s CPU: the cache saves "
+          f"{cold['derivation CPU'] - parts['derivation CPU']:.3f} s CPU")
 
 
 if __name__ == "__main__":

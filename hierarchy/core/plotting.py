@@ -108,17 +108,18 @@ def new_figure(nrows=1, ncols=1, figsize=(6.4, 4.0), layout="constrained", **sub
     """A figure on an Agg canvas and its axes array (always 2-d).
 
     ``layout`` is ``"constrained"`` (matplotlib's constrained layout) or ``"panels"``
-    (:class:`hierarchy.core.panel_margins.PanelMargins`: a grid of equal panels with their
+    (:class:`hierarchy.core.panel_margins.PanelFigure`: a grid of equal panels with their
     legends inside, at a fraction of the cost).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     if layout == "panels":
-        from hierarchy.core.panel_margins import PanelMargins
+        from hierarchy.core.panel_margins import PanelFigure
 
-        layout = PanelMargins()
-    fig = Figure(figsize=figsize, layout=layout)
+        fig = PanelFigure(figsize=figsize)
+    else:
+        fig = Figure(figsize=figsize, layout=layout)
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     return fig, axes
