@@ -11,7 +11,9 @@ In one run, each in a fresh process, best of ``--repeat``:
    import included);
 4. the same parts with every read of the derivation cache a miss
    (:mod:`hierarchy.models.network.table_cache`: the term table derived with sympy), so the
-   difference of the derivation parts is what that cache saves.
+   difference of the derivation parts is what that cache saves;
+5. the term table alone, derived by sympy against read from the derivation cache, for the
+   solve's network, a wide one (``K = M = 8``) and a quartic loss (:data:`TABLE_CASES`).
 
 Prints the ratio command / baseline (the target of issue 29: at most 2) with the machine's
 load beside the timings, for the wall-clock time and for the CPU time (user + system of the
@@ -74,6 +76,49 @@ print(json.dumps({"imports": t1 - t0, "derivation": t2 - t1,
 """
 
 
+TABLES = r"""
+import json, sys, time
+from hierarchy.config.loader import load_config
+from hierarchy.jit.cache import Cache
+from hierarchy.models.network import derivation, table_cache
+from hierarchy.models.network.model import network_from_config
+width, loss, activation = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+config = {"model": {"family": "network", "loss": loss,
+                    "student": {"width": width, "activation": activation,
+                                "second_layer": "trained"},
+                    "teacher": {"width": width, "activation": activation, "noise": 0.1}}}
+net = network_from_config(load_config(None, config))
+cache = Cache(sys.argv[4])
+c0 = time.process_time()
+table = derivation.derive_term_table(net)
+c1 = time.process_time()
+key = table_cache.table_key(net)
+table_cache.store(key, table, cache)
+c2 = time.process_time()
+stored = table_cache.load(key, cache)
+c3 = time.process_time()
+assert stored is not None
+print(json.dumps({"derive": c1 - c0, "read": c3 - c2,
+                  "rows": None if table is None else table.rows}))
+"""
+#: (K = M, loss, activation) of the derivation-cache measurement: the solve's network, a wide
+#: one, and a quartic loss (whose table has more than four fields: None, the full quadrature)
+TABLE_CASES = ((3, "mse", "erf"), (8, "mse", "erf"), (4, "(yhat - y)**4/4", "tanh"))
+
+
+def table_costs(python, folder):
+    """Per :data:`TABLE_CASES`: sympy's derivation of the term table against reading it from
+    the derivation cache, CPU seconds in a fresh process each (the derivation first, so
+    sympy's own caches are as cold as in a command)."""
+    rows = []
+    for width, loss, activation in TABLE_CASES:
+        run = subprocess.run([python, "-c", TABLES, str(width), loss, activation,
+                              str(Path(folder) / f"tables{width}")],
+                             check=True, capture_output=True, text=True)
+        rows.append(((width, loss, activation), json.loads(run.stdout.strip().splitlines()[-1])))
+    return rows
+
+
 def children_cpu():
     """CPU seconds (user + system) of this process's finished children so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -123,6 +168,7 @@ def main():
         command = timed(solve, args.repeat)
         parts = best_parts(python, args.config, out, args.repeat, "warm")
         cold = best_parts(python, args.config, out, args.repeat, "cold table")
+        tables = table_costs(python, folder)
         print(load())
     (bare, bare_cpu), (command, command_cpu) = bare, command
     print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
@@ -134,6 +180,11 @@ def main():
     print(f"derivation with the derivation cache {parts['derivation CPU']:.3f} s CPU, without "
           f"it (every read a miss) {cold['derivation CPU']:.3f} s CPU: the cache saves "
           f"{cold['derivation CPU'] - parts['derivation CPU']:.3f} s CPU")
+    for (width, loss, activation), cost in tables:
+        what = "no table (full quadrature)" if cost["rows"] is None else f"{cost['rows']} rows"
+        print(f"term table {activation} K = M = {width} {loss} ({what}): derived "
+              f"{cost['derive']:.3f} s CPU, read from the derivation cache {cost['read']:.4f} s "
+              f"CPU, ratio {cost['derive'] / cost['read']:.0f}")
 
 
 if __name__ == "__main__":
