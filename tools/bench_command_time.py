@@ -13,7 +13,9 @@ In one run, each in a fresh process, best of ``--repeat``:
    (:mod:`hierarchy.models.network.table_cache`: the term table derived with sympy), so the
    difference of the derivation parts is what that cache saves;
 5. the term table alone, derived by sympy against read from the derivation cache, for the
-   solve's network, a wide one (``K = M = 8``) and a quartic loss (:data:`TABLE_CASES`).
+   solve's network, a wide one (``K = M = 8``) and a quartic loss (:data:`TABLE_CASES`);
+6. the solve's figure drawn again and again in one process, with matplotlib's constrained
+   layout against the :class:`~hierarchy.core.panel_margins.PanelFigure` it is drawn on.
 
 Prints the ratio command / baseline (the target of issue 29: at most 2) with the machine's
 load beside the timings, for the wall-clock time and for the CPU time (user + system of the
@@ -101,6 +103,31 @@ assert stored is not None
 print(json.dumps({"derive": c1 - c0, "read": c3 - c2,
                   "rows": None if table is None else table.rows}))
 """
+FIGURES = r"""
+import json, sys, time
+import numpy as np
+from hierarchy.core import plotting, run_report
+from hierarchy.core.io import read_result
+from hierarchy.core.registry import family_of
+from hierarchy.core.trajectory import Trajectory
+result = read_result(sys.argv[1])
+family = family_of(result["config"])
+trajectory = Trajectory(np.asarray(result["t"], float), np.asarray(result[family.state_name],
+                        float), list(result["labels"]))
+extra = {"eg": result["eg"]} if np.shape(result.get("eg")) == np.shape(result["t"]) else None
+grid = plotting.panel_grid
+best = {}
+for attempt in range(int(sys.argv[3]) + 1):  # the first round warms fonts and caches
+    for layout in ("constrained", "panels"):
+        plotting.panel_grid = lambda *a, chosen=layout, **k: grid(*a, **{**k, "layout": chosen})
+        start = time.process_time()
+        figure = run_report.solved_figure(sys.argv[1], result["config"], trajectory, family,
+                                          extra)
+        plotting.save_figure(figure, f"{sys.argv[2]}/{layout}.png")
+        if attempt:
+            best[layout] = min(best.get(layout, float("inf")), time.process_time() - start)
+print(json.dumps(best))
+"""
 #: (K = M, loss, activation) of the derivation-cache measurement: the solve's network, a wide
 #: one, and a quartic loss (whose table has more than four fields: None, the full quadrature)
 TABLE_CASES = ((3, "mse", "erf"), (8, "mse", "erf"), (4, "(yhat - y)**4/4", "tanh"))
@@ -169,6 +196,9 @@ def main():
         parts = best_parts(python, args.config, out, args.repeat, "warm")
         cold = best_parts(python, args.config, out, args.repeat, "cold table")
         tables = table_costs(python, folder)
+        redrawn = subprocess.run([python, "-c", FIGURES, out, folder, str(args.repeat)],
+                                 check=True, capture_output=True, text=True)
+        figures = json.loads(redrawn.stdout.strip().splitlines()[-1])
         print(load())
     (bare, bare_cpu), (command, command_cpu) = bare, command
     print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
@@ -180,6 +210,9 @@ def main():
     print(f"derivation with the derivation cache {parts['derivation CPU']:.3f} s CPU, without "
           f"it (every read a miss) {cold['derivation CPU']:.3f} s CPU: the cache saves "
           f"{cold['derivation CPU'] - parts['derivation CPU']:.3f} s CPU")
+    print(f"the solve's figure drawn again in one process (best of {args.repeat}): constrained "
+          f"layout {figures['constrained']:.3f} s CPU, PanelFigure {figures['panels']:.3f} s "
+          f"CPU, ratio {figures['constrained'] / figures['panels']:.2f}")
     for (width, loss, activation), cost in tables:
         what = "no table (full quadrature)" if cost["rows"] is None else f"{cost['rows']} rows"
         print(f"term table {activation} K = M = {width} {loss} ({what}): derived "

@@ -113,6 +113,12 @@ CLAIMS = (
            ("part: integration CPU (s)", r"integration CPU ([0-9.]+) s"),
            ("part: figure CPU (s)", r"figure CPU ([0-9.]+) s"),
            ("derivation cache saves (s CPU)", r"the cache saves (-?[0-9.]+) s CPU"),
+           ("figure again: constrained (s CPU)", r"constrained layout ([0-9.]+) s CPU"),
+           ("figure again: PanelFigure (s CPU)", r"PanelFigure ([0-9.]+) s CPU"),
+           ("term table K = M = 8: derived (s CPU)", r"term table erf K = M = 8 .*derived "
+                                                     r"([0-9.]+) s CPU"),
+           ("term table K = M = 8: read (s CPU)", r"term table erf K = M = 8 .*cache "
+                                                  r"([0-9.]+) s CPU"),
            ("bench's own load, start", r"\Aload average ([0-9.]+)"))),
     Claim("network-solve", "committee_erf.toml (K = M = 3, alpha to 300), warm: the wall and "
                            "CPU time of the plain command (bench_command_time gives the parts)",
