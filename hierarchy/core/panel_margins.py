@@ -1,9 +1,10 @@
 """A cheap layout for a grid of panels: margins measured from the few texts that decide them.
 
 matplotlib's constrained layout measures the tight box of every artist of the figure, in two
-passes, before the figure is drawn: for the six panels of a ``network`` solve that was about
-half the time of writing ``observables.png``. A grid of equal panels needs less. Its margins
-are decided by
+passes, and with any layout engine ``savefig`` draws the figure twice (a dry run first): for
+the six panels of a ``network`` solve that was a third of the time of writing
+``observables.png`` (``tools/bench_command_time.py``). A grid of equal panels needs less. Its
+margins are decided by
 
 - the widest y tick label of any panel (the left margin and the gap between columns), the
   only text measured (its width depends on the data);
