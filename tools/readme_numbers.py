@@ -149,6 +149,9 @@ CLAIMS = (
            ("relu/erf K = M = 3 solve CPU (s)", r"relu/erf K = M = 3 mse: .*\n  solve to alpha "
                                                 r"= 300 \(eta = [^)]*\): [0-9.]+ s wall, "
                                                 r"([0-9.]+) s CPU"),
+           ("relu/erf K = M = 3 solve wall (s)", r"relu/erf K = M = 3 mse: .*\n  solve to "
+                                                 r"alpha = 300 \(eta = [^)]*\): ([0-9.]+) s "
+                                                 r"wall"),
            ("tanh K = M = 3 field call (ms)", r"tanh/tanh K = M = 3 mse: field call new "
                                              r"([0-9.]+) ms")), slow=True),
     Claim("bench-network-presets", "generic field slower per call than the hand-built one: "
