@@ -35,6 +35,14 @@ SELECTION = (
     "tests/test_solve_interrupt.py",
     "tests/test_ensemble_reliability.py::test_item04_interrupted_ensemble_resumes_bit_identical",
     "tests/test_study_resume.py::test_resume_after_sigkill_reruns_only_the_missing_jobs",
+    # the network family's signals, sent from inside the process at a named call
+    "tests/test_network_reliability.py::test_f1_serial_study_interrupted_during_sgd_keeps_jobs_and_exits_130",
+    "tests/test_network_reliability.py::test_f3_plain_rerun_over_an_interrupted_sgd_is_refused_not_deleted",
+    "tests/test_network_reliability.py::test_f7_solve_interrupted_in_eg_keeps_every_row_of_the_trajectory",
+    "tests/test_network_reliability.py::test_f7_sgd_interrupted_in_the_risk_pass_keeps_rows_and_resumes_without_stepping",
+    "tests/test_network_reliability.py::test_f7_repeated_interrupts_still_exit_130_with_the_rows",
+    "tests/test_network_reliability.py::test_f7_an_interrupt_while_the_command_starts_is_exit_130",
+    "tests/test_network_reliability.py::test_interrupt_corpus_keeps_every_row",
 )
 
 
