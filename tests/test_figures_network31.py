@@ -33,17 +33,19 @@ def run_quick(script, out_args, tmp_path):
 
 
 @pytest.mark.slow
-def test_staircase_quick_learns_the_first_two_steps_in_order(tmp_path):
+def test_staircase_quick_learns_the_three_steps_in_order(tmp_path):
     out = run_quick("figure_network_staircase.py", ["--out", str(tmp_path)], tmp_path)
     assert (tmp_path / "network_staircase.png").stat().st_size > 10_000
     assert (tmp_path / "network_staircase.csv").exists()
-    steps = [re.search(rf"step {n}.*ODE alpha = (\S+), SGD median (\S+)", out).groups()
-             for n in (1, 2)]
-    ode1, sgd1 = (float(v) for v in steps[0])
-    ode2, sgd2 = (float(v.rstrip(",")) for v in steps[1])
-    # the saddle-to-saddle order holds in both, and SGD is within a factor 1.5 of the ODE
-    assert ode1 < ode2 and sgd1 < sgd2
-    assert 1 / 1.5 < sgd1 / ode1 < 1.5 and 1 / 1.5 < sgd2 / ode2 < 1.5
+    steps = [[float(v.rstrip(",")) for v in re.search(
+        rf"step {n}.*ODE alpha = (\S+), SGD median (\S+)", out).groups()] for n in (1, 2, 3)]
+    ode, sgd = zip(*steps)
+    # the saddle-to-saddle order holds in both (every step finite: inf fails the ratios), and
+    # SGD's median (2 runs at N = 200, whose steps spread by +-20%) is within a factor 1.5 of
+    # the ODE
+    assert ode[0] < ode[1] < ode[2] and sgd[0] < sgd[1] < sgd[2]
+    for o, s in zip(ode, sgd):
+        assert 1 / 1.5 < s / o < 1.5, (ode, sgd)
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,7 @@ TARGET = "nu1 + nu1*nu2 + nu1*nu2*nu3"
 STUDENT = "erf(x/sqrt(2) + 1)"
 STEP = 0.5
 FULL = {"dimension": 1000, "runs": 4, "horizon": 300.0}
-QUICK = {"dimension": 200, "runs": 2, "horizon": 60.0}
+QUICK = {"dimension": 200, "runs": 2, "horizon": 110.0}
 #: fixed RK4 step of the ODE (the quadrature field is smooth in u but its QMC error makes an
 #: adaptive step controller reject steps needlessly)
 ODE_STEP = 0.2
