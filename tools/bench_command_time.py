@@ -5,8 +5,17 @@ In one run, each in a fresh process, best of ``--repeat``:
 1. the baseline: ``python -c "import numpy, scipy.integrate"``;
 2. the command, warm (its compiled modules already cached): ``hierarchy solve CONFIG``;
 3. the command's parts, in one process: the imports (``hierarchy.cli.main`` and the
-   config's family), the config and the derivation (load, validate, the field's system and
-   the start), the integration with its certification (``run_solve``).
+   config's family) with the config (load, validate), the derivation (the field's system and
+   the start), the integration with its certification and result files (``run_solve``), and
+   the figure ``observables.png`` (``run_report.solved_figure`` and ``save_figure``, matplotlib's
+   import included);
+4. the same parts with every read of the derivation cache a miss
+   (:mod:`hierarchy.models.network.table_cache`: the term table derived with sympy), so the
+   difference of the derivation parts is what that cache saves;
+5. the term table alone, derived by sympy against read from the derivation cache, for the
+   solve's network, a wide one (``K = M = 8``) and a quartic loss (:data:`TABLE_CASES`);
+6. the solve's figure drawn again and again in one process, with matplotlib's constrained
+   layout against the :class:`~hierarchy.core.panel_margins.PanelFigure` it is drawn on.
 
 Prints the ratio command / baseline (the target of issue 29: at most 2) with the machine's
 load beside the timings, for the wall-clock time and for the CPU time (user + system of the
@@ -34,19 +43,107 @@ c0 = time.process_time()
 t0 = time.perf_counter()
 from hierarchy.cli.main import main
 from hierarchy.config import loader
-from hierarchy.core import registry
+from hierarchy.core import registry, run_report
+if sys.argv[3] == "cold table":  # every derivation-cache read a miss: the table is derived
+    from hierarchy.models.network import table_cache
+    table_cache.load = lambda *args, **kwargs: None
 config = loader.load_config(sys.argv[1])
 family = registry.family_of(config)
 t1, c1 = time.perf_counter(), time.process_time()
 system = family.system(config)
 family.initial_state(config, system)
 t2, c2 = time.perf_counter(), time.process_time()
+figure = [0.0, 0.0]
+
+
+def timed(function):
+    def run(*args, **kwargs):
+        start, cpu = time.perf_counter(), time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            figure[0] += time.perf_counter() - start
+            figure[1] += time.process_time() - cpu
+    return run
+
+
+run_report.solved_figure = timed(run_report.solved_figure)
+run_report.save_figure = timed(run_report.save_figure)
 family.run_solve(config, sys.argv[2], None)
 t3, c3 = time.perf_counter(), time.process_time()
-print(json.dumps({"imports": t1 - t0, "derivation": t2 - t1, "integration": t3 - t2,
+print(json.dumps({"imports": t1 - t0, "derivation": t2 - t1,
+                  "integration": t3 - t2 - figure[0], "figure": figure[0],
                   "imports CPU": c1 - c0, "derivation CPU": c2 - c1,
-                  "integration CPU": c3 - c2}))
+                  "integration CPU": c3 - c2 - figure[1], "figure CPU": figure[1]}))
 """
+
+
+TABLES = r"""
+import json, sys, time
+from hierarchy.config.loader import load_config
+from hierarchy.jit.cache import Cache
+from hierarchy.models.network import derivation, table_cache
+from hierarchy.models.network.model import network_from_config
+width, loss, activation = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+config = {"model": {"family": "network", "loss": loss,
+                    "student": {"width": width, "activation": activation,
+                                "second_layer": "trained"},
+                    "teacher": {"width": width, "activation": activation, "noise": 0.1}}}
+net = network_from_config(load_config(None, config))
+cache = Cache(sys.argv[4])
+c0 = time.process_time()
+table = derivation.derive_term_table(net)
+c1 = time.process_time()
+key = table_cache.table_key(net)
+table_cache.store(key, table, cache)
+c2 = time.process_time()
+stored = table_cache.load(key, cache)
+c3 = time.process_time()
+assert stored is not None
+print(json.dumps({"derive": c1 - c0, "read": c3 - c2,
+                  "rows": None if table is None else table.rows}))
+"""
+FIGURES = r"""
+import json, sys, time
+import numpy as np
+from hierarchy.core import plotting, run_report
+from hierarchy.core.io import read_result
+from hierarchy.core.registry import family_of
+from hierarchy.core.trajectory import Trajectory
+result = read_result(sys.argv[1])
+family = family_of(result["config"])
+trajectory = Trajectory(np.asarray(result["t"], float), np.asarray(result[family.state_name],
+                        float), list(result["labels"]))
+extra = {"eg": result["eg"]} if np.shape(result.get("eg")) == np.shape(result["t"]) else None
+grid = plotting.panel_grid
+best = {}
+for attempt in range(int(sys.argv[3]) + 1):  # the first round warms fonts and caches
+    for layout in ("constrained", "panels"):
+        plotting.panel_grid = lambda *a, chosen=layout, **k: grid(*a, **{**k, "layout": chosen})
+        start = time.process_time()
+        figure = run_report.solved_figure(sys.argv[1], result["config"], trajectory, family,
+                                          extra)
+        plotting.save_figure(figure, f"{sys.argv[2]}/{layout}.png")
+        if attempt:
+            best[layout] = min(best.get(layout, float("inf")), time.process_time() - start)
+print(json.dumps(best))
+"""
+#: (K = M, loss, activation) of the derivation-cache measurement: the solve's network, a wide
+#: one, and a quartic loss (whose table has more than four fields: None, the full quadrature)
+TABLE_CASES = ((3, "mse", "erf"), (8, "mse", "erf"), (4, "(yhat - y)**4/4", "tanh"))
+
+
+def table_costs(python, folder):
+    """Per :data:`TABLE_CASES`: sympy's derivation of the term table against reading it from
+    the derivation cache, CPU seconds in a fresh process each (the derivation first, so
+    sympy's own caches are as cold as in a command)."""
+    rows = []
+    for width, loss, activation in TABLE_CASES:
+        run = subprocess.run([python, "-c", TABLES, str(width), loss, activation,
+                              str(Path(folder) / f"tables{width}")],
+                             check=True, capture_output=True, text=True)
+        rows.append(((width, loss, activation), json.loads(run.stdout.strip().splitlines()[-1])))
+    return rows
 
 
 def children_cpu():
@@ -67,6 +164,18 @@ def timed(command, repeat):
     return best, best_cpu
 
 
+def best_parts(python, config, out, repeat, table):
+    """Each part's best (least CPU, and least wall-clock time) of ``repeat`` runs of
+    :data:`PARTS`."""
+    best = {}
+    for _ in range(repeat):
+        run = subprocess.run([python, "-c", PARTS, config, out, table], check=True,
+                             capture_output=True, text=True)
+        measured = json.loads(run.stdout.strip().splitlines()[-1])
+        best = {k: min(v, best.get(k, float("inf"))) for k, v in measured.items()}
+    return best
+
+
 def load():
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -84,14 +193,12 @@ def main():
         print(load())
         bare = timed([python, "-c", "import numpy, scipy.integrate"], args.repeat)
         command = timed(solve, args.repeat)
-        parts = None
-        for _ in range(args.repeat):
-            run = subprocess.run([python, "-c", PARTS, args.config, out], check=True,
-                                 capture_output=True, text=True)
-            measured = json.loads(run.stdout.strip().splitlines()[-1])
-            if parts is None or sum(v for k, v in measured.items() if "CPU" not in k) < \
-                    sum(v for k, v in parts.items() if "CPU" not in k):
-                parts = measured
+        parts = best_parts(python, args.config, out, args.repeat, "warm")
+        cold = best_parts(python, args.config, out, args.repeat, "cold table")
+        tables = table_costs(python, folder)
+        redrawn = subprocess.run([python, "-c", FIGURES, out, folder, str(args.repeat)],
+                                 check=True, capture_output=True, text=True)
+        figures = json.loads(redrawn.stdout.strip().splitlines()[-1])
         print(load())
     (bare, bare_cpu), (command, command_cpu) = bare, command
     print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
@@ -100,6 +207,17 @@ def main():
           f"{command / bare:.2f} (target <= 2); CPU {command_cpu:.2f} s, ratio "
           f"{command_cpu / bare_cpu:.2f}")
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
+    print(f"derivation with the derivation cache {parts['derivation CPU']:.3f} s CPU, without "
+          f"it (every read a miss) {cold['derivation CPU']:.3f} s CPU: the cache saves "
+          f"{cold['derivation CPU'] - parts['derivation CPU']:.3f} s CPU")
+    print(f"the solve's figure drawn again in one process (best of {args.repeat}): constrained "
+          f"layout {figures['constrained']:.3f} s CPU, PanelFigure {figures['panels']:.3f} s "
+          f"CPU, ratio {figures['constrained'] / figures['panels']:.2f}")
+    for (width, loss, activation), cost in tables:
+        what = "no table (full quadrature)" if cost["rows"] is None else f"{cost['rows']} rows"
+        print(f"term table {activation} K = M = {width} {loss} ({what}): derived "
+              f"{cost['derive']:.3f} s CPU, read from the derivation cache {cost['read']:.4f} s "
+              f"CPU, ratio {cost['derive'] / cost['read']:.0f}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ all follow the same rules:
   colours of one sequential colormap (:func:`degree_colors`);
 - observables that do not move (a fixed teacher's ``t₂``, ``q₂₂``) are drawn in a panel
   of their own (:func:`split_constant`), so they do not squash the moving ones;
-- figures use matplotlib's constrained layout (the suptitle gets its own room) and are
-  saved at :data:`MIN_DPI` or more (:func:`save_figure`).
+- figures use matplotlib's constrained layout (the suptitle gets its own room), or, for the
+  statistics of a run (the picture of every ``hierarchy solve``), the cheaper margins of
+  :mod:`hierarchy.core.panel_margins`; they are saved at :data:`MIN_DPI` or more
+  (:func:`save_figure`).
 
 Figures are built on the Agg canvas without pyplot, so plotting never touches a global
 backend or leaks figures; each ``make_*_figure`` returns the :class:`matplotlib.figure.Figure`
@@ -102,26 +104,37 @@ def split_constant(series, rtol=1e-9):
     return moving, constant
 
 
-def new_figure(nrows=1, ncols=1, figsize=(6.4, 4.0), **subplot_kw):
-    """A constrained-layout figure on an Agg canvas and its axes array (always 2-d)."""
+def new_figure(nrows=1, ncols=1, figsize=(6.4, 4.0), layout="constrained", **subplot_kw):
+    """A figure on an Agg canvas and its axes array (always 2-d).
+
+    ``layout`` is ``"constrained"`` (matplotlib's constrained layout) or ``"panels"``
+    (:class:`hierarchy.core.panel_margins.PanelFigure`: a grid of equal panels with their
+    legends inside, at a fraction of the cost).
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize, layout="constrained")
+    if layout == "panels":
+        from hierarchy.core.panel_margins import PanelFigure
+
+        fig = PanelFigure(figsize=figsize)
+    else:
+        fig = Figure(figsize=figsize, layout=layout)
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     return fig, axes
 
 
-def panel_grid(n, width=3.3, height=3.4, max_columns=4, extra_width=0.4):
+def panel_grid(n, width=3.3, height=3.4, max_columns=4, extra_width=0.4,
+               layout="constrained"):
     """``n`` panels in rows of at most ``max_columns``; returns the figure and the ``n`` axes.
 
-    Unused cells of the last row are hidden.
+    Unused cells of the last row are hidden. ``layout`` as in :func:`new_figure`.
     """
     ncols = max(1, min(n, max_columns))
     nrows = -(-n // ncols)
     figsize = (width * ncols + extra_width, height * nrows + 0.3)
-    fig, axes = new_figure(nrows, ncols, figsize=figsize)
+    fig, axes = new_figure(nrows, ncols, figsize=figsize, layout=layout)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -465,7 +478,7 @@ def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_lab
     y = np.asarray(y, float)
     grouped = groups(labels)
     fig, axes = panel_grid(len(grouped) + len(extra_panels), width=3.6, height=3.2,
-                           max_columns=3)
+                           max_columns=3, layout="panels")
     index = {label: j for j, label in enumerate(labels)}
     for ax, (name, members) in zip(axes, grouped.items()):
         columns = [index[m] for m in members]
@@ -481,8 +494,12 @@ def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_lab
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[1]:
             legend(ax)
-    fit_title(fig, title + (f"\nbands: {spread_name}" if spread is not None and spread_name
-                            else ""))
+    heading = fit_title(fig, title + (f"\nbands: {spread_name}" if spread is not None and
+                                      spread_name else ""))
+    # the panels keep their size: the figure grows by the title's lines beyond the first
+    extra_lines = heading.get_text().count("\n")
+    fig.set_size_inches(fig.get_figwidth(),
+                        fig.get_figheight() + extra_lines * heading.get_fontsize() * 1.25 / 72)
     return fig
 
 

@@ -40,6 +40,7 @@ import numpy as np
 import sympy
 
 from hierarchy.models.network.activations import X, Y, YHAT
+from hierarchy.models.network import table_cache
 from hierarchy.models.network.gradients import derivative
 from hierarchy.models.network.target import monomials as target_monomials
 
@@ -260,11 +261,25 @@ def _error_polynomial(net):
 def term_table(net):
     """The :class:`TermTable` of ``net``, or None when a term has more than four fields.
 
+    Derived once per network and code: later runs read it from the derivation cache
+    (:mod:`.table_cache`).
+
     Parameters
     ----------
     net : hierarchy.models.network.model.Network
         Teacher data, ``l'`` polynomial in ``yhat`` and ``y``.
     """
+    return table_cache.cached(net, derive_term_table, table_from_arrays)
+
+
+def table_from_arrays(size, groups):
+    """The :class:`TermTable` of ``size`` outputs and ``groups`` of ``(pattern, fields,
+    coefficient, v_index, target)`` (as :mod:`.table_cache` stores them)."""
+    return TermTable(groups=tuple(Group(*group) for group in groups), size=size)
+
+
+def derive_term_table(net):
+    """:func:`term_table` derived with sympy (no cache)."""
     K, M, n = net.K, net.M, len(net.labels)
     index = {label: j for j, label in enumerate(net.labels)}
     trained = net.trained_second_layer

@@ -261,7 +261,7 @@ class NetworkFamily(ModelFamily):
         return network_sgd.time_per_step(self.network(config), config["sgd"]["dimension"])
 
     def time_label(self, config):
-        return r"$\alpha$"
+        return "α"
 
     # 7 (N2)
     def run_sgd(self, config, out_dir, *, resume=False, progress=None):

@@ -1,0 +1,79 @@
+"""The statistics figure's fixed margins (``core/panel_margins.py``): nothing drawn outside the
+figure or on top of another panel, whatever the width of the tick labels and the length of
+the title.
+
+Checked on the drawn figure (the boxes matplotlib itself computes, an independent path from
+the margins' own estimate): every panel's tight box (tick labels, axis labels, titles, offset
+text) inside the figure, no two panels' tight boxes overlapping, the title clear of every
+panel.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+from hierarchy.core.panel_margins import PanelFigure
+from hierarchy.core.plotting import make_statistics_figure, save_figure
+
+T = np.linspace(0.0, 300.0, 31)
+
+
+def drawn_boxes(fig):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    return renderer, [ax.get_tightbbox(renderer) for ax in axes]
+
+
+def check_laid_out(fig):
+    renderer, boxes = drawn_boxes(fig)
+    frame = fig.bbox
+    for box in boxes:
+        assert frame.x0 - 0.5 <= box.x0 and box.x1 <= frame.x1 + 0.5, (box, frame)
+        assert frame.y0 - 0.5 <= box.y0 and box.y1 <= frame.y1 + 0.5, (box, frame)
+    for i, a in enumerate(boxes):
+        assert not any(a.overlaps(b) for b in boxes[i + 1:]), "two panels overlap"
+    title = fig._suptitle.get_window_extent(renderer)
+    assert frame.y0 <= title.y0 and title.y1 <= frame.y1 + 0.5
+    assert not any(title.overlaps(b) for b in boxes), "the title touches a panel"
+
+
+def statistics(scale, offset=0.0, n=7):
+    """``n`` statistics in the groups ``Q (a=b)``, ``Q (a!=b)``, ``R``: curves of size
+    ``scale`` about ``offset`` (wide tick labels, or an offset text ``1e-5`` / ``+1e4``)."""
+    labels = ["Q1.1", "Q2.2", "Q1.2", "R1.1", "R1.2", "R2.1", "R2.2"][:n]
+    y = offset + scale * np.tanh(np.outer(T / 100.0, np.arange(1, n + 1)))
+    return y, labels
+
+
+@pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (123456.7, 0.0), (1e-5, 0.0),
+                                           (1e-3, 1e4), (-250.5, -1e3)])
+def test_the_panels_fit_whatever_their_tick_labels(scale, offset):
+    y, labels = statistics(scale, offset)
+    fig = make_statistics_figure(T, y, labels, "network: the ODE to α = 300",
+                                 time_label="α", extra_panels=[("eg", {"eg": y[:, 0]})])
+    assert isinstance(fig, PanelFigure) and fig.get_layout_engine() is None  # one draw
+    check_laid_out(fig)
+
+
+@pytest.mark.parametrize("words", [1, 12, 40])
+def test_a_long_title_gets_room_without_squashing_the_panels(words):
+    y, labels = statistics(1.0)
+    short = make_statistics_figure(T, y, labels, "network: settings")
+    fig = make_statistics_figure(T, y, labels, "network: " + "a long title " * words)
+    check_laid_out(short)
+    check_laid_out(fig)
+    panel = [ax.get_position().height * fig.get_figheight() for ax in fig.axes]
+    reference = [ax.get_position().height * short.get_figheight() for ax in short.axes]
+    assert min(panel) == pytest.approx(min(reference), rel=0.05)
+
+
+def test_one_panel_and_many_rows(tmp_path):
+    for n in (1, 7):
+        y, labels = statistics(1.0, n=n)
+        extra = [(f"extra {k}", {"curve": y[:, 0]}) for k in range(5)]
+        fig = make_statistics_figure(T, y, labels, "network: settings", extra_panels=extra)
+        check_laid_out(fig)
+        save_figure(fig, tmp_path / f"panels{n}.png")
