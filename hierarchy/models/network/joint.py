@@ -66,7 +66,11 @@ class Spec:
     fields; ``outputs``: ``(name, i, k)`` per output (``a``: ``d_i nu_k``, ``b``:
     ``d_i lambda_k``, ``c``: ``d_i d_k`` with ``i <= k``, ``dv``: ``dl/dv_i``, ``loss``,
     ``e``: ``d_i``); ``parameters``: ``v_1..v_K`` then the label (mixtures: ``y``, or the
-    one-hot ``y_1..y_K`` of a vector loss); ``kinks``: per field, its kink points.
+    one-hot ``y_1..y_K`` of a vector loss); ``kinks``: per field, its kink points;
+    ``expressions``: the outputs in the fields, the parameters and the atoms; ``atoms``: per
+    field, ``(symbol, expression in the field)`` of its single-field functions
+    (``g(lambda_k)``, ``g'(lambda_k)``, ``g*(nu_n)``), evaluated once per node of the level
+    where the field ends rather than once per innermost node.
     """
 
     kind: str
@@ -75,6 +79,7 @@ class Spec:
     parameters: tuple
     kinks: tuple
     expressions: tuple
+    atoms: tuple = ()
 
     @property
     def d(self):
@@ -124,12 +129,13 @@ def spec_of(net):
     if not mixture and net.target is None:
         for n in range(M):
             atoms[sym["H"][n]] = net.teacher_activation.subs(X, sym["N"][n])
-    constants = {sym["sigma"]: sympy.Float(net.noise)}
+    constants = {a: e for a, e in atoms.items() if not e.free_symbols}  # linear g: g' = 1
+    constants[sym["sigma"]] = sympy.Float(net.noise)
     constants.update({s: sympy.Float(value) for s, value in
                       zip(sym["vs"], net.teacher_second_layer)})
 
-    def explicit(expr):
-        return expr.subs(atoms).subs(constants)
+    def explicit(expr):  # the atoms stay symbols: the C computes them per level
+        return expr.subs(constants)
 
     dl = [explicit(e) for e in d["dl_dlambda"]]
     outputs, expressions = [], []
@@ -156,23 +162,41 @@ def spec_of(net):
         for i in range(K):
             add("e", i, 0, dl[i])
     labels = (tuple(sym["onehot"]) if vector else (sym["y"],)) if mixture else ()
-    kinks = tuple(sorted(set(_field_kinks(sympy.Add(*[e for e in expressions]), f)))
-                  for f in fields)
+    whole = sympy.Add(*expressions).subs(atoms)
+    kinks = tuple(tuple(sorted(set(_field_kinks(whole, f)))) for f in fields)
+    per_field = tuple(tuple((a, e) for a, e in atoms.items() if e.free_symbols == {f})
+                      for f in fields)
     return Spec(kind=net.data, fields=tuple(fields), outputs=tuple(outputs),
-                parameters=tuple(sym["v"]) + labels, kinks=kinks, expressions=tuple(expressions))
+                parameters=tuple(sym["v"]) + labels, kinks=kinks,
+                expressions=tuple(expressions), atoms=per_field)
 
 
 def c_body(spec):
     """The C statements of the integrand: the fields from ``z``, the parameters from ``p``,
     the common subexpressions, then ``out[j]``."""
     printer = _printer()
+    width = atom_width(spec)
     lines = [f"const double {f} = z[{j}];" for j, f in enumerate(spec.fields)]
     lines += [f"const double {s} = p[{j}];" for j, s in enumerate(spec.parameters)]
+    lines += [f"const double {a} = atoms[{j * width + k}];"
+              for j, pairs in enumerate(spec.atoms) for k, (a, _) in enumerate(pairs)]
     temporaries, reduced = sympy.cse(list(spec.expressions),
                                      symbols=sympy.numbered_symbols("t_"))
     lines += [f"const double {name} = {printer.doprint(value)};" for name, value in temporaries]
     lines += [f"out[{j}] = {printer.doprint(value)};" for j, value in enumerate(reduced)]
     return lines
+
+
+def atom_width(spec):
+    """The most atoms of one field (at least 1: the C arrays' stride)."""
+    return max([len(pairs) for pairs in spec.atoms] + [1])
+
+
+def atom_cases(spec):
+    """Per field, the C statements ``a[k] = <atom k at x>;`` of its atoms."""
+    printer = _printer()
+    return [[f"a[{k}] = {printer.doprint(e.subs(f, X))};" for k, (_, e) in enumerate(pairs)]
+            for f, pairs in zip(spec.fields, spec.atoms)]
 
 
 def _printer():
@@ -195,6 +219,7 @@ def joint_source(spec):
     orders = MAX_ORDER + (0,) * max(0, spec.d + 1 - len(MAX_ORDER))  # rank > 4: one order
     return render_template(TEMPLATE, d=spec.d, outputs=len(spec.outputs),
                            parameters=len(spec.parameters), body=c_body(spec),
+                           atom_width=atom_width(spec), atom_cases=atom_cases(spec),
                            kink_start=starts, kinks=points, max_order=orders)
 
 
