@@ -59,6 +59,9 @@ CHECK_FACTOR = 100.0
 #: largest ``sgd.dimension`` (the Gaussian start draws ``K x N`` weights)
 MAX_DIMENSION = 10_000_000
 
+#: ``[solve] field``: the evaluator choice of :meth:`NetworkFamily.system`
+SOLVE_FIELDS = ("auto", "quadrature")
+
 KEY_HELP = {
     "model.data": ("The data: `teacher` (x ~ N(0, I_N), y = sum_n v*_n g*(nu_n) + sigma xi) or "
                    "`mixture` (a labelled Gaussian mixture).", " \\| ".join(DATA)),
@@ -132,6 +135,13 @@ KEY_HELP = {
                   "corrector is divided by B. The ODE is that of B << N: B proportional to N "
                   "(the large-batch limit) is refused.",
                   f"integer in 1..{MAX_BATCH}; above 1, at most sgd.dimension/{BATCH_RATIO}"),
+    "solve.field": ("How the ODE's expectations are evaluated. `auto`: the term table (closed "
+                    "forms, the compiled engine) where it applies, else the compiled joint "
+                    "engine over at most four Gaussian fields (certifiable, can be slow: a "
+                    "logistic K = M = 2 solve to alpha = 300 takes minutes), else randomised "
+                    "QMC; `quadrature`: randomised QMC for every expectation (fast for a first "
+                    "look, never certified: `hierarchy solve` exits 3).",
+                    " | ".join(SOLVE_FIELDS)),
     "sgd.constraint": ("`sphere`: spherical SGD, every w_k renormalised to |w_k|^2 = N after "
                        "each step (Q_kk = 1 held; the start must have Q_kk = 1, a Gaussian "
                        "start is normalised); `none`: the free step.",
@@ -181,7 +191,8 @@ class NetworkFamily(ModelFamily):
                   "teacher": dict(TEACHER_DEFAULTS),
                   "mixture": mixture.DEFAULTS, "inputs": inputs.DEFAULTS},
         "init": {"source": "statistics", "statistics": {}, "scale": 0.01, "seed": 0},
-        "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10},
+        "solve": {"t_final": 300.0, "points": 301, "rtol": 1e-8, "atol": 1e-10,
+                  "field": "auto"},
         "sgd": {"dimension": 1000, "step": 1.0, "step_second_layer": "step", "runs": 20,
                 "seed": 0, "paired_runs": PAIRED_RUNS, "batch": 1,
                 "constraint": "none"},
@@ -203,6 +214,9 @@ class NetworkFamily(ModelFamily):
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)
         check_batch(net, sgd["dimension"])
         sgd["paired_runs"] = check_paired_runs(sgd)
+        if "solve" in config:
+            config["solve"]["field"] = fields.choice(config["solve"], "solve", "field",
+                                                     SOLVE_FIELDS)
         init = config["init"]
         init["seed"] = fields.integer(init, "init", "seed", 0)
         init["scale"] = fields.real(init, "init", "scale", 0.0, True, 1e3)
@@ -239,7 +253,8 @@ class NetworkFamily(ModelFamily):
         structured inputs); the expectation engine's target is
         :data:`~.engine.TARGET_FACTOR` times the solve's ``atol``."""
         net = self.network(config)
-        system = system_of(net)
+        choice = config.get("solve", {}).get("field", self.defaults["solve"]["field"])
+        system = system_of(net, "quadrature" if choice == "quadrature" else "auto")
         if hasattr(system, "set_quadrature_target"):  # the engine's target: 0.01 atol
             atol = config.get("solve", {}).get("atol", self.defaults["solve"]["atol"])
             system.set_quadrature_target(TARGET_FACTOR * float(atol))
