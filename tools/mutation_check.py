@@ -444,6 +444,16 @@ MUTATIONS = (
              [f"{DIMENSIONS}::test_noise_level_of_a_spread_growing_from_zero_is_the_standard"
               "_error_of_the_mean"],
              "noise level sd / runs for sd / sqrt(runs)"),
+    mutation("net-moments-corrector-doubled", "hierarchy/models/network/moments.py",
+             "sign(w * comp.variance * net.step ** 2)",
+             "sign(2.0 * w * comp.variance * net.step ** 2)",
+             ["tests/test_network_joint.py::test_joint_field_equals_the_term_table_on_mse_with_noise",
+              "tests/test_network_joint.py::test_one_step_identity_fails_without_the_corrector"],
+             "the joint and QMC fields' eta^2 corrector doubled (their shared assembly)"),
+    mutation("gauss-levels-kink-mean-sign", "templates/_gauss_levels.c.j2",
+             "t = (kinks[k] - m[f]) / L[f][j];", "t = (kinks[k] + m[f]) / L[f][j];",
+             ["tests/test_network_joint.py::test_engine_within_its_stated_error_of_a_dense_reference"],
+             "a kink placed at the reflected mean in the engines' shared level breakpoints"),
 )
 
 
