@@ -319,11 +319,8 @@ def xor_state(net):
 
 # ----------------------------------------------------------------------------- the command
 
-def test_logistic_solve_is_certified(tmp_path, capsys):
-    """erf K = M = 1 with the logistic loss (no term table): the joint field, certified at
-    every output time with the 100x tighter re-solve, exit 0."""
-    path = tmp_path / "logistic.toml"
-    path.write_text("""
+#: erf K = M = 1 with the logistic loss (no term table), a short solve
+LOGISTIC_ERF = """
 [model]
 family = "network"
 loss = "logistic"
@@ -339,7 +336,14 @@ activation = "erf"
 [solve]
 t_final = 2.0
 points = 5
-""")
+"""
+
+
+def test_logistic_solve_is_certified(tmp_path, capsys):
+    """erf K = M = 1 with the logistic loss (no term table): the joint field, certified at
+    every output time with the 100x tighter re-solve, exit 0."""
+    path = tmp_path / "logistic.toml"
+    path.write_text(LOGISTIC_ERF)
     code = main(["solve", str(path), "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -353,24 +357,7 @@ def test_solve_field_quadrature_is_the_qmc_field_and_exits_3(tmp_path, capsys):
     """``[solve] field = "quadrature"`` keeps the fast randomised QMC field on a case the joint
     engine certifies: the same ODE to the QMC's error, reported NOT CERTIFIED, exit 3; a
     misspelt value is one line naming the key, exit 2, before any work."""
-    text = """
-[model]
-family = "network"
-loss = "logistic"
-[model.student]
-width = 1
-activation = "erf"
-[model.teacher]
-width = 1
-activation = "erf"
-[init.statistics]
-"Q1.1" = 0.5
-"R1.1" = 0.1
-[solve]
-t_final = 2.0
-points = 5
-field = "%s"
-"""
+    text = LOGISTIC_ERF + 'field = "%s"\n'
     results = {}
     for choice, expected in (("auto", 0), ("quadrature", 3)):
         path = tmp_path / f"{choice}.toml"

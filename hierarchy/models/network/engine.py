@@ -68,17 +68,19 @@ class UnsupportedFunction(ValueError):
 
 
 @functools.cache
-def _rules():
-    """``(smooth, legendre, legendre_start, lx, lw)`` arrays of the orders."""
+def rule_tables(smooth_points=SMOOTH_POINTS, legendre_points=LEGENDRE_POINTS):
+    """``(smooth, legendre, legendre_start, lx, lw)``: the points per order of the trapezoid
+    and Gauss-Legendre rules, and every order's Legendre nodes and weights concatenated
+    (``legendre_start`` indexes them), the tables the compiled engines read."""
     starts, xs, ws = [], [], []
     offset = 0
-    for n in LEGENDRE_POINTS:
+    for n in legendre_points:
         x, w = np.polynomial.legendre.leggauss(n)
         starts.append(offset)
         xs.append(x)
         ws.append(w)
         offset += n
-    return (np.array(SMOOTH_POINTS, dtype=np.int32), np.array(LEGENDRE_POINTS, dtype=np.int32),
+    return (np.array(smooth_points, dtype=np.int32), np.array(legendre_points, dtype=np.int32),
             np.array(starts, dtype=np.int32), np.concatenate(xs), np.concatenate(ws))
 
 
@@ -206,7 +208,7 @@ class Engine:
         rows, d = c.shape[0], c.shape[-1]
         targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
                                                        (rows,)))
-        smooth, legendre, starts, lx, lw = _rules()
+        smooth, legendre, starts, lx, lw = rule_tables()
         values, errors = np.zeros(rows), np.zeros(rows)
         orders = np.zeros(rows, dtype=np.int32)
         top = len(SMOOTH_POINTS) - 1

@@ -246,20 +246,6 @@ def joint_engine(net, warn=True):
     return None if module is None else JointEngine(module, spec)
 
 
-@functools.cache
-def _rules():
-    starts, xs, ws = [], [], []
-    offset = 0
-    for n in LEGENDRE_POINTS:
-        x, w = np.polynomial.legendre.leggauss(n)
-        starts.append(offset)
-        xs.append(x)
-        ws.append(w)
-        offset += n
-    return (np.array(SMOOTH_POINTS, dtype=np.int32), np.array(LEGENDRE_POINTS, dtype=np.int32),
-            np.array(starts, dtype=np.int32), np.concatenate(xs), np.concatenate(ws))
-
-
 class JointEngine:
     """The compiled module of one network's integrand (:func:`joint_engine`).
 
@@ -296,7 +282,8 @@ class JointEngine:
         covariances = np.ascontiguousarray(covariances, dtype=float)
         parameters = np.ascontiguousarray(parameters, dtype=float)
         targets = np.ascontiguousarray(np.broadcast_to(targets, (rows, outputs)), dtype=float)
-        smooth, legendre, starts, lx, lw = _rules()
+        smooth, legendre, starts, lx, lw = single_engine.rule_tables(SMOOTH_POINTS,
+                                                                         LEGENDRE_POINTS)
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
         orders = np.zeros(rows, dtype=np.int32)
         top = len(SMOOTH_POINTS) - 1
