@@ -163,17 +163,24 @@ def engine_for(expressions):
     except Exception as error:  # sympy's C printer on a function it cannot print
         warn_fallback(f"its C code cannot be printed ({type(error).__name__}: {error})")
         return None
+    module = compiled_module(source, "network_engine", "compiling it failed")
+    return None if module is None else Engine(module, expressions)
+
+
+def compiled_module(source, name_hint, failure):
+    """The compiled module of the Cython ``source`` (built once per process and cached by
+    :mod:`hierarchy.jit`), or None after a fallback warning ``failure (first line)``, once,
+    when it cannot be compiled."""
     if source not in _modules:
         from hierarchy.core.errors import HierarchyError
         from hierarchy.jit import cache
         try:
-            _modules[source] = cache.compile_pyx(source, "network_engine")
+            _modules[source] = cache.compile_pyx(source, name_hint)
         except (ImportError, HierarchyError) as error:
             first_line = str(error).splitlines()[0] if str(error) else repr(error)
-            warn_fallback(f"compiling it failed ({first_line})")
+            warn_fallback(f"{failure} ({first_line})")
             _modules[source] = None
-    module = _modules[source]
-    return None if module is None else Engine(module, expressions)
+    return _modules[source]
 
 
 class Engine:

@@ -51,8 +51,6 @@ MAX_ORDER = (6, 6, 6, 5, 3)
 KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
           sympy.DiracDelta)
 
-_modules = {}
-
 
 class Unsupported(ValueError):
     """A network the joint engine cannot integrate (the reason in words)."""
@@ -233,16 +231,8 @@ def joint_engine(net, warn=True):
         if warn:
             single_engine.warn_fallback(f"the joint engine does not apply: {error}")
         return None
-    if source not in _modules:
-        from hierarchy.core.errors import HierarchyError
-        from hierarchy.jit import cache
-        try:
-            _modules[source] = cache.compile_pyx(source, "network_joint")
-        except (ImportError, HierarchyError) as error:
-            first_line = str(error).splitlines()[0] if str(error) else repr(error)
-            single_engine.warn_fallback(f"compiling the joint engine failed ({first_line})")
-            _modules[source] = None
-    module = _modules[source]
+    module = single_engine.compiled_module(source, "network_joint",
+                                           "compiling the joint engine failed")
     return None if module is None else JointEngine(module, spec)
 
 
@@ -303,5 +293,6 @@ class JointEngine:
 
 
 def forget():
-    """Forget the loaded modules (tests)."""
-    _modules.clear()
+    """Forget the loaded modules and the fallbacks warned about (tests): the engines share
+    one module table (:func:`~.engine.compiled_module`)."""
+    single_engine.forget()
