@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import sympy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import integrate
 from scipy.special import erf
@@ -65,7 +65,11 @@ def reference_2d(ids, c):
             return f1(mean)
         return _line(lambda x: f1(mean + s1 * x), [(b - mean) / s1 for b in breaks])
 
-    inner_kinks = [b / (slope * s0) for b in breaks] if slope else []
+    # Where an inner kink crosses the inner variable's bulk (mean within a few s1 of it), the
+    # outer integrand bends sharply over a width ~ s1 / |slope|: quad is given those points
+    # too (a nearly singular covariance otherwise costs it 7e-12, seed 3248 below).
+    inner_kinks = ([(b + w * s1) / (slope * s0) for b in breaks for w in (-8, -3, -1, 0, 1, 3, 8)]
+                   if slope else [])
     return _line(lambda x: f0(s0 * x) * inner(x), [b / s0 for b in breaks] + inner_kinks)
 
 
@@ -80,6 +84,7 @@ def _line(f, breaks, limit=9.5):
 
 
 @settings(max_examples=30, deadline=None)
+@example(seed=3248, first=0, second=4, rank=2, scale=1.0)   # conditional variance 3e-7
 @given(seed=st.integers(0, 10_000), first=st.sampled_from(SMOOTH_IDS + KINKED_IDS),
        second=st.sampled_from(SMOOTH_IDS + KINKED_IDS), rank=st.sampled_from([1, 2]),
        scale=st.sampled_from([0.3, 1.0, 2.0]))
