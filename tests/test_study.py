@@ -1,5 +1,6 @@
 """The truncation-error study: outputs, analysis, Dask jobs, resume."""
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -43,9 +44,17 @@ def _check_outputs(out, config):
     return record
 
 
-def test_serial_study_outputs_are_complete_and_errors_fall(tmp_path):
+@pytest.fixture(scope="module")
+def serial_study(tmp_path_factory):
+    """``(folder, summary)`` of one serial study of ``SMALL``, run once per module (the tests
+    below read it, or resume a copy of it)."""
+    folder = tmp_path_factory.mktemp("serial") / "study"
+    return folder, run_study(load_config(None, SMALL), folder, scheduler="serial", quiet=True)
+
+
+def test_serial_study_outputs_are_complete_and_errors_fall(serial_study):
+    tmp_path, summary = serial_study
     config = load_config(None, SMALL)
-    summary = run_study(config, tmp_path, scheduler="serial", quiet=True)
     record = _check_outputs(tmp_path, config)
     flow = {(e["observable"], e["degree"]): e["error"] for e in record["errors"]
             if e["reference"] == "matrix-flow"}
@@ -59,9 +68,9 @@ def test_serial_study_outputs_are_complete_and_errors_fall(tmp_path):
     assert flow[("1.2", 3)] == pytest.approx(np.max(np.abs(result["mu_degrees"][1, :, i] - result["mu_flow"][:, i])))
 
 
-def test_resume_reuses_finished_jobs(tmp_path):
+def test_resume_reuses_finished_jobs(tmp_path, serial_study):
     config = load_config(None, SMALL)
-    run_study(config, tmp_path, scheduler="serial", quiet=True)
+    shutil.copytree(serial_study[0], tmp_path, dirs_exist_ok=True)  # a finished serial study
     calls = []
     original = runner.run_jobs
 
