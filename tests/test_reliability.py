@@ -1,14 +1,15 @@
 """Faults: broken compilers, damaged caches, races, interruptions, blow-ups; loss-parser fuzzing.
 
-Every fault of the build runs in a child process with its own compiler cache
+Every fault of the build environment runs in a child process with its own compiler cache
 (``HIERARCHY_GENERATED``, ``XDG_CACHE_HOME`` and the repository's ``generated/`` redirected
-into ``tmp_path``), so those tests never touch or depend on the shared cache. The children
-that test no build (interruptions, blow-ups) use the cache of the test process instead
-(:func:`shared_cache_env`), so they compile nothing another test has built already.
+into ``tmp_path``), so those tests never touch or depend on the shared cache (a compile
+error, which fakes nothing, runs in this process on a cache in ``tmp_path``). The children
+that test no build (interruptions, a blowing-up command) use the cache of the test process
+instead (:func:`shared_cache_env`), so they compile nothing another test has built already;
+what needs no process of its own (a resume, the solver API) runs in this one.
 Interruption tests send their signal when the child prints that it reached the state under
 test (``tests/events.py``), never after a sleep.
 """
-import json
 import os
 import shutil
 import signal
@@ -159,18 +160,14 @@ sysconfig.get_paths = lambda *a, **k: {**_paths(*a, **k), "include": "/nonexiste
     assert_clean_failure(proc, "Python headers not found", "python3-dev")
 
 
-def test_compile_error_shows_the_compilers_own_message(tmp_path):
+def test_compile_error_shows_the_compilers_own_message(tmp_path, monkeypatch):
+    """In this process (nothing of the environment is faked), on a cache of its own in
+    ``tmp_path`` and the default compiler, as the children above get."""
     source = 'cdef extern from *:\n    """\n    #error deliberate_failure_marker\n    """\n' + unique_source()
-    body = f"""
-from hierarchy.core.errors import HierarchyError
-try:
-    cache.compile_pyx({source!r}, "broken")
-except HierarchyError as error:
-    print("MESSAGE", str(error).replace(chr(10), " | "))
-"""
-    proc = run_child(body, child_env(tmp_path))
-    assert proc.returncode == 0, proc.stderr
-    message = proc.stdout.split("MESSAGE", 1)[1]
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(HierarchyError) as error:
+        cache.Cache(tmp_path / "gen").compile(source, "broken")
+    message = str(error.value).replace("\n", " | ")
     assert "C compiler failed" in message and "deliberate_failure_marker" in message
     assert message.count(" | ") <= 40  # trimmed to what matters
 
@@ -394,33 +391,23 @@ def test_sgd_interrupted_by_a_signal_keeps_its_record_and_resumes(tmp_path, caps
 # --- a truncated hierarchy that blows up ----------------------------------------------------
 
 
-def test_blowup_stops_with_time_and_words_and_keeps_the_trajectory(tmp_path):
-    body = """
-import numpy as np
-from hierarchy.models.attention import compiled as solver_module
-solver = solver_module.build("tied", K=2, trainable=[1], degree=2)
-mu0 = np.ones(len(solver.labels))
-coefficients = {name: 0.0 for name in solver.coefficient_names}
-coefficients["gamma"] = -100.0          # anti-decay: the moments grow like exp(50 t .. 100 t)
-result = solver.solve(mu0, (0.0, 1.0), coefficients, t_eval=np.linspace(0, 1, 101))
-np.savez(sys.argv[1], t=result.t, mu=result.mu)
-print(json.dumps({"status": result.status, "message": result.message,
-                  "diverged": result.diverged_labels, "labels": solver.labels}))
-"""
-    saved = tmp_path / "blowup.npz"
-    proc = subprocess.run([sys.executable, "-c", child_code("import json\n" + body), str(saved)],
-                          capture_output=True, text=True, env=shared_cache_env(tmp_path), cwd=REPO,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["status"] == 1
-    assert "blew up at t =" in report["message"]
-    assert report["diverged"] and set(report["diverged"]) <= set(report["labels"])
-    assert all(label in report["message"] for label in report["diverged"])
-    data = np.load(saved)
-    assert 0.1 < data["t"][-1] < 1.0  # stopped early, at ln(1e8)/100..ln(1e8)/50
-    assert len(data["t"]) > 10 and np.all(np.isfinite(data["mu"]))
-    np.testing.assert_allclose(data["mu"][:, 0], np.exp(50 * data["t"]), rtol=1e-5)
+def test_blowup_stops_with_time_and_words_and_keeps_the_trajectory():
+    """The solver API in this process (the kernel from the tests' own cache)."""
+    from hierarchy.models.attention import compiled as solver_module
+
+    solver = solver_module.build("tied", K=2, trainable=[1], degree=2)
+    mu0 = np.ones(len(solver.labels))
+    coefficients = {name: 0.0 for name in solver.coefficient_names}
+    coefficients["gamma"] = -100.0          # anti-decay: the moments grow like exp(50 t .. 100 t)
+    result = solver.solve(mu0, (0.0, 1.0), coefficients, t_eval=np.linspace(0, 1, 101))
+    assert result.status == 1
+    assert "blew up at t =" in result.message
+    assert result.diverged_labels and set(result.diverged_labels) <= set(solver.labels)
+    assert all(label in result.message for label in result.diverged_labels)
+    t, mu = np.asarray(result.t), np.asarray(result.mu)
+    assert 0.1 < t[-1] < 1.0  # stopped early, at ln(1e8)/100..ln(1e8)/50
+    assert len(t) > 10 and np.all(np.isfinite(mu))
+    np.testing.assert_allclose(mu[:, 0], np.exp(50 * t), rtol=1e-5)
 
 
 def test_blowing_up_solve_run_keeps_the_trajectory_on_disk(tmp_path):
