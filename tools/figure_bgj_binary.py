@@ -119,10 +119,13 @@ def endpoint_columns(model, final, paired, margin):
     return columns
 
 
-def main():
-    """Run SGD and the ODEs, draw the three panels, write the PNG, CSVs and result.json."""
+def main(argv=None):
+    """Run SGD and the ODEs, draw the three panels, write the PNG, CSVs and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_binary")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_binary", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     model = Mixture(kind="binary", snr=cfg["snr"], ridge=cfg["ridge"])
     runs = mixture_runs(model, cfg)

@@ -91,10 +91,13 @@ def escape_summary(cfg, snr, sgd, rows):
     return out
 
 
-def main():
-    """Draw both portraits and write the PNG, CSV and result.json."""
+def main(argv=None):
+    """Draw both portraits and write the PNG, CSV and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_pca")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_pca", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     fig, axes = figure(1, len(cfg["snrs"]), figsize=(11, 4.6))
     parts, summary = [], {}

@@ -82,10 +82,13 @@ def outcome(summary, m_dag):
     return rows
 
 
-def main():
-    """Draw the k = 3 and k = 4 portraits and write the PNG, CSV and result.json."""
+def main(argv=None):
+    """Draw the k = 3 and k = 4 portraits and write the PNG, CSV and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_tensor")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_tensor", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     fig, axes = figure(1, len(cfg["cases"]), figsize=(11, 4.6))
     parts, summary, curves = [], {}, []

@@ -151,10 +151,13 @@ def endpoint_columns(model, final, paired, margin):
     return columns
 
 
-def main():
-    """Run SGD and the ODEs, draw the four panels, write the PNG, CSVs and result.json."""
+def main(argv=None):
+    """Run SGD and the ODEs, draw the four panels, write the PNG, CSVs and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_xor")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_xor", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     model = Mixture(kind="xor", snr=cfg["snr"], ridge=cfg["ridge"], width=cfg["width"])
     runs = mixture_runs(model, cfg)
