@@ -48,7 +48,7 @@ dimension = 200
 runs = 2
 [study]
 dimensions = [50, 100, 200, 400]
-runs = 4
+runs = 2
 scheduler = "serial"
 {extra}
 """
