@@ -25,6 +25,7 @@ from hierarchy.jit.render import render_template
 TEMPLATE = "potential_quadrature.pyx.j2"
 
 _kernels = {}  # source -> compiled module, or None when it could not be compiled
+_sources = {}  # (expressions, variables) -> source: sympy's cse and printer run once per input
 _warned = set()  # fallback reasons already warned about
 
 
@@ -116,11 +117,14 @@ def weighted_sums_kernel(expressions, variables, name_hint, what="the node loop"
         or the compiler fails, after a :class:`RuntimeWarning` naming the reason (once per
         reason and process).
     """
-    try:
-        source = kernel_source(expressions, variables)
-    except Exception as error:
-        warn_fallback(what, f"its C code cannot be printed ({type(error).__name__}: {error})")
-        return None
+    key = (tuple(expressions), tuple(variables))
+    if key not in _sources:
+        try:
+            _sources[key] = kernel_source(expressions, variables)
+        except Exception as error:
+            warn_fallback(what, f"its C code cannot be printed ({type(error).__name__}: {error})")
+            return None
+    source = _sources[key]
     if source not in _kernels:
         try:
             _kernels[source] = cache.compile_pyx(source, name_hint)
