@@ -52,7 +52,9 @@ def test_one_step_mean_with_a_batch_is_f_plus_g_over_b():
     batch, dimension = 4, 400
     net = with_options(one_step_net(), batch=batch)
     system = network_system(net, engine="numpy")
-    sampled, error = onestep.sampled_increment(net, ONE_STEP_STATE, dimension, 40_000, seed=5)
+    # 10 000 samples: the dropped 1/B scores 173 here (they grow like sqrt(samples); 346 at
+    # 40 000), far past the 30 demanded below
+    sampled, error = onestep.sampled_increment(net, ONE_STEP_STATE, dimension, 10_000, seed=5)
     f, g = system.drift_and_corrector(ONE_STEP_STATE)
     scores = onestep.standard_scores(sampled, error, (f + g) / dimension)
     assert np.all(np.abs(scores) < SCORE), scores
