@@ -19,40 +19,58 @@ from hierarchy.core.io import interrupted_run
 from hierarchy.core.summary_table import settings_title
 
 
-def check_folder(out_dir, command, *, resume=False, overwrite=False):
+#: how a refusal names the options, by caller: the command line's flags, or the Python API's
+#: keyword arguments (:class:`hierarchy.api.Model`)
+SPELLINGS = {
+    "cli": {"resume": "`hierarchy {command} --resume`", "overwrite": "--overwrite",
+            "out": "--out"},
+    "api": {"resume": "`Model.{command}(out, resume=True)`", "overwrite": "overwrite=True",
+            "out": "out"},
+}
+
+
+def check_folder(out_dir, command, *, resume=False, overwrite=False, spelling="cli"):
     """Refuse to write over an interrupted run's checkpoint without ``resume`` (of the same
     command) or ``overwrite``: a plain rerun would silently delete it (one line, exit 2).
+
+    Parameters
+    ----------
+    spelling : {"cli", "api"}
+        How the refusal names the options (:data:`SPELLINGS`).
 
     Raises
     ------
     HierarchyError
         ``out_dir`` holds an interrupted run (:func:`hierarchy.core.io.interrupted_run`),
-        naming ``--resume`` (the same command) and ``--overwrite``. A study's own folder is
-        left to the study, which refuses it itself.
+        naming the way to resume it (the same command) and to overwrite it. A study's own
+        folder is left to the study, which refuses it itself.
     """
     if resume or overwrite:
         return
     holder = interrupted_run(out_dir)
     if holder is None or (command == "study" and holder == "study"):
         return
-    how = (f"continue it with `hierarchy {command} --resume`, " if holder == command else "")
-    raise HierarchyError(f"--out {out_dir} holds an interrupted `hierarchy {holder}` run (its "
-                         f"checkpoint); {how}replace it with --overwrite, or choose another "
-                         "--out", field="--out")
+    words = SPELLINGS[spelling]
+    how = (f"continue it with {words['resume'].format(command=command)}, "
+           if holder == command else "")
+    raise HierarchyError(f"{words['out']} {out_dir} holds an interrupted `hierarchy {holder}` "
+                         f"run (its checkpoint); {how}replace it with {words['overwrite']}, or "
+                         f"choose another {words['out']}", field=words["out"])
 
 
-def solve(config, out_dir, progress=None, *, overwrite=False):
+def solve(config, out_dir, progress=None, *, overwrite=False, spelling="cli"):
     """Solve the config's ODE into ``out_dir``; return the family's summary (a dict).
 
     ``out_dir`` holding an interrupted run is refused unless ``overwrite``
-    (:func:`check_folder`)."""
-    check_folder(out_dir, "solve", overwrite=overwrite)
+    (:func:`check_folder`, whose refusal names the options as ``spelling`` does)."""
+    check_folder(out_dir, "solve", overwrite=overwrite, spelling=spelling)
     return registry.family_of(config).run_solve(config, out_dir, progress) or {}
 
 
-def sgd(config, out_dir, *, resume=False, overwrite=False, progress=None):
+def sgd(config, out_dir, *, resume=False, overwrite=False, progress=None, spelling="cli"):
     """Run the config's SGD into ``out_dir`` (an interrupted run there: continued with
-    ``resume``, replaced with ``overwrite``, else refused, :func:`check_folder`).
+    ``resume``, replaced with ``overwrite``, else refused, :func:`check_folder`, whose
+    refusal names the options as ``spelling`` does).
 
     Returns
     -------
@@ -60,7 +78,7 @@ def sgd(config, out_dir, *, resume=False, overwrite=False, progress=None):
         The family's summary, and the table of an ensemble that finished (``sgd.png`` is
         drawn then); None for a run that stopped early or draws its own plot.
     """
-    check_folder(out_dir, "sgd", resume=resume, overwrite=overwrite)
+    check_folder(out_dir, "sgd", resume=resume, overwrite=overwrite, spelling=spelling)
     summary = registry.family_of(config).run_sgd(config, out_dir, resume=resume,
                                                  progress=progress)
     table = None

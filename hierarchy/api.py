@@ -89,7 +89,7 @@ class Model:
 
     # ------------------------------------------------------------------ runs
 
-    def solve(self, out=None, progress=False, **solve):
+    def solve(self, out=None, progress=False, *, overwrite=False, **solve):
         """Solve the family's ODE (``hierarchy solve``).
 
         Parameters
@@ -98,6 +98,9 @@ class Model:
             Folder for the result files and ``observables.png``; default: a temporary one.
         progress : bool
             Show the status line on stderr.
+        overwrite : bool
+            Replace an interrupted run's checkpoint in ``out`` (``--overwrite``); without it
+            such a folder is refused (:class:`~hierarchy.core.errors.HierarchyError`).
         **solve : keys of the ``[solve]`` table (``t_final``, ``points``, ``rtol`` ...)
 
         Returns
@@ -109,15 +112,18 @@ class Model:
         """
         config = self._merged(solve=solve)
         with _folder(out) as folder:
-            summary = actions.solve(config, folder, _reporter(progress))
+            summary = actions.solve(config, folder, _reporter(progress), overwrite=overwrite,
+                                    spelling="api")
             return _trajectory(folder, config, summary)
 
-    def sgd(self, out=None, progress=False, **sgd):
+    def sgd(self, out=None, progress=False, *, resume=False, overwrite=False, **sgd):
         """Run online SGD (``hierarchy sgd``).
 
         Parameters
         ----------
-        out, progress : see :meth:`solve`
+        out, progress, overwrite : see :meth:`solve`
+        resume : bool
+            Continue the interrupted SGD run whose checkpoint is in ``out`` (``--resume``).
         **sgd : keys of the ``[sgd]`` table (``dimension``, ``runs``, ``seed``, ``step`` ...)
 
         Returns
@@ -130,7 +136,8 @@ class Model:
         """
         config = self._merged(sgd=sgd)
         with _folder(out) as folder:
-            summary, table = actions.sgd(config, folder, progress=_reporter(progress))
+            summary, table = actions.sgd(config, folder, resume=resume, overwrite=overwrite,
+                                         progress=_reporter(progress), spelling="api")
             trajectory = _trajectory(folder, config, summary)
             trajectory.info["table"] = table
             return trajectory

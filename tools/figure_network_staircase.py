@@ -40,11 +40,13 @@ the ODE runs on the quadrature field (randomised QMC); its ``eg`` carries the QM
 
 Usage: ``python tools/figure_network_staircase.py [--quick] [--out DIR]``; writes
 ``network_staircase.png`` and ``network_staircase.csv`` into ``DIR`` (default
-``tools/figures``).
+``tools/figures``). Ctrl-C stops it with exit status 130 and one line saying that nothing was
+written (the outputs come from the whole run).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -189,4 +191,11 @@ def write_outputs(out, times, ode_eg, sgd_eg, ode_m, sgd_m, n_dim):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # the outputs are written only at the end, from the whole ODE and SGD: an interrupted
+        # run has nothing complete to keep, and says so
+        print("interrupted: network_staircase.png and .csv were not written (a rerun "
+              "recomputes the ODE and the SGD runs)", file=sys.stderr, flush=True)
+        sys.exit(130)

@@ -134,7 +134,9 @@ CLAIMS = (
     Claim("bench-network", "field 16.7x at K = M = 8 (0.433 ms against 7.218 ms); SGD ensemble "
                            "24,842 against 3,298 samples/s, 7.5x (14.3-16.8x, 4.2-7.5x); relu/erf "
                            "K = M = 3 70 ms per field call against 9.0 s, solve to alpha = 300 "
-                           "7.6 s CPU; tanh K = M = 3 15 s per field call",
+                           "7.6 s CPU; tanh K = M = 3 2.7 s per field call; tanh K = M = 1 "
+                           "stated error 3.2e-13, solve 5.1 s CPU, certified; relu/erf "
+                           "K = M = 2 solve 5.2 s CPU, certified",
           tool("bench_network.py"),
           (("field K = M = 8 compiled (ms)", r"field K = M = 8 .*compiled ([0-9.]+) ms"),
            ("field K = M = 8 numpy (ms)", r"field K = M = 8 .*numpy closed forms ([0-9.]+) ms"),
@@ -153,7 +155,19 @@ CLAIMS = (
                                                  r"alpha = 300 \(eta = [^)]*\): ([0-9.]+) s "
                                                  r"wall"),
            ("tanh K = M = 3 field call (ms)", r"tanh/tanh K = M = 3 mse: field call new "
-                                             r"([0-9.]+) ms")), slow=True),
+                                             r"([0-9.]+) ms"),
+           ("tanh K = M = 1 stated field error", r"tanh/tanh K = M = 1 mse: field call new "
+                                                 r"[0-9.]+ ms \(compiled, stated error "
+                                                 r"([0-9.e+-]+)\)"),
+           ("tanh K = M = 1 solve CPU (s)", r"tanh/tanh K = M = 1 mse: .*\n  solve to alpha = "
+                                           r"300 \(eta = [^)]*\): [0-9.]+ s wall, ([0-9.]+) s CPU"),
+           ("tanh K = M = 1 certified", r"tanh/tanh K = M = 1 mse: .*\n  solve to alpha = 300 "
+                                        r".*certified (\w+)"),
+           ("relu/erf K = M = 2 solve CPU (s)", r"relu/erf K = M = 2 mse: .*\n  solve to alpha "
+                                                r"= 300 \(eta = [^)]*\): [0-9.]+ s wall, "
+                                                r"([0-9.]+) s CPU"),
+           ("relu/erf K = M = 2 certified", r"relu/erf K = M = 2 mse: .*\n  solve to alpha = "
+                                            r"300 .*certified (\w+)")), slow=True),
     Claim("bench-network-presets", "generic field slower per call than the hand-built one: "
                                    "XOR K = 4 at lambda = 10 37x, at lambda = inf 334x; "
                                    "10-class at lambda = inf 16,000x",

@@ -13,20 +13,16 @@ C printer cannot print, no compiler, a compile error); the caller then computes 
 sums in numpy, and a :class:`RuntimeWarning` names the reason, once per reason.
 """
 
-import warnings
-
 import sympy
 from sympy.printing.c import C99CodePrinter
 
-from hierarchy.core.errors import HierarchyError
-from hierarchy.jit import cache
+from hierarchy.jit.fallback import CompiledModules
 from hierarchy.jit.render import render_template
 
 TEMPLATE = "potential_quadrature.pyx.j2"
 
-_kernels = {}  # source -> compiled module, or None when it could not be compiled
+_compiled = CompiledModules("the expression kernel")  # each call names its own subject
 _sources = {}  # (expressions, variables) -> source: sympy's cse and printer run once per input
-_warned = set()  # fallback reasons already warned about
 
 
 def kernel_source(expressions, variables):
@@ -122,32 +118,13 @@ def weighted_sums_kernel(expressions, variables, name_hint, what="the node loop"
         try:
             _sources[key] = kernel_source(expressions, variables)
         except Exception as error:
-            warn_fallback(what, f"its C code cannot be printed ({type(error).__name__}: {error})")
+            _compiled.warn(f"its C code cannot be printed ({type(error).__name__}: {error})",
+                           what)
             return None
-    source = _sources[key]
-    if source not in _kernels:
-        try:
-            _kernels[source] = cache.compile_pyx(source, name_hint)
-        except (ImportError, HierarchyError) as error:
-            first_line = str(error).splitlines()[0] if str(error) else repr(error)
-            warn_fallback(what, f"compiling it failed ({first_line})")
-            _kernels[source] = None
-    return _kernels[source]
+    return _compiled.module(_sources[key], name_hint, what=what)
 
 
-def warn_fallback(what, reason):
-    """Say once per reason that ``what`` runs on numpy (same numbers, several times slower)."""
-    if (what, reason) not in _warned:
-        _warned.add((what, reason))
-        warnings.warn(f"{what} runs on numpy instead of compiled code: {reason}",
-                      RuntimeWarning, stacklevel=4)
-
-
-def forget():
-    """Forget the kernels compiled and the fallbacks warned about in this process.
-
-    The next :func:`weighted_sums_kernel` call compiles (or fails, and warns) afresh; tests
-    use this to observe a fallback.
-    """
-    _kernels.clear()
-    _warned.clear()
+#: forget the kernels compiled and the fallbacks warned about in this process: the next
+#: :func:`weighted_sums_kernel` compiles (or fails, and warns) afresh; tests use it to observe a
+#: fallback
+forget = _compiled.forget

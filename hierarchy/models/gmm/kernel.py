@@ -17,12 +17,11 @@ Filippov rule of the numpy field is needed.
 """
 
 import math
-import warnings
 
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.jit import cache
+from hierarchy.jit.fallback import CompiledModules
 from hierarchy.jit.render import render_template
 from hierarchy.models.gmm.functionals import sqrt_psd
 from hierarchy.models.gmm.layout import size, unpack
@@ -32,8 +31,7 @@ TEMPLATE = "gmm_field.pyx.j2"
 #: what runs on numpy when the kernel cannot be compiled (the fallback warning's subject)
 WHAT = "the finite-lambda Gaussian-mixture field"
 
-_modules = {}  # (kind, width) -> compiled module, or None when it could not be compiled
-_warned = set()  # fallback reasons already warned about
+_compiled = CompiledModules(WHAT)  # one module per (kind, width)
 
 
 def kernel_source(model):
@@ -65,16 +63,8 @@ def kernel_module(model):
     -------
     module or None
     """
-    key = (model.kind, model.width)
-    if key not in _modules:
-        try:
-            _modules[key] = cache.compile_pyx(kernel_source(model),
-                                              f"gmm_field_{model.kind}_k{model.width}")
-        except (ImportError, HierarchyError) as error:
-            first_line = str(error).splitlines()[0] if str(error) else repr(error)
-            warn_fallback(f"compiling it failed ({first_line})")
-            _modules[key] = None
-    return _modules[key]
+    return _compiled.module(kernel_source(model), f"gmm_field_{model.kind}_k{model.width}",
+                            key=(model.kind, model.width))
 
 
 class CompiledField:
@@ -144,19 +134,8 @@ def compiled_field(model, count=POINTS):
     return None if module is None else CompiledField(model, module, count)
 
 
-def warn_fallback(reason):
-    """Say once per reason that the field runs on numpy (same numbers, several times slower)."""
-    if reason not in _warned:
-        _warned.add(reason)
-        warnings.warn(f"{WHAT} runs on numpy instead of compiled code: {reason}",
-                      RuntimeWarning, stacklevel=4)
-
-
-def forget():
-    """Forget the modules loaded and the fallbacks warned about in this process.
-
-    The next :func:`kernel_module` call compiles (or fails, and warns) afresh; tests use this
-    to observe a fallback.
-    """
-    _modules.clear()
-    _warned.clear()
+#: the warning when the kernel cannot be had (the caller keeps its numpy evaluation)
+warn_fallback = _compiled.warn
+#: forget the modules loaded and the fallbacks warned about in this process: the next
+#: :func:`kernel_module` compiles (or fails, and warns) afresh; tests use it to observe a fallback
+forget = _compiled.forget

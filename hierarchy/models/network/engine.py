@@ -36,9 +36,10 @@ then keeps its numpy quadrature.
 
 import functools
 import math
-import warnings
 
 import numpy as np
+
+from hierarchy.jit.fallback import CompiledModules
 
 #: trapezoid points on ``[-U, U]`` of a level without a kink, by order
 SMOOTH_POINTS = (25, 33, 49, 65, 97, 129, 193, 257)
@@ -59,8 +60,7 @@ TEMPLATE = "network_engine.pyx.j2"
 #: what runs on numpy when the engine cannot be had (the fallback warning's subject)
 WHAT = "the network family's expectation engine"
 
-_modules = {}
-_warned = set()
+_compiled = CompiledModules(WHAT, "{what} is not used: {reason}; the quadrature runs on numpy")
 
 
 class UnsupportedFunction(ValueError):
@@ -170,17 +170,8 @@ def engine_for(expressions):
 def compiled_module(source, name_hint, failure):
     """The compiled module of the Cython ``source`` (built once per process and cached by
     :mod:`hierarchy.jit`), or None after a fallback warning ``failure (first line)``, once,
-    when it cannot be compiled."""
-    if source not in _modules:
-        from hierarchy.core.errors import HierarchyError
-        from hierarchy.jit import cache
-        try:
-            _modules[source] = cache.compile_pyx(source, name_hint)
-        except (ImportError, HierarchyError) as error:
-            first_line = str(error).splitlines()[0] if str(error) else repr(error)
-            warn_fallback(f"{failure} ({first_line})")
-            _modules[source] = None
-    return _modules[source]
+    when it cannot be compiled (:class:`hierarchy.jit.fallback.CompiledModules`)."""
+    return _compiled.module(source, name_hint, failure=failure)
 
 
 class Engine:
@@ -328,18 +319,10 @@ class PatternIntegral:
         return values, errors
 
 
-def warn_fallback(reason):
-    """Say once per reason that the quadrature runs on numpy instead of the engine."""
-    if reason not in _warned:
-        _warned.add(reason)
-        warnings.warn(f"{WHAT} is not used: {reason}; the quadrature runs on numpy",
-                      RuntimeWarning, stacklevel=4)
-
-
-def forget():
-    """Forget the modules loaded and the fallbacks warned about (tests observe a fallback)."""
-    _modules.clear()
-    _warned.clear()
+#: the warning when the engine cannot be had (the caller keeps its numpy quadrature)
+warn_fallback = _compiled.warn
+#: forget the modules loaded and the fallbacks warned about (tests observe a fallback)
+forget = _compiled.forget
 
 
 def row_targets(target, weights, shares):

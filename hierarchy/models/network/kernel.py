@@ -13,12 +13,10 @@ error), after a :class:`RuntimeWarning` naming the reason, once per reason and p
 field then runs on numpy (same numbers, many times slower).
 """
 
-import warnings
-
 import numpy as np
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.jit import cache
+from hierarchy.jit.fallback import CompiledModules
 from hierarchy.jit.render import render_template
 from hierarchy.models.network import closed_forms, quadrature
 from hierarchy.models.network.derivation import row_weights
@@ -31,8 +29,7 @@ KINDS = ("covariance", "erf_i2", "erf_i3", "erf_i4", "erf_j2", "erf_d", "erf_gx"
 #: what runs on numpy when the kernel cannot be compiled (the fallback warning's subject)
 WHAT = "the network family's term-table field"
 
-_modules = {}  # source -> module or None
-_warned = set()
+_compiled = CompiledModules(WHAT)
 
 
 def kernel_source():
@@ -42,15 +39,7 @@ def kernel_source():
 
 def kernel_module():
     """The compiled module, or None (with a warning once per reason)."""
-    source = kernel_source()
-    if source not in _modules:
-        try:
-            _modules[source] = cache.compile_pyx(source, "network_field")
-        except (ImportError, HierarchyError) as error:
-            first_line = str(error).splitlines()[0] if str(error) else repr(error)
-            warn_fallback(f"compiling it failed ({first_line})")
-            _modules[source] = None
-    return _modules[source]
+    return _compiled.module(kernel_source(), "network_field")
 
 
 def table_arrays(net, table):
@@ -184,18 +173,9 @@ def compiled_field(reference, required=False):
     return CompiledField(reference, module)
 
 
-def warn_fallback(reason):
-    """Say once per reason that the field runs on numpy (same numbers, many times slower)."""
-    if reason not in _warned:
-        _warned.add(reason)
-        warnings.warn(f"{WHAT} runs on numpy instead of compiled code: {reason}",
-                      RuntimeWarning, stacklevel=4)
-
-
-def forget():
-    """Forget the modules loaded and the fallbacks warned about (tests observe a fallback)."""
-    _modules.clear()
-    _warned.clear()
-
+#: the warning when the kernel cannot be had (the caller keeps its numpy evaluation)
+warn_fallback = _compiled.warn
+#: forget the module loaded and the fallbacks warned about (tests observe a fallback)
+forget = _compiled.forget
 
 __all__ = ["CompiledField", "compiled_field", "kernel_module", "kernel_source", "quadrature"]
