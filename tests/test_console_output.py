@@ -48,7 +48,7 @@ dimension = 200
 runs = 2
 [study]
 dimensions = [50, 100, 200, 400]
-runs = 4
+runs = 2
 scheduler = "serial"
 {extra}
 """
@@ -66,6 +66,9 @@ points = 11
 dimension = 100
 runs = 24
 seed = 0
+# the classes served are the runs' own; two paired ODE solves keep that path (the default
+# 20 solves cost 15 s of CPU here)
+paired_runs = 2
 """
 
 

@@ -1,4 +1,5 @@
 """The package's own docs/: generated config reference, CLI coverage, links, --help."""
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -86,22 +87,34 @@ def test_a_changed_default_makes_the_reference_differ():
     assert "`0.001`" in render_config_reference(changed)
 
 
-def test_generator_check_exits_1_on_drift_and_0_when_current(tmp_path):
+def test_generator_check_exits_1_on_drift_and_0_when_current(tmp_path, capsys):
     target = tmp_path / "config.md"
     target.write_text(render_config_reference().replace("`LSODA`", "`RK45`", 1), encoding="utf-8")
+    # the real command once (its exit status and message); the other runs call its main()
+    # in this process (each subprocess spent ~2 s importing the package)
     stale = _generator("--check", "--out", target)
     assert stale.returncode == 1
     assert "python tools/gen_config_docs.py" in stale.stderr
-    assert _generator("--out", target).returncode == 0
+    generator = _generator_module()
+    assert generator.main(["--check", "--out", str(target)]) == 1
+    assert "python tools/gen_config_docs.py" in capsys.readouterr().err
+    assert generator.main(["--out", str(target)]) == 0
     assert target.read_text(encoding="utf-8") == render_config_reference()
-    assert _generator("--check", "--out", target).returncode == 0
-    missing = _generator("--check", "--out", tmp_path / "absent.md")
-    assert missing.returncode == 1
+    assert generator.main(["--check", "--out", str(target)]) == 0
+    assert "is up to date" in capsys.readouterr().out
+    assert generator.main(["--check", "--out", str(tmp_path / "absent.md")]) == 1
 
 
 def _generator(*argv):
     return subprocess.run([sys.executable, str(GENERATOR), *map(str, argv)], capture_output=True,
                           text=True, timeout=120, cwd=ROOT)
+
+
+def _generator_module():
+    spec = importlib.util.spec_from_file_location("gen_config_docs", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # ---------------------------------------------------------------------------------------

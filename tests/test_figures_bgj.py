@@ -1,13 +1,18 @@
 """The effective-dynamics figure scripts (tools/figure_bgj_*.py) run end to end.
 
 Each runs once with ``--tiny`` (seconds; a smoke test of the pipeline, not of the numbers;
-the ``--quick`` mode is the same code at larger sizes) and must write its PNG and CSVs with
+the ``--quick`` mode is the same code at larger sizes): one as a command in its own process
+(the command-line entry), the others through their ``main(argv)`` in the test's process
+(the same code without paying the imports again). Each must write its PNG and CSVs with
 the expected columns and a ``result.json`` that records the mode. For the mixtures the
 ``lambda`` table, the endpoint CSV and ``result.json`` must agree with one another, and the
 optimality criterion, the basin agreement and the binomial error are checked on known
 states.
 """
+import contextlib
 import csv
+import importlib
+import io
 import json
 import pathlib
 import subprocess
@@ -52,6 +57,18 @@ EXPECTED = {
 }
 
 
+#: the script run as a command in its own process; the others run in-process
+COMMAND = "figure_bgj_binary"
+
+
+def _run_in_process(name, argv):
+    """``main(argv)`` of script ``name`` in this process: its standard output."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        importlib.import_module(name).main(argv)
+    return printed.getvalue()
+
+
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
     """Each script run once with ``--tiny``: ``{name: output folder}``."""
@@ -59,11 +76,15 @@ def outputs(tmp_path_factory):
     folders = {}
     for name in sorted(EXPECTED):
         folders[name] = root / name
-        done = subprocess.run([sys.executable, str(TOOLS / f"{name}.py"), "--tiny", "--out",
-                               str(folders[name])], capture_output=True, text=True,
-                              timeout=300, check=False)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "took" in done.stdout
+        argv = ["--tiny", "--out", str(folders[name])]
+        if name == COMMAND:
+            done = subprocess.run([sys.executable, str(TOOLS / f"{name}.py"), *argv],
+                                  capture_output=True, text=True, timeout=300, check=False)
+            assert done.returncode == 0, done.stderr[-2000:]
+            printed = done.stdout
+        else:
+            printed = _run_in_process(name, argv)
+        assert "took" in printed
     return folders
 
 
@@ -122,12 +143,13 @@ def test_sweep_and_agreement_match_the_endpoints(name, law, outputs):
     assert summary["lambda_sweep"]["snr"][-1] == "inf"
 
 
-def test_bad_seed_is_a_one_line_error(tmp_path):
-    done = subprocess.run([sys.executable, str(TOOLS / "figure_bgj_pca.py"), "--tiny",
-                           "--seed", "-1", "--out", str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert done.returncode == 2
-    assert done.stderr.strip() == "error: --seed must be an integer >= 0; got -1"
+def test_bad_seed_is_a_one_line_error(tmp_path, capsys):
+    """Exit status 2 (``SystemExit(2)`` in-process) and one line, before any work."""
+    with pytest.raises(SystemExit) as stop:
+        _run_in_process("figure_bgj_pca", ["--tiny", "--seed", "-1", "--out", str(tmp_path)])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: --seed must be an integer >= 0; got -1"
+    assert not list(tmp_path.iterdir())
 
 
 def _binary_points():

@@ -7,10 +7,11 @@ on known inputs. Slow (``-m slow``): the contract's targets at the full settings
 (``tools/configs/spectra_kgmm.toml``: ``d = 500``, ``k = 10``, ``lambda = 10``,
 ``beta = 0.01``, ``M~ = 40 d``), each against the computed spectra of one run.
 """
+import contextlib
 import csv
+import io
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -35,8 +36,8 @@ TINY_CLASSES, TINY_DIMENSION = 3, 60
 def tiny(tmp_path_factory):
     """The script run once with ``--tiny``: its output folder."""
     out = tmp_path_factory.mktemp("spectra_kgmm")
-    subprocess.run([sys.executable, str(TOOLS / f"{NAME}.py"), "--tiny", "--out", str(out)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    with contextlib.redirect_stdout(io.StringIO()):    # main(argv): the command in-process
+        fig.main(["--tiny", "--out", str(out)])
     return out
 
 

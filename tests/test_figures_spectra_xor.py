@@ -8,10 +8,11 @@ contract C.3 — for each of the four planted starts, the number of ``vv`` outli
 equals the number of classes the trained network discerns
 (:func:`hierarchy.models.gmm.class_counts`), and the planted starts discern 1, 2, 3, 4.
 """
+import contextlib
 import csv
+import io
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -34,8 +35,8 @@ TINY_WIDTH = 6
 def tiny(tmp_path_factory):
     """The script run once with ``--tiny``: its output folder."""
     out = tmp_path_factory.mktemp("spectra_xor")
-    subprocess.run([sys.executable, str(TOOLS / f"{NAME}.py"), "--tiny", "--out", str(out)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    with contextlib.redirect_stdout(io.StringIO()):    # main(argv): the command in-process
+        figure_spectra_xor.main(["--tiny", "--out", str(out)])
     return out
 
 

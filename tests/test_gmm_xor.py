@@ -88,15 +88,22 @@ def test_sliding_mode_is_frozen_at_zero():
     assert np.all(np.abs(filippov_field(LOW, trajectory.y[-1])[8:10]) == 0.0)
 
 
-def test_class_count_law_from_gaussian_start():
+@pytest.fixture(scope="module")
+def gaussian_ensemble():
+    """1024 Gaussian starts and their states at t = 60 (shared: the class-sum test continues
+    some of them instead of integrating fresh starts from 0)."""
     starts = gaussian_start(LOW, 1024, seed=3)
-    ends = ensemble(LOW, starts, [0.0, 60.0])[-1]
+    return starts, ensemble(LOW, starts, [0.0, 60.0])[-1]
+
+
+def test_class_count_law_from_gaussian_start(gaussian_ensemble):
+    starts, ends = gaussian_ensemble
     counts = class_counts(LOW, ends)
     law = count_law(4, 4)
     assert np.allclose(np.array(law) * 64, [1, 21, 36, 6])
     measured = np.array([np.mean(counts == j) for j in (1, 2, 3, 4)])
     assert np.all(np.abs(measured - law) < 4 * np.sqrt(np.array(law) * (1 - np.array(law))
-                                                        / 1024) + 1e-3)
+                                                        / starts.shape[1]) + 1e-3)
     assert abs(law[-1] - 3 / 32) < 1e-15 and abs(optimal_probability(LOW) - 3 / 32) < 1e-15
     # every neuron that grows serves the class of its initial signature
     labels, predicted = served(LOW, ends), _signature(LOW, starts)
@@ -104,11 +111,13 @@ def test_class_count_law_from_gaussian_start():
     assert np.mean(labels == predicted) > 0.97
 
 
-def test_class_sums_at_stable_endpoints():
+def test_class_sums_at_stable_endpoints(gaussian_ensemble):
     # a neuron starting near v = 0 grows at rate 1/8 - alpha only: keep |v_i(0)| > 0.3
-    starts = gaussian_start(LOW, 1024, seed=8)
-    starts = starts[:, np.all(np.abs(starts[:4]) > 0.3, axis=0)][:, :200]
-    ends = ensemble(LOW, starts, [0.0, 150.0])[-1]
+    starts, at_60 = gaussian_ensemble
+    kept = np.flatnonzero(np.all(np.abs(starts[:4]) > 0.3, axis=0))[:200]
+    assert len(kept) == 200
+    # the same trajectories as from t = 0 (the ensemble's columns evolve independently)
+    ends = ensemble(LOW, at_60[:, kept], [60.0, 150.0])[-1]
     k = LOW.width
     labels = served(LOW, ends, threshold=1e-3)
     done = class_counts(LOW, ends, threshold=1e-3) == 4

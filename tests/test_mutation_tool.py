@@ -43,9 +43,10 @@ def test_list_prints_every_mutation_and_touches_nothing():
 def test_a_caught_mutation_and_a_drifted_snippet_are_reported():
     tool = _tool()
     path = "hierarchy/models/attention/continuation.py"
+    # one worker (`-n 0`): two xdist workers would import the package twice for one test
     caught = tool.mutation("double-mean", path, "value *= s2 * r", "value *= 2 * s2 * r",
                            ["tests/test_mutation_holes.py::test_wishart_moments_at_d_1_are_"
-                            "chi_square_moments"], "E S = 2 s^2 r I")
+                            "chi_square_moments", "-n", "0"], "E S = 2 s^2 r I")
     drifted = tool.mutation("gone", path, "this snippet is not in the file", "x",
                             caught.tests, "a snippet that drifted")
     repeated = tool.mutation("twice", path, "import", "x", caught.tests, "ambiguous")

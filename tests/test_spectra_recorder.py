@@ -5,6 +5,8 @@ snapshot is saved as it is taken, and ``--resume`` reuses a saved snapshot only 
 config hash and run 0's parameters at that time match.
 """
 
+import contextlib
+import io
 import json
 import textwrap
 
@@ -52,9 +54,24 @@ def test_recording_times_are_the_union_and_know_where_each_list_sits():
     assert outputs == [0, 2, 4, 5, 6] and snapshots == {1: 0, 3: 1, 6: 2}
 
 
-def test_spectra_npz_holds_every_block_of_both_matrices(tmp_path):
-    assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
-    data = load(tmp_path / "o")
+@pytest.fixture(scope="module")
+def xor_printed(tmp_path_factory):
+    """One complete run of :data:`XOR` (seed 0, test data), shared by the tests that only read
+    it: its folder and what it printed (stdout, stderr)."""
+    folder = tmp_path_factory.mktemp("xor")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["sgd", write(folder), "--out", str(folder / "o")]) == 0
+    return folder / "o", out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def xor_run(xor_printed):
+    return xor_printed[0]
+
+
+def test_spectra_npz_holds_every_block_of_both_matrices(xor_run):
+    data = load(xor_run)
     np.testing.assert_allclose(data["t"], [0.5, 1.5, 2.5, 4.0])
     for matrix in ("hessian", "G"):
         for block, r, n in [("W1", 2, 120), ("W4", 2, 120), ("v", 4, 4)]:
@@ -69,18 +86,17 @@ def test_spectra_npz_holds_every_block_of_both_matrices(tmp_path):
             assert data[name + "_outliers_predicted"].shape == (4, r)
             assert data[name + "_alignment_predicted"].shape == (4,)
     # the result files of the ensemble are at the [solve] output times only
-    with np.load(tmp_path / "o" / "result.npz") as result:
+    with np.load(xor_run / "result.npz") as result:
         np.testing.assert_allclose(result["t"], np.linspace(0, 4, 5))
         assert result["u_runs"].shape == (2, 5, 22)
-    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    summary = json.loads((xor_run / "result.json").read_text())["summary"]
     assert summary["spectra"]["snapshots"] == 4 and summary["spectra"]["samples"] == 480
-    assert not (tmp_path / "o" / recorder_module.PARTIAL).exists()
+    assert not (xor_run / recorder_module.PARTIAL).exists()
 
 
-def test_the_second_layer_outliers_match_the_population_prediction(tmp_path):
+def test_the_second_layer_outliers_match_the_population_prediction(xor_run):
     """vv block of G: measured against predicted (M~ = 4d test samples, K x K)."""
-    assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
-    data = load(tmp_path / "o")
+    data = load(xor_run)
     measured, predicted = data["G_v_eigenvalues"], data["G_v_outliers_predicted"]
     assert np.max(np.abs(measured - predicted) / predicted) < 0.25
 
@@ -96,9 +112,9 @@ def interrupt_after(monkeypatch, snapshots):
     monkeypatch.setattr(recorder_module.SpectralRecorder, "_save", saving_then_interrupting)
 
 
-def test_an_interrupted_recording_resumes_reusing_the_saved_snapshots(tmp_path, monkeypatch):
-    config = write(tmp_path)
-    assert main(["sgd", config, "--out", str(tmp_path / "fresh"), "--quiet"]) == 0
+def test_an_interrupted_recording_resumes_reusing_the_saved_snapshots(tmp_path, monkeypatch,
+                                                                     xor_run):
+    config = write(tmp_path)   # the config of the uninterrupted xor_run
     with monkeypatch.context() as patch:
         interrupt_after(patch, 2)
         assert main(["sgd", config, "--out", str(tmp_path / "cut"), "--quiet"]) == 130
@@ -107,7 +123,7 @@ def test_an_interrupted_recording_resumes_reusing_the_saved_snapshots(tmp_path, 
     assert main(["sgd", config, "--out", str(tmp_path / "cut"), "--resume", "--quiet"]) == 0
     summary = json.loads((tmp_path / "cut" / "result.json").read_text())["summary"]
     assert summary["spectra"]["reused"] == 2 and summary["spectra"]["recomputed"] == 0
-    fresh, resumed = load(tmp_path / "fresh"), load(tmp_path / "cut")
+    fresh, resumed = load(xor_run), load(tmp_path / "cut")
     assert fresh.keys() == resumed.keys()
     for key in fresh:
         np.testing.assert_array_equal(fresh[key], resumed[key], err_msg=key)
@@ -199,8 +215,7 @@ def test_the_class_blocks_of_the_k_gmm_track_their_population_prediction(tmp_pat
             assert np.max(gap) < 0.1, (name, gap)
 
 
-def test_a_long_ensemble_run_shows_its_progress_and_ends_the_line(tmp_path, capsys):
-    assert main(["sgd", write(tmp_path), "--out", str(tmp_path / "o")]) == 0
-    captured = capsys.readouterr()
-    assert "sgd: t = 0 / 4" in captured.err and captured.err.endswith("\n")
-    assert "results written" in captured.out
+def test_a_long_ensemble_run_shows_its_progress_and_ends_the_line(xor_printed):
+    _, out, err = xor_printed
+    assert "sgd: t = 0 / 4" in err and err.endswith("\n")
+    assert "results written" in out

@@ -10,6 +10,7 @@ from hierarchy.core.extrapolation import estimate_radius
 from hierarchy.models.attention.study_jobs import BLOWUP, study_observables
 from hierarchy.study.analysis import certified, extrapolate_degrees
 from hierarchy.study.compute import compute_job, job_inputs
+from hierarchy.study import report
 from hierarchy.study.jobs import DEGREE, Job
 from hierarchy.study.run import run_study
 
@@ -25,9 +26,15 @@ LONG = {
 
 @pytest.fixture(scope="module")
 def long_study(tmp_path_factory):
+    """The study, its figures built but not rendered to PNG (rendering was half of this
+    fixture; the study's PNGs are checked in tests/test_study.py and tests/test_plots.py)."""
     out = tmp_path_factory.mktemp("long")
     config = load_config(None, LONG)
-    summary = run_study(config, out, scheduler="serial", quiet=True)
+    saved = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report, "save_figure", lambda fig, path: saved.append(path.name))
+        summary = run_study(config, out, scheduler="serial", quiet=True)
+    assert saved == ["study_errors.png", "study_trajectories.png"]
     return out, summary, read_result(out)
 
 

@@ -27,7 +27,7 @@ Settings: full 200 runs to ``t = 100`` (25k steps) at ``lambda = 100`` and 100 r
 other ``lambda``: measured 235 s wall on 2 cores shared with other jobs (load average
 about 3.5), 151 s CPU (810 s wall at load 5-9); ``--quick`` 60 runs to ``t = 60`` at
 ``lambda = 10, 100, 1000, inf``: 37 s CPU (221 s wall at load 5-9); ``--tiny`` ``N = 50``,
-16 runs to ``t = 20`` (about 5 s).
+16 runs to ``t = 10`` (about 2 s of CPU after the imports).
 
 Writes ``figure_bgj_binary.png``, ``figure_bgj_binary_endpoints.csv`` (``run, v1, v2, m1,
 m2, optimal``, the same ``ode_*`` of the paired ODE, ``agree``),
@@ -68,7 +68,7 @@ FULL = {"dimension": 250, "snr": 100.0, "ridge": 0.1, "runs": 200, "t_final": 10
         "sweep_runs": 100}
 QUICK = {"runs": 60, "t_final": 60.0, "points": 61, "sweep": ("10", "100", "1000", "inf"),
          "sweep_runs": 60}
-TINY = {"dimension": 50, "runs": 16, "t_final": 20.0, "points": 21, "sweep": ("100", "inf"),
+TINY = {"dimension": 50, "runs": 16, "t_final": 10.0, "points": 11, "sweep": ("100", "inf"),
         "sweep_runs": 16}
 #: wall time of the full mode, measured on 2 cores
 FULL_SECONDS = 240
@@ -119,10 +119,13 @@ def endpoint_columns(model, final, paired, margin):
     return columns
 
 
-def main():
-    """Run SGD and the ODEs, draw the three panels, write the PNG, CSVs and result.json."""
+def main(argv=None):
+    """Run SGD and the ODEs, draw the three panels, write the PNG, CSVs and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_binary")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_binary", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     model = Mixture(kind="binary", snr=cfg["snr"], ridge=cfg["ridge"])
     runs = mixture_runs(model, cfg)

@@ -49,8 +49,12 @@ __all__ = ["Clock", "agreement", "basins", "binomial_se", "centre_margins",
 
 # ----------------------------------------------------------------------------- command line
 
-def parse_args(description, default_out):
-    """``--quick``, ``--tiny``, ``--out DIR`` and ``--seed``; the output folder is created."""
+def parse_args(description, default_out, argv=None):
+    """``--quick``, ``--tiny``, ``--out DIR`` and ``--seed``; the output folder is created.
+
+    ``argv`` is the command line without the program name (default: ``sys.argv[1:]``), so
+    that a test can run a script's ``main`` in its own process.
+    """
     parser = argparse.ArgumentParser(description=description)
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true",
@@ -59,7 +63,7 @@ def parse_args(description, default_out):
                       help="the smallest sizes, seconds (used by the tests; not a result)")
     parser.add_argument("--out", default=default_out, help="output folder (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.seed < 0:
         error = HierarchyError(f"--seed must be an integer >= 0; got {args.seed}", field="seed")
         parser.exit(2, f"error: {error}\n")

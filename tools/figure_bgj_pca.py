@@ -9,7 +9,7 @@ sampler, ``x0 ~ N(0, I/n)``) on the same axes. The ODE is drawn from ``m0 = +-n^
 (the size of SGD's initial overlap), ``r2 = 1``, and from a few other starts.
 
 Settings: full ``n = 1500``, 10n steps (``t = 10``), 40 runs per ``lambda`` (measured
-32-51 s on 2 cores, depending on load); ``--quick`` ``n = 1500``, 8 runs (10-13 s); ``--tiny`` ``n = 300``,
+32-51 s on 2 cores, depending on load); ``--quick`` ``n = 1500``, 8 runs (10-13 s); ``--tiny`` ``n = 150``,
 3 runs. The escape time of a run (``|m|`` first at ``m_* / 2``) is reported against the
 heuristic, which holds only up to an ``O(1)`` shift.
 
@@ -40,7 +40,7 @@ from hierarchy.models.summary import SpikedPCA
 FULL = {"dimension": 1500, "runs": 40, "t_final": 10.0, "points": 201, "snrs": (0.8, 1.2),
         "m_range": (-0.75, 0.75), "r2_range": (0.0, 1.6)}
 QUICK = {"runs": 8}
-TINY = {"dimension": 300, "runs": 3, "points": 51}
+TINY = {"dimension": 150, "runs": 3, "points": 51}
 #: wall time of the full mode, measured on 2 cores
 FULL_SECONDS = 51
 NAME = "figure_bgj_pca"
@@ -91,10 +91,13 @@ def escape_summary(cfg, snr, sgd, rows):
     return out
 
 
-def main():
-    """Draw both portraits and write the PNG, CSV and result.json."""
+def main(argv=None):
+    """Draw both portraits and write the PNG, CSV and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_pca")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_pca", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     fig, axes = figure(1, len(cfg["snrs"]), figsize=(11, 4.6))
     parts, summary = [], {}

@@ -10,7 +10,7 @@ starts (``x0 = m0 v + w``, ``|w|^2 = 1``); starts within ``O(n^{-1/2})`` of ``m_
 either way at finite ``n`` (the ODE does not vouch for those).
 
 Settings: full ``n = 1500``, ``t = 3``, 6 runs per start (measured 17-25 s on 2 cores);
-``--quick`` 2 runs per start (12-19 s); ``--tiny`` ``n = 300``, 1 run per start.
+``--quick`` 2 runs per start (12-19 s); ``--tiny`` ``n = 150``, 1 run per start.
 
 Writes ``figure_bgj_tensor.png``, ``figure_bgj_tensor.csv`` (columns ``order, snr, source,
 start, run, t, m, r2``) and ``result.json`` into ``--out DIR``.
@@ -40,7 +40,7 @@ from hierarchy.models.summary import SpikedPCA, critical_snr, fixed_points
 FULL = {"dimension": 1500, "runs": 6, "t_final": 3.0, "points": 121,
         "cases": ((3, 4.0), (4, 8.0)), "r2_range": (0.0, 2.2)}
 QUICK = {"runs": 2}
-TINY = {"dimension": 300, "runs": 1, "points": 41}
+TINY = {"dimension": 150, "runs": 1, "points": 41}
 #: wall time of the full mode, measured on 2 cores
 FULL_SECONDS = 25
 NAME = "figure_bgj_tensor"
@@ -82,10 +82,13 @@ def outcome(summary, m_dag):
     return rows
 
 
-def main():
-    """Draw the k = 3 and k = 4 portraits and write the PNG, CSV and result.json."""
+def main(argv=None):
+    """Draw the k = 3 and k = 4 portraits and write the PNG, CSV and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_tensor")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_bgj_tensor", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     fig, axes = figure(1, len(cfg["cases"]), figsize=(11, 4.6))
     parts, summary, curves = [], {}, []

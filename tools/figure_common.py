@@ -74,17 +74,21 @@ def suptitle(fig, what, cfg):
 def write_csv(path, columns):
     """Columns ``{name: 1-d array}`` of equal length (shorter ones padded with blanks)."""
     names = list(columns)
-    length = max(len(np.atleast_1d(c)) for c in columns.values())
+    cols = [np.atleast_1d(columns[name]) for name in names]
+    length = max(len(col) for col in cols)
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(names)
         for i in range(length):
-            row = []
-            for name in names:
-                col = np.atleast_1d(columns[name])
-                row.append(f"{col[i]:.10g}" if i < len(col) and _is_number(col[i]) else
-                           (str(col[i]) if i < len(col) else ""))
-            writer.writerow(row)
+            writer.writerow([_cell(col, i) for col in cols])
+
+
+def _cell(col, i):
+    """Entry ``i`` of a column as CSV text: numbers to 10 digits, blank past its end."""
+    if i >= len(col):
+        return ""
+    value = col[i]
+    return f"{value:.10g}" if _is_number(value) else str(value)
 
 
 def _is_number(x):

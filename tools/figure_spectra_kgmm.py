@@ -380,10 +380,13 @@ def print_targets(found):
 
 # ----------------------------------------------------------------------------- main
 
-def main():
-    """Run SGD with spectra, draw Figs. 3.1-3.3, write CSVs and ``result.json``."""
+def main(argv=None):
+    """Run SGD with spectra, draw Figs. 3.1-3.3, write CSVs and ``result.json``.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_spectra_kgmm")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_spectra_kgmm", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     out = pathlib.Path(args.out)
     progress = Progress(interval=30.0)

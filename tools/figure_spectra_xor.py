@@ -35,8 +35,8 @@ Settings: full = ``tools/configs/spectra_xor.toml`` (``d = 1000``, ``lambda = 10
 ``K = 20``, ``alpha = 0.1``, ``delta = 1/d``, ``T = 100``, ``M~ = 10 d``, 18 snapshots) plus
 the four planted runs (same model, 11 snapshots of the ``v`` block): measured 575 s wall,
 210 s CPU, on 2 cores shared with other jobs (load 4-9). ``--quick``: ``d = 400``, 10 and 6
-snapshots (measured 120 s wall, 71 s CPU); ``--tiny``: ``d = 60``, ``K = 6``, ``T = 10``
-(about 15 s; the tests).
+snapshots (measured 120 s wall, 71 s CPU); ``--tiny``: ``d = 60``, ``K = 6``, ``T = 5``
+(about 8 s of CPU; the tests).
 
 Measured (full mode, seed 0): final ``rho(W_i, E_2)`` median 0.954 (predicted 0.976) for
 Hessian and G; two neurons whose ``v_i`` dies before ``W_i`` aligns end at 0.06 and 0.08
@@ -77,8 +77,8 @@ FULL = {"dimension": None, "width": None, "t_final": None, "times": None,
         "planted_times": [0.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 50.0, 70.0, 85.0, 100.0]}
 QUICK = {"dimension": 400, "times": [0.0, 1.0, 3.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0],
          "planted_times": [0.0, 5.0, 15.0, 30.0, 60.0, 100.0]}
-TINY = {"dimension": 60, "width": 6, "t_final": 10.0, "times": [0.0, 10.0],
-        "planted_times": [0.0, 10.0]}
+TINY = {"dimension": 60, "width": 6, "t_final": 5.0, "times": [0.0, 5.0],
+        "planted_times": [0.0, 5.0]}
 #: wall seconds of the full mode, measured on 2 shared cores (module docstring)
 FULL_SECONDS = 575
 
@@ -313,10 +313,13 @@ def planted_summary(case):
 
 # ----------------------------------------------------------------------------- main
 
-def main():
-    """Run the Gaussian start and the four planted starts; draw, write CSVs and result.json."""
+def main(argv=None):
+    """Run the Gaussian start and the four planted starts; draw, write CSVs and result.json.
+
+    ``argv``: the command line without the program name (default: ``sys.argv[1:]``).
+    """
     clock = Clock()
-    args = parse_args(__doc__.splitlines()[0], "out/figure_spectra_xor")
+    args = parse_args(__doc__.splitlines()[0], "out/figure_spectra_xor", argv)
     cfg = settings(args, FULL, QUICK, TINY, FULL_SECONDS)
     out = pathlib.Path(args.out)
     progress = Progress(interval=30.0)

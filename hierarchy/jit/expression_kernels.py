@@ -22,6 +22,7 @@ from hierarchy.jit.render import render_template
 TEMPLATE = "potential_quadrature.pyx.j2"
 
 _compiled = CompiledModules("the expression kernel")  # each call names its own subject
+_sources = {}  # (expressions, variables) -> source: sympy's cse and printer run once per input
 
 
 def kernel_source(expressions, variables):
@@ -112,12 +113,15 @@ def weighted_sums_kernel(expressions, variables, name_hint, what="the node loop"
         or the compiler fails, after a :class:`RuntimeWarning` naming the reason (once per
         reason and process).
     """
-    try:
-        source = kernel_source(expressions, variables)
-    except Exception as error:
-        _compiled.warn(f"its C code cannot be printed ({type(error).__name__}: {error})", what)
-        return None
-    return _compiled.module(source, name_hint, what=what)
+    key = (tuple(expressions), tuple(variables))
+    if key not in _sources:
+        try:
+            _sources[key] = kernel_source(expressions, variables)
+        except Exception as error:
+            _compiled.warn(f"its C code cannot be printed ({type(error).__name__}: {error})",
+                           what)
+            return None
+    return _compiled.module(_sources[key], name_hint, what=what)
 
 
 #: forget the kernels compiled and the fallbacks warned about in this process: the next

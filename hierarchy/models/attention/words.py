@@ -222,10 +222,15 @@ def max_length(alph):
 
 def encode(words, alph):
     """Codes of an ``(N, w)`` letter array (lexicographic order = numeric order)."""
-    words = np.asarray(words, dtype=np.int64)
-    codes = np.zeros(words.shape[0], dtype=np.int64)
-    for j in range(words.shape[1]):
-        codes = codes * alph.size + words[:, j]
+    columns = np.ascontiguousarray(np.asarray(words, dtype=np.int64).T)  # one row per position
+    return _encode_columns(columns, alph.size)
+
+
+def _encode_columns(columns, size):
+    codes = np.zeros(columns.shape[1], dtype=np.int64)
+    for column in columns:
+        codes *= size
+        codes += column
     return codes
 
 
@@ -244,16 +249,18 @@ def canonical_codes(words, alph):
     n, w = words.shape
     if w == 0:
         return np.zeros(n, dtype=np.int64)
-    flipped = alph.transpose[words[:, ::-1]]
+    columns = np.ascontiguousarray(words.T)             # contiguous positions: fast rows
+    flipped = alph.transpose[columns[::-1]]
+    top = alph.size ** (w - 1)
     best = None
-    for arr in (words, flipped):
-        doubled = np.concatenate([arr, arr], axis=1)
-        code = encode(arr, alph)
-        top = alph.size ** (w - 1)
+    for arr in (columns, flipped):
+        code = _encode_columns(arr, alph.size)
         for r in range(w):
-            if r:
-                code = (code - doubled[:, r - 1] * top) * alph.size + doubled[:, r + w - 1]
-            best = code.copy() if best is None else np.minimum(best, code)
+            if r:   # rotate left by one: drop the leading letter, append it at the end
+                code -= arr[r - 1] * top
+                code *= alph.size
+                code += arr[r - 1]
+            best = code.copy() if best is None else np.minimum(best, code, out=best)
     return best
 
 
@@ -264,25 +271,28 @@ def necklaces(n_letters, length):
     """All necklaces (rotation-minimal words) of a length, by the FKM algorithm.
 
     Returns an ``(N, length)`` int64 array in lexicographic order. The algorithm of
-    Fredricksen, Kessler and Maiorana generates pre-necklaces in constant amortised time;
-    a pre-necklace whose period ``p`` divides ``length`` is a necklace.
+    Fredricksen, Kessler and Maiorana extends a pre-necklace ``a_1..a_{t-1}`` of period ``p``
+    by any letter ``c >= a_{t-p}`` (period ``p`` when equal, ``t`` when larger); a
+    pre-necklace whose period divides ``length`` is a necklace. Here all pre-necklaces of one
+    length are extended at once (as codes, so ``a_{t-p}`` is the digit of place value
+    ``n^(p-1)``); each parent's children follow it in letter order, so the lexicographic
+    order of FKM's recursion is kept.
     """
-    out = []
-    a = [0] * (length + 1)
-
-    def gen(t, p):
-        if t > length:
-            if length % p == 0:
-                out.append(a[1:])
-            return
-        a[t] = a[t - p]
-        gen(t + 1, p)
-        for c in range(a[t - p] + 1, n_letters):
-            a[t] = c
-            gen(t + 1, t)
-
-    gen(1, 1)
-    return np.array(out, dtype=np.int64).reshape(-1, length)
+    codes = np.zeros(1, dtype=np.int64)
+    periods = np.ones(1, dtype=np.int64)
+    for t in range(1, length + 1):
+        low = (codes // np.int64(n_letters) ** (periods - 1)) % n_letters   # a_{t-p}
+        children = n_letters - low
+        parent = np.repeat(np.arange(codes.size), children)
+        first = np.cumsum(children) - children
+        letter = low[parent] + (np.arange(parent.size) - first[parent])
+        periods = np.where(letter == low[parent], periods[parent], t)
+        codes = codes[parent] * n_letters + letter
+    codes = codes[length % periods == 0]
+    out = np.empty((codes.size, length), dtype=np.int64)
+    for j in range(length - 1, -1, -1):
+        codes, out[:, j] = np.divmod(codes, n_letters)
+    return out
 
 
 def enumerate_codes(alph, length):
