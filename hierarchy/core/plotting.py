@@ -175,7 +175,7 @@ def fit_title(fig, text, fontsize=10):
 
 
 #: zlib level of the PNGs: 1 writes faster than Pillow's default 6, for somewhat larger
-#: files (lossless either way; the PNG encoding was a tenth of the test suite's drawing time)
+#: files (lossless either way; zlib is part of every figure's save)
 PNG_COMPRESS_LEVEL = 1
 
 
