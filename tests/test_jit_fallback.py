@@ -81,3 +81,23 @@ def test_the_expression_kernel_names_the_caller_subject(failing_compiler):
                                                            "potential quadrature") is None
     finally:
         expression_kernels.forget()
+
+
+def test_a_source_that_cannot_be_printed_is_printed_once(monkeypatch):
+    import sympy
+    x = sympy.Symbol("x")
+    printed = []
+
+    def unprintable(expressions, variables):
+        printed.append(expressions)
+        raise ValueError("no C for this")
+
+    monkeypatch.setattr(expression_kernels, "kernel_source", unprintable)
+    expression_kernels.forget()
+    try:
+        with pytest.warns(RuntimeWarning, match="its C code cannot be printed"):
+            assert expression_kernels.weighted_sums_kernel([x], [x], "k", "the loop") is None
+        assert expression_kernels.weighted_sums_kernel([x], [x], "k", "the loop") is None
+        assert len(printed) == 1
+    finally:
+        expression_kernels.forget()

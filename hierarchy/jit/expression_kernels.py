@@ -120,11 +120,15 @@ def weighted_sums_kernel(expressions, variables, name_hint, what="the node loop"
         except Exception as error:
             _compiled.warn(f"its C code cannot be printed ({type(error).__name__}: {error})",
                            what)
-            return None
+            _sources[key] = None  # remembered: the printer is not run again on it
+    if _sources[key] is None:
+        return None
     return _compiled.module(_sources[key], name_hint, what=what)
 
 
-#: forget the kernels compiled and the fallbacks warned about in this process: the next
-#: :func:`weighted_sums_kernel` compiles (or fails, and warns) afresh; tests use it to observe a
-#: fallback
-forget = _compiled.forget
+def forget():
+    """Forget the kernels compiled, the sources printed and the fallbacks warned about in this
+    process: the next :func:`weighted_sums_kernel` prints and compiles (or fails, and warns)
+    afresh; tests use it to observe a fallback."""
+    _sources.clear()
+    _compiled.forget()
