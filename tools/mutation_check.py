@@ -454,6 +454,16 @@ MUTATIONS = (
              "t = (kinks[k] - m[f]) / L[f][j];", "t = (kinks[k] + m[f]) / L[f][j];",
              ["tests/test_network_joint.py::test_engine_within_its_stated_error_of_a_dense_reference"],
              "a kink placed at the reflected mean in the engines' shared level breakpoints"),
+    mutation("gauss-levels-step-uncapped", "templates/_gauss_levels.c.j2",
+             "#define GAUSS_COARSEST 2.0", "#define GAUSS_COARSEST 1000.0",
+             ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
+              "_dense_reference"],
+             "a narrow level's trapezoid step not capped at twice its order's (a few points)"),
+    mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
+             "room - xi * xi", "room - 2.0 * xi * xi",
+             ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
+              "_dense_reference"],
+             "the engine's nodes kept in a ball of radius U / sqrt 2 instead of U"),
 )
 
 

@@ -46,7 +46,7 @@ SMOOTH_POINTS = (17, 25, 33, 49, 65, 97, 129)
 #: Gauss-Legendre points per piece of a level with kinks, by order
 LEGENDRE_POINTS = (8, 12, 16, 24, 32, 48, 64)
 #: highest order by the rank of the covariance (cost ``points^rank`` per order)
-MAX_ORDER = (6, 6, 6, 5, 3)
+MAX_ORDER = (6, 6, 6, 5, 4)
 #: the nodes whose kinks split a level (sympy classes)
 KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
           sympy.DiracDelta)
