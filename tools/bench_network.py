@@ -10,7 +10,10 @@
    relu/erf step moments) against the old one (the numpy Gauss-Hermite / QMC quadrature of
    the same rows) for tanh K = M = 1 and 3, relu/erf K = M = 2 and 3 and logistic K = 2, their
    difference against the old field's stated error, and the time of ``hierarchy solve`` to
-   alpha = 300 (default tolerances) with its certification, each under a wall-clock limit.
+   alpha = 300 (default tolerances) with its certification, each under a wall-clock limit;
+   and the engine's per-level trapezoid rules and ball ``|xi| <= U`` against its uniform
+   rules over the whole cube (``engine_for(..., uniform=True)``), the same rows, the largest
+   difference of the two fields printed beside.
 
 Usage: ``python tools/bench_network.py [--quick] [--engine-only] [--only TEXT] [--limit SECONDS]``
 """
@@ -135,6 +138,18 @@ def old_engine():
         engine.engine_for, field.step_expectation, field.joint_applies = saved
 
 
+@contextlib.contextmanager
+def uniform_rules():
+    """The compiled engine with every level on its order's rule, over the whole cube."""
+    from hierarchy.models.network import engine
+    saved = engine.engine_for
+    engine.engine_for = lambda expressions: saved(expressions, uniform=True)
+    try:
+        yield
+    finally:
+        engine.engine_for = saved
+
+
 def engine_state(net):
     rng = np.random.default_rng(2)
     weights = rng.standard_normal((net.K, 64)) * 0.15
@@ -197,7 +212,7 @@ def bench_engine(limit, repeat, only=""):
             old = network_system(net)
         new.rhs(state)  # builds what is built once
         # a new state every call (the engine's groups keep their last evaluation)
-        states = iter(state * (1 + 1e-7 * k) for k in range(1, 2 * repeat + 2))
+        states = iter(state * (1 + 1e-7 * k) for k in range(1, 3 * repeat + 2))
         fast, t_new = timed(lambda: new.rhs(next(states)), repeat)
         slow, t_old = timed(lambda: old.rhs(next(states)), repeat)
         new_error = float(np.max(new.quadrature_error(state)[0]))
@@ -206,6 +221,14 @@ def bench_engine(limit, repeat, only=""):
               f"{new_error:.1e}), old {t_old * 1e3:.1f} ms (stated error {old_error:.1e}), "
               f"ratio old/new {t_old / t_new:.2f}; largest difference "
               f"{np.max(np.abs(fast - slow)):.1e}")
+        if new.engine.startswith("compiled"):
+            with uniform_rules():
+                plain = network_system(net, target=1e-12)
+            plain.rhs(state)
+            same = np.max(np.abs(plain.rhs(state) - new.rhs(state)))
+            _, t_plain = timed(lambda: plain.rhs(next(states)), repeat)
+            print(f"  the engine's uniform rules over the whole cube: {t_plain * 1e3:.1f} ms, "
+                  f"ratio uniform/new {t_plain / t_new:.2f}; largest difference {same:.1e}")
         if t_new * 200 > limit:
             print(f"  solve to alpha = 300: not attempted (one field call {t_new:.1f} s, a "
                   f"solve takes hundreds; limit {limit:g} s)")

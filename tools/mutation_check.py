@@ -454,11 +454,22 @@ MUTATIONS = (
              "t = (kinks[k] - m[f]) / L[f][j];", "t = (kinks[k] + m[f]) / L[f][j];",
              ["tests/test_network_joint.py::test_engine_within_its_stated_error_of_a_dense_reference"],
              "a kink placed at the reflected mean in the engines' shared level breakpoints"),
-    mutation("gauss-levels-step-uncapped", "templates/_gauss_levels.c.j2",
-             "#define GAUSS_COARSEST 2.0", "#define GAUSS_COARSEST 1000.0",
+    mutation("gauss-levels-lag-unbounded", "templates/_gauss_levels.c.j2",
+             "q = p - (lag < GAUSS_LOWER ? lag : GAUSS_LOWER);", "q = p - 3 * lag;",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
               "_dense_reference"],
-             "a narrow level's trapezoid step not capped at twice its order's (a few points)"),
+             "a narrow level's trapezoid rule lagging up to six orders (a few points)"),
+    mutation("gauss-levels-clamped-at-order-0", "templates/_gauss_levels.c.j2",
+             "pow(0.75, -q)", "pow(1.0, -q)",
+             ["tests/test_network_engine.py::test_uneven_widths_are_met_honestly_at_loose"
+              "_targets"],
+             "a lagging level clamped at order 0's rule (flat across orders: its error hidden)"),
+    mutation("engine-stops-at-order-1", "templates/network_engine.pyx.j2",
+             "if (p > 1 && fabs(fine - previous) <= target) break;",
+             "if (p > 0 && fabs(fine - previous) <= target) break;",
+             ["tests/test_network_engine.py::test_uneven_widths_are_met_honestly_at_loose"
+              "_targets"],
+             "the engine trusting the difference of orders 0 and 1"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"

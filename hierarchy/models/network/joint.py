@@ -45,8 +45,14 @@ MAX_FIELDS = 4
 SMOOTH_POINTS = (17, 25, 33, 49, 65, 97, 129)
 #: Gauss-Legendre points per piece of a level with kinks, by order
 LEGENDRE_POINTS = (8, 12, 16, 24, 32, 48, 64)
-#: highest order by the rank of the covariance (cost ``points^rank`` per order)
-MAX_ORDER = (6, 6, 6, 5, 4)
+#: highest order by the rank of the covariance (cost ``points^rank`` per order), when a
+#: field has a kink (its levels on Gauss-Legendre pieces: order 4 of rank 4 cost the XOR
+#: preset 3-4 s a call against 1 s)
+MAX_ORDER = (6, 6, 6, 5, 3)
+#: the same when every field is smooth: the narrow levels' lower rules leave room for
+#: order 4 of rank 4 (the logistic K = 2 field: 1.6e-13 at about the time order 3 took
+#: on the uniform rules, 1.3e-11)
+MAX_ORDER_SMOOTH = (6, 6, 6, 5, 4)
 #: the nodes whose kinks split a level (sympy classes)
 KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
           sympy.DiracDelta)
@@ -214,7 +220,8 @@ def joint_source(spec):
     for kinks in spec.kinks:
         points.extend(repr(float(k)) for k in kinks)
         starts.append(len(points))
-    orders = MAX_ORDER + (0,) * max(0, spec.d + 1 - len(MAX_ORDER))  # rank > 4: one order
+    orders = MAX_ORDER if any(spec.kinks) else MAX_ORDER_SMOOTH
+    orders = orders + (0,) * max(0, spec.d + 1 - len(orders))  # rank > 4: one order
     return render_template(TEMPLATE, d=spec.d, outputs=len(spec.outputs),
                            parameters=len(spec.parameters), body=c_body(spec),
                            atom_width=atom_width(spec), atom_cases=atom_cases(spec),
