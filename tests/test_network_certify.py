@@ -176,3 +176,33 @@ def test_gram_layout_is_model_gram():
                        "sgd": {"step": 1.0, "step_second_layer": "step"}})
     u = np.random.default_rng(0).normal(size=len(net.labels))
     assert np.array_equal(GramLayout(net)(u), gram(net, u))
+
+
+class _Rows:
+    """A stand-in for a solved trajectory and a system whose stated errors are zero."""
+
+    def __init__(self, y):
+        self.y = np.asarray(y, float)
+        self.t = np.arange(len(self.y), dtype=float)
+        self.quadrature_target = 1e-12
+
+    def quadrature_error(self, u):
+        return np.zeros(len(u)), 0.0
+
+
+@pytest.mark.parametrize("shift, says", [
+    (0.0, "gave the same trajectory bit for bit"), (0.125, "moved the states by 0.125")])
+def test_a_tightened_solve_that_changed_nothing_is_not_reported_as_a_check(shift, says):
+    """A re-solve whose tighter target changed no value (every row at its highest order)
+    agrees with the solve bit for bit; the line says it checks nothing instead of "moved
+    the states by 0", and says how far it moved them otherwise."""
+    from hierarchy.models.network.family import certification_line, certify
+    states = _Rows([[1.0, 2.0], [1.5, 2.5]])
+    tight = _Rows(states.y + shift)
+    eg = np.array([0.3, 0.2])
+    config = {"solve": {"atol": 1e-10, "rtol": 1e-8}}
+    error = certify(config, states, states, eg, check=(tight, eg))
+    assert error["check_changed_nothing"] is (shift == 0.0)
+    assert error["certified"] is (shift == 0.0)  # a move of 0.125 is past atol + rtol |u|
+    line = certification_line({"engine": "joint", "quadrature_error": error})
+    assert says in line and ("checks nothing" in line) is (shift == 0.0)

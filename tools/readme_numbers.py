@@ -156,6 +156,11 @@ CLAIMS = (
                                                  r"wall"),
            ("tanh K = M = 3 field call (ms)", r"tanh/tanh K = M = 3 mse: field call new "
                                              r"([0-9.]+) ms"),
+           ("tanh K = M = 3 uniform rules / per-level rules",
+            r"tanh/tanh K = M = 3 mse: .*\n  the engine's uniform rules .*ratio uniform/new "
+            r"([0-9.]+)"),
+           ("logistic K = 2 field call (ms)", r"erf/erf K = M = 2 logistic: field call new "
+                                              r"([0-9.]+) ms"),
            ("tanh K = M = 1 stated field error", r"tanh/tanh K = M = 1 mse: field call new "
                                                  r"[0-9.]+ ms \(compiled, stated error "
                                                  r"([0-9.e+-]+)\)"),
