@@ -445,10 +445,45 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
                           "snapshot scaled\n"),
         "figure-spectra-kgmm-quick": "figure_spectra_kgmm (quick mode) took 37.8 s (after "
                                      "imports; 17.5 s CPU)\n",
+        "bench-network": (
+            "field K = M = 8 (80 statistics): compiled 0.433 ms, numpy closed forms 7.218 ms, "
+            "ratio 16.7\n"
+            "SGD K = M = 2, N = 500: ensemble of 64 runs 24,842 samples/s, per-run numpy loop "
+            "3,298 samples/s, ratio 7.5\n"
+            "tanh/tanh K = M = 1 mse: field call new 1.5 ms (compiled, stated error 2.0e-13), "
+            "old 2.3 ms (stated error 3.3e-06), ratio old/new 1.51; largest difference 2.6e-06\n"
+            "  the engine's uniform rules over the whole cube: 3.1 ms, ratio uniform/new 2.08; "
+            "largest difference 1.1e-16\n"
+            "  solve to alpha = 300 (eta = 1): 4.7 s wall, 5.0 s CPU (the whole command, fresh "
+            "process), t reached 300, status 0, certified True, nfev 420\n"
+            "tanh/tanh K = M = 3 mse: field call new 303.8 ms (compiled, stated error 1.1e-13), "
+            "old 96.1 ms (stated error 1.3e-03), ratio old/new 0.32; largest difference 9.2e-04\n"
+            "  the engine's uniform rules over the whole cube: 1725.6 ms, ratio uniform/new "
+            "5.68; largest difference 6.7e-16\n"
+            "relu/erf K = M = 2 mse: field call new 4.7 ms (compiled, stated error 1.1e-11), "
+            "old 870.5 ms (stated error 4.4e-04), ratio old/new 184.66; largest difference "
+            "5.1e-05\n"
+            "  the engine's uniform rules over the whole cube: 6.1 ms, ratio uniform/new 1.29; "
+            "largest difference 0.0e+00\n"
+            "  solve to alpha = 300 (eta = 0.5): 5.7 s wall, 5.9 s CPU (the whole command, fresh "
+            "process), t reached 300, status 0, certified True, nfev 488\n"
+            "relu/erf K = M = 3 mse: field call new 5.6 ms (compiled, stated error 1.1e-11), "
+            "old 612.2 ms (stated error 9.0e-04), ratio old/new 109.55; largest difference "
+            "4.4e-04\n"
+            "  the engine's uniform rules over the whole cube: 9.3 ms, ratio uniform/new 1.67; "
+            "largest difference 0.0e+00\n"
+            "  solve to alpha = 300 (eta = 0.5): 9.5 s wall, 9.6 s CPU (the whole command, fresh "
+            "process), t reached 300, status 0, certified True, nfev 645\n"
+            "erf/erf K = M = 2 logistic: field call new 119.3 ms (joint (compiled adaptive), "
+            "stated error 1.6e-13), old 7.5 ms (stated error 9.2e-05), ratio old/new 0.06; "
+            "largest difference 2.1e-04\n"),
     }
     expected = {"bench-gmm": ["43.48", "242.8", "5.6", "7.67", "11.46"],
                 "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
-                "figure-spectra-kgmm-quick": ["37.8", "17.5"]}
+                "figure-spectra-kgmm-quick": ["37.8", "17.5"],
+                "bench-network": ["0.433", "7.218", "16.7", "24,842", "3,298", "7.5", "5.6",
+                                  "612.2", "9.6", "9.5", "True", "303.8", "5.68", "119.3",
+                                  "2.0e-13", "5.0", "True", "5.9", "True"]}
     for name, text in lines.items():
         found = [re.search(pattern, text, re.MULTILINE).group(1)
                  for _, pattern in claims[name].patterns]
