@@ -460,6 +460,7 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "old 96.1 ms (stated error 1.3e-03), ratio old/new 0.32; largest difference 9.2e-04\n"
             "  the engine's uniform rules over the whole cube: 1725.6 ms, ratio uniform/new "
             "5.68; largest difference 6.7e-16\n"
+            "  the same engine on one thread: 298.2 ms, ratio one/2 threads 1.72\n"
             "relu/erf K = M = 2 mse: field call new 4.7 ms (compiled, stated error 1.1e-11), "
             "old 870.5 ms (stated error 4.4e-04), ratio old/new 184.66; largest difference "
             "5.1e-05\n"
@@ -472,6 +473,7 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "4.4e-04\n"
             "  the engine's uniform rules over the whole cube: 9.3 ms, ratio uniform/new 1.67; "
             "largest difference 0.0e+00\n"
+            "  the same engine on one thread: 8.0 ms, ratio one/2 threads 0.83\n"
             "  solve to alpha = 300 (eta = 0.5): 9.5 s wall, 9.6 s CPU (the whole command, fresh "
             "process), t reached 300, status 0, certified True, nfev 645\n"
             "erf/erf K = M = 2 logistic: field call new 119.3 ms (joint (compiled adaptive), "
@@ -482,7 +484,8 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
                 "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
                 "figure-spectra-kgmm-quick": ["37.8", "17.5"],
                 "bench-network": ["0.433", "7.218", "16.7", "24,842", "3,298", "7.5", "5.6",
-                                  "612.2", "9.6", "9.5", "True", "303.8", "5.68", "119.3",
+                                  "612.2", "9.6", "9.5", "True", "303.8", "5.68", "1.72",
+                                  "119.3",
                                   "2.0e-13", "5.0", "True", "5.9", "True"]}
     for name, text in lines.items():
         found = [re.search(pattern, text, re.MULTILINE).group(1)

@@ -13,7 +13,8 @@
    alpha = 300 (default tolerances) with its certification, each under a wall-clock limit;
    and the engine's per-level trapezoid rules and ball ``|xi| <= U`` against its uniform
    rules over the whole cube (``engine_for(..., uniform=True)``), the same rows, the largest
-   difference of the two fields printed beside.
+   difference of the two fields printed beside; and the engine on one thread against its rows
+   spread over every available CPU (:mod:`hierarchy.core.row_threads`).
 
 Usage: ``python tools/bench_network.py [--quick] [--engine-only] [--only TEXT] [--limit SECONDS]``
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hierarchy.core import row_threads
 from hierarchy.models.network import kernel, sgd
 from hierarchy.models.network.field import TableField
 from hierarchy.models.network.gradients import SampleGradients
@@ -150,6 +152,17 @@ def uniform_rules():
         engine.engine_for = saved
 
 
+@contextlib.contextmanager
+def one_thread():
+    """The engine's rows on one thread (:mod:`hierarchy.core.row_threads`)."""
+    saved = row_threads.THREADS
+    row_threads.THREADS = 1
+    try:
+        yield
+    finally:
+        row_threads.THREADS = saved
+
+
 def engine_state(net):
     rng = np.random.default_rng(2)
     weights = rng.standard_normal((net.K, 64)) * 0.15
@@ -212,7 +225,7 @@ def bench_engine(limit, repeat, only=""):
             old = network_system(net)
         new.rhs(state)  # builds what is built once
         # a new state every call (the engine's groups keep their last evaluation)
-        states = iter(state * (1 + 1e-7 * k) for k in range(1, 3 * repeat + 2))
+        states = iter(state * (1 + 1e-7 * k) for k in range(1, 4 * repeat + 2))
         fast, t_new = timed(lambda: new.rhs(next(states)), repeat)
         slow, t_old = timed(lambda: old.rhs(next(states)), repeat)
         new_error = float(np.max(new.quadrature_error(state)[0]))
@@ -229,6 +242,11 @@ def bench_engine(limit, repeat, only=""):
             _, t_plain = timed(lambda: plain.rhs(next(states)), repeat)
             print(f"  the engine's uniform rules over the whole cube: {t_plain * 1e3:.1f} ms, "
                   f"ratio uniform/new {t_plain / t_new:.2f}; largest difference {same:.1e}")
+            threads = row_threads.thread_count()
+            with one_thread():
+                _, t_one = timed(lambda: new.rhs(next(states)), repeat)
+            print(f"  the same engine on one thread: {t_one * 1e3:.1f} ms, ratio one/{threads} "
+                  f"threads {t_one / t_new:.2f}")
         if t_new * 200 > limit:
             print(f"  solve to alpha = 300: not attempted (one field call {t_new:.1f} s, a "
                   f"solve takes hundreds; limit {limit:g} s)")

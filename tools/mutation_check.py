@@ -470,6 +470,10 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_uneven_widths_are_met_honestly_at_loose"
               "_targets"],
              "the engine trusting the difference of orders 0 and 1"),
+    mutation("row-threads-pool-shared-across-fork", "hierarchy/core/row_threads.py",
+             "    pid = os.getpid()", "    pid = 0",
+             ["tests/test_row_threads.py::test_a_forked_child_makes_its_own_pool"],
+             "the rows' thread pool kept across fork (the child's submissions wait forever)"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"

@@ -35,9 +35,9 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "tools" / "configs"
 
 
-#: a case's header line in tools/bench_network.py's part 3, its optional line of the engine's
-#: uniform rules, then the start of its solve line
-SOLVED = r": .*\n(?:  the engine.*\n)?  solve to"
+#: a case's header line in tools/bench_network.py's part 3, its optional lines of the engine's
+#: baselines (uniform rules, one thread), then the start of its solve line
+SOLVED = r": .*\n(?:  the .*\n)*  solve to"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,11 +138,11 @@ CLAIMS = (
           (("figure_network_plateau (s)", r"wrote .* \(([0-9]+) s\)"),), slow=True),
     Claim("bench-network", "field 16.7x at K = M = 8 (0.433 ms against 7.218 ms); SGD ensemble "
                            "24,842 against 3,298 samples/s, 7.5x (14.3-16.8x, 4.2-7.5x); relu/erf "
-                           "K = M = 3 5.6 ms per field call against 612 ms, solve to alpha = 300 "
-                           "9.6 s CPU, certified; tanh K = M = 3 304 ms per field call, 5.7x "
-                           "faster than the uniform rules; tanh K = M = 1 stated error 2.0e-13, "
-                           "solve 5.0 s CPU, certified; relu/erf K = M = 2 solve 5.9 s CPU, "
-                           "certified; logistic K = 2 119 ms per field call",
+                           "K = M = 3 9.6 ms per field call against 428 ms, solve to alpha = 300 "
+                           "7.3 s CPU, certified; tanh K = M = 3 174 ms per field call, 4.2x "
+                           "faster than the uniform rules, 1.7x than one thread; tanh K = M = 1 "
+                           "stated error 2.0e-13, solve 4.6 s CPU, certified; relu/erf K = M = 2 "
+                           "solve 5.5 s CPU, certified; logistic K = 2 119 ms per field call",
           tool("bench_network.py"),
           (("field K = M = 8 compiled (ms)", r"field K = M = 8 .*compiled ([0-9.]+) ms"),
            ("field K = M = 8 numpy (ms)", r"field K = M = 8 .*numpy closed forms ([0-9.]+) ms"),
@@ -166,6 +166,9 @@ CLAIMS = (
                                              r"([0-9.]+) ms"),
            ("tanh K = M = 3 uniform rules / per-level rules",
             r"tanh/tanh K = M = 3 mse: .*\n  the engine's uniform rules .*ratio uniform/new "
+            r"([0-9.]+)"),
+           ("tanh K = M = 3 one thread / every CPU",
+            r"tanh/tanh K = M = 3 mse: .*\n.*\n  the same engine on one thread: .*threads "
             r"([0-9.]+)"),
            ("logistic K = 2 field call (ms)", r"erf/erf K = M = 2 logistic: field call new "
                                               r"([0-9.]+) ms"),

@@ -47,9 +47,11 @@ then keeps its numpy quadrature.
 
 import functools
 import math
+import time
 
 import numpy as np
 
+from hierarchy.core.row_threads import run_rows, thread_count
 from hierarchy.jit.fallback import CompiledModules
 
 #: trapezoid points on ``[-U, U]`` of a level without a kink, by order
@@ -67,6 +69,12 @@ MAX_ORDER_TABLE = (7, 7, 6, 6, 5)
 DEFAULT_TARGET = 1e-12
 #: the engine's target relative to the solve's ``atol``
 TARGET_FACTOR = 0.01
+#: rows of this many fields or more are spread over threads, one task a row
+#: (:mod:`hierarchy.core.row_threads`), when their pattern's rows took at least
+#: :data:`THREADED_ROW_SECONDS` each at its previous call: a row of one or two fields costs
+#: microseconds, and cheap rows of more (relu/erf K = M = 3's) ran 1.6 times slower as tasks
+THREADED_FIELDS = 3
+THREADED_ROW_SECONDS = 1e-3
 TEMPLATE = "network_engine.pyx.j2"
 #: what runs on numpy when the engine cannot be had (the fallback warning's subject)
 WHAT = "the network family's expectation engine"
@@ -204,6 +212,8 @@ class Engine:
         self.module = module
         self.expressions = expressions
         self.kinked = tuple(int(bool(kinks(e))) for e in expressions)
+        #: seconds per row of each pattern (function ids) at its last call
+        self.row_seconds = {}
 
     def expectation(self, ids, c, targets):
         """``(values, errors, orders)`` of ``E[prod_f h_{ids[f]}(z_f)]`` for every row.
@@ -222,14 +232,29 @@ class Engine:
         targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
                                                        (rows,)))
         smooth, legendre, starts, lx, lw = rule_tables()
+        top = len(SMOOTH_POINTS) - 1
+        smooth, legendre, starts = (a[:top + 1].copy() for a in (smooth, legendre, starts))
+        function_ids = np.array(ids, dtype=np.int32)
+        kinked = np.array([self.kinked[i] for i in ids], dtype=np.int32)
         values, errors = np.zeros(rows), np.zeros(rows)
         orders = np.zeros(rows, dtype=np.int32)
-        top = len(SMOOTH_POINTS) - 1
-        self.module.expectations(
-            rows, d, np.array(ids, dtype=np.int32),
-            np.array([self.kinked[i] for i in ids], dtype=np.int32), c.reshape(-1), targets,
-            top, smooth[:top + 1].copy(), legendre[:top + 1].copy(), starts[:top + 1].copy(),
-            len(lx), lx, lw, values, errors, orders)
+
+        def run(start, stop):  # the compiled loop releases the GIL: rows run in parallel
+            self.module.expectations(
+                stop - start, d, function_ids, kinked, c[start:stop].reshape(-1),
+                targets[start:stop], top, smooth, legendre, starts, len(lx), lx, lw,
+                values[start:stop], errors[start:stop], orders[start:stop])
+
+        key = tuple(ids)
+        threaded = d >= THREADED_FIELDS and self.row_seconds.get(key, 0.0) >= THREADED_ROW_SECONDS
+        start = time.perf_counter()
+        if threaded:
+            run_rows(run, rows)
+        else:
+            run(0, rows)
+        # seconds of one row, for the next call's choice (wall time on the threads used)
+        used = min(thread_count(), rows) if threaded else 1
+        self.row_seconds[key] = (time.perf_counter() - start) * used / max(rows, 1)
         return values, errors, orders
 
     def integral(self, ids):
