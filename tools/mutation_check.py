@@ -474,6 +474,11 @@ MUTATIONS = (
              "    pid = os.getpid()", "    pid = 0",
              ["tests/test_row_threads.py::test_a_forked_child_makes_its_own_pool"],
              "the rows' thread pool kept across fork (the child's submissions wait forever)"),
+    mutation("orthant4-no-refinement", "hierarchy/models/network/quadrature.py",
+             "ORTHANT_REFINE = 1e-11", "ORTHANT_REFINE = 1.0",
+             ["tests/test_network_engine.py::test_a_nearly_singular_four_step_row_goes_on_to_a"
+              "_finer_orthant_rule"],
+             "a four-step orthant row kept at 48 nodes however far 24 and 48 differ"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
