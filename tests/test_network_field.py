@@ -132,7 +132,8 @@ def test_sympy_chain_rule_is_error_times_v_times_slope():
 
 # ----------------------------------------------------------------------------- closed forms
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+import scipy.stats  # noqa: E402
+from hypothesis import example, given, settings, strategies as st  # noqa: E402
 
 from hierarchy.models.network import closed_forms, quadrature  # noqa: E402
 from hierarchy.models.network.field import (  # noqa: E402
@@ -256,12 +257,21 @@ def test_quadratic_wick_field_equals_gauss_hermite_field():
     np.testing.assert_allclose(wick.outputs(u), hermite.outputs(u), rtol=1e-11, atol=1e-11)
 
 
+#: the QMC error is the spread of 8 replicate means: Student's t with 7 degrees of freedom, so
+#: its two-sided 1e-5 quantile, 11.2 standard errors (the normal 5 failed about one run in ten
+#: over this test's 4 x 16 comparisons: seed 845, 5.5 standard errors); a dropped term or a
+#: factor 2 moves an output by 1e-2 to 1, hundreds of standard errors (about 5e-4)
+REPLICATE_BOUND = float(scipy.stats.t.ppf(1 - 0.5e-5, quadrature.REPLICATES - 1))
+
+
 @settings(max_examples=4, deadline=None)
+@example(seed=845)
 @given(seed=st.integers(0, 10_000))
 def test_erf_term_table_equals_sampled_per_sample_gradients(seed):
     """The term table (closed forms) against an independent path: the per-sample gradients of
-    SampleGradients averaged over QMC points of the local fields and xi, within 5 of its
-    standard errors (replicate spread), at random realisable states, trained v, noise."""
+    SampleGradients averaged over QMC points of the local fields and xi, within
+    :data:`REPLICATE_BOUND` of its standard errors (replicate spread), at random realisable
+    states, trained v, noise."""
     base = network(student={"width": 3, "second_layer": "trained"},
                    teacher={"width": 2, "noise": 0.4, "second_layer_values": [1.0, 0.6]},
                    ridge=0.01)
@@ -269,8 +279,9 @@ def test_erf_term_table_equals_sampled_per_sample_gradients(seed):
     table = NetworkSystem(net, TableField(net))
     sampled = NetworkSystem(net, QuadratureField(net, count=4096))
     error, eg_error = sampled.quadrature_error(u)
-    assert np.all(np.abs(table.rhs(u) - sampled.rhs(u)) <= 5 * error + 1e-12)
-    assert abs(table.eg(u) - sampled.eg(u)) <= 5 * eg_error + 1e-12
+    bound = REPLICATE_BOUND
+    assert np.all(np.abs(table.rhs(u) - sampled.rhs(u)) <= bound * error + 1e-12)
+    assert abs(table.eg(u) - sampled.eg(u)) <= bound * eg_error + 1e-12
 
 
 def test_erf_eg_is_saad_solla_and_matches_monte_carlo():
