@@ -33,10 +33,12 @@ jointly Gaussian local fields. The engine evaluates it in C
   point, and docs/network.md gives how often and by how much it was measured to miss).
   The stated error is an estimate, not a bound: it is about the coarser order's error,
   typically orders of magnitude above the kept value's; ``tools/engine_honesty.py`` counts
-  how often it misses on random draws at loose targets (4 of 4,500, by at most 2.02,
-  measured with this change). A solve's target is
-  ``0.01 atol``, so certification (which compares the stated error with
-  ``atol + rtol |u|``) keeps a margin of 50 over such a miss.
+  how often it misses on random draws at loose targets (when last measured: 4 of 4,500
+  rows, by at most 2.02). A solve's target is ``0.01 atol``, so certification (which
+  compares the stated error with ``atol + rtol |u|``) keeps a margin of 50 over such a miss;
+- **threads**: rows of three or four fields whose pattern cost at least a millisecond a row
+  at its previous call run on threads, one task a row (:mod:`hierarchy.core.row_threads`),
+  with the same values bit for bit.
 
 The C of each ``h_f`` is printed from its sympy expression (:func:`c_function`; ``relu``'s
 step is ``x > 0``, the SGD's subgradient). One module per set of functions, built and cached
@@ -245,17 +247,22 @@ class Engine:
                 targets[start:stop], top, smooth, legendre, starts, len(lx), lx, lw,
                 values[start:stop], errors[start:stop], orders[start:stop])
 
-        key = tuple(ids)
-        threaded = d >= THREADED_FIELDS and self.row_seconds.get(key, 0.0) >= THREADED_ROW_SECONDS
+        self._spread(tuple(ids), d, rows, run)
+        return values, errors, orders
+
+    def _spread(self, key, d, rows, run):
+        """``run(start, stop)`` over the rows: on threads when the pattern ``key`` has
+        :data:`THREADED_FIELDS` fields and its rows took :data:`THREADED_ROW_SECONDS` each at
+        its last call; records their cost for the next call."""
+        threaded = (d >= THREADED_FIELDS
+                    and self.row_seconds.get(key, 0.0) >= THREADED_ROW_SECONDS)
         start = time.perf_counter()
         if threaded:
             run_rows(run, rows)
         else:
             run(0, rows)
-        # seconds of one row, for the next call's choice (wall time on the threads used)
-        used = min(thread_count(), rows) if threaded else 1
+        used = min(thread_count(), rows) if threaded else 1  # wall time on the threads used
         self.row_seconds[key] = (time.perf_counter() - start) * used / max(rows, 1)
-        return values, errors, orders
 
     def integral(self, ids):
         """A :class:`RowIntegral` of one pattern of functions."""
