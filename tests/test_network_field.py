@@ -418,14 +418,16 @@ def test_relu_truncated_moments_agree_with_monte_carlo(factors):
 
 def test_relu_field_has_no_sampled_rows():
     """relu K = M = 2: every row is an arc-cosine form or a truncated moment (no QMC), and the
-    field is a smooth deterministic function: its stated error is that of the 1-D integral."""
+    field is a smooth deterministic function: its stated error is that of the 1-D integral and
+    of the lift off ties, below 1e-10 before the lift's change was scaled by
+    ``LIFT_ERROR_FACTOR`` (so below that factor times 1e-10 now)."""
     net, u = state_of(network(student={"width": 2, "activation": "relu"},
                               teacher={"width": 2, "activation": "relu"}), 4)
     field = TableField(net)
     assert field.quadrature_groups
     assert all(closed_forms.relu_factors(net, field.table.groups[j].pattern) is not None
                for j, _ in field.quadrature_groups)
-    assert np.abs(field.quadrature_error(u)).max() < 1e-10
+    assert np.abs(field.quadrature_error(u)).max() < 1e-10 * closed_forms.LIFT_ERROR_FACTOR
 
 
 def test_relu_truncated_moment_at_an_exact_tie_agrees_with_monte_carlo():

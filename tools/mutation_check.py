@@ -479,6 +479,10 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_a_nearly_singular_four_step_row_goes_on_to_a"
               "_finer_orthant_rule"],
              "a four-step orthant row kept at 48 nodes however far 24 and 48 differ"),
+    mutation("lift-error-change-alone", "hierarchy/models/network/closed_forms.py",
+             "LIFT_ERROR_FACTOR = 1.0 / (2.0 ** (1.0 / 3.0) - 1.0)", "LIFT_ERROR_FACTOR = 1.0",
+             ["tests/test_network_engine.py::test_a_rank_one_tie_is_within_its_lift_error"],
+             "the lift off a tie stated as the change when it doubles, not its whole effect"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"

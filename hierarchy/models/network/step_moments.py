@@ -24,6 +24,7 @@ from itertools import product
 import numpy as np
 
 from hierarchy.models.network.closed_forms import (
+    lift_error,
     lifted,
     closed_form_name,
     truncated_moment,
@@ -107,8 +108,8 @@ def step_expectation(net, pattern):
     """``(value, error)`` functions of ``C`` for a relu/erf/polynomial pattern, or None.
 
     Like :func:`~.closed_forms.orthant_expectation`: evaluated at ``C`` lifted by
-    :data:`~.closed_forms.LIFT` on its diagonal, the error adding the change when the lift
-    doubles.
+    :data:`~.closed_forms.LIFT` on its diagonal, the error adding the lift's
+    (:func:`~.closed_forms.lift_error`).
     """
     plan = step_plan(net, pattern)
     if plan is None:
@@ -118,6 +119,5 @@ def step_expectation(net, pattern):
         return step_moment(plan, lifted(c, 1.0))[0]
 
     def error(c):
-        once, integral = step_moment(plan, lifted(c, 1.0))
-        return integral + np.abs(step_moment(plan, lifted(c, 2.0))[0] - once)
+        return lift_error(lambda x: step_moment(plan, x), c)[1]
     return value, error
