@@ -233,9 +233,8 @@ class Engine:
         rows, d = c.shape[0], c.shape[-1]
         targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
                                                        (rows,)))
-        smooth, legendre, starts, lx, lw = rule_tables()
+        smooth, legendre, starts, lx, lw = rule_tables()  # every order, int32, contiguous
         top = len(SMOOTH_POINTS) - 1
-        smooth, legendre, starts = (a[:top + 1].copy() for a in (smooth, legendre, starts))
         function_ids = np.array(ids, dtype=np.int32)
         kinked = np.array([self.kinked[i] for i in ids], dtype=np.int32)
         values, errors = np.zeros(rows), np.zeros(rows)
