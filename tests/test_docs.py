@@ -478,14 +478,17 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "process), t reached 300, status 0, certified True, nfev 645\n"
             "erf/erf K = M = 2 logistic: field call new 119.3 ms (joint (compiled adaptive), "
             "stated error 1.6e-13), old 7.5 ms (stated error 9.2e-05), ratio old/new 0.06; "
-            "largest difference 2.1e-04\n"),
+            "largest difference 2.1e-04\n"
+            "  the same engine on one thread: 116.7 ms, ratio one/2 threads 1.78\n"
+            "  solve to alpha = 300 (eta = 1): 85.4 s wall, 162.8 s CPU (the whole command, "
+            "fresh process), t reached 300, status 0, certified False, nfev 313\n"),
     }
     expected = {"bench-gmm": ["43.48", "242.8", "5.6", "7.67", "11.46"],
                 "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
                 "figure-spectra-kgmm-quick": ["37.8", "17.5"],
                 "bench-network": ["0.433", "7.218", "16.7", "24,842", "3,298", "7.5", "5.6",
                                   "612.2", "9.6", "9.5", "True", "303.8", "5.68", "1.72",
-                                  "119.3",
+                                  "119.3", "1.78", "85.4", "False",
                                   "2.0e-13", "5.0", "True", "5.9", "True"]}
     for name, text in lines.items():
         found = [re.search(pattern, text, re.MULTILINE).group(1)

@@ -224,6 +224,64 @@ def test_four_fields_against_monte_carlo():
     assert np.all(errors[0] < 1e-6)
 
 
+def module_values(engine, means, covs, params, threads):
+    """The compiled module called directly on ``threads`` threads: ``(values, errors)``."""
+    from hierarchy.models.network import engine as single
+    rows, outputs = len(means), len(engine.spec.outputs)
+    smooth, legendre, starts, lx, lw = single.rule_tables(joint.SMOOTH_POINTS,
+                                                          joint.LEGENDRE_POINTS)
+    values, errors = np.zeros(rows * outputs), np.zeros(rows * outputs)
+    engine.module.expectations(rows, means.reshape(-1), covs.reshape(-1), params.reshape(-1),
+                               np.full(rows * outputs, 1e-10), len(joint.SMOOTH_POINTS) - 1,
+                               smooth, legendre, starts, len(lx), lx, lw, values, errors,
+                               np.zeros(rows, dtype=np.int32), threads)
+    return values, errors
+
+
+@pytest.mark.parametrize("make, kinked", [
+    (lambda: teacher_net("erf", "erf", "logistic", K=2, M=2, trained=False), False),
+    (lambda: mixture_net(width=4, snr=2.0), True)])
+def test_threads_share_a_row_with_the_same_values_bit_for_bit(make, kinked):
+    """A row's outermost level in fixed chunks on 1, 2 or 3 threads: the same values and
+    errors bit for bit (each chunk summed on its own, the chunks in order); a shared
+    context between the threads, or chunks added as they finish, would differ."""
+    net = make()
+    engine = joint.joint_engine(net)
+    d = engine.spec.d
+    assert d == 4 and bool(any(engine.spec.kinks)) == kinked
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((3, d, d))
+    covs = np.ascontiguousarray(a @ np.swapaxes(a, 1, 2) / d)
+    means = (np.zeros((3, d)) if engine.spec.kind == "teacher"
+             else 0.5 * rng.standard_normal((3, d)))
+    params = np.ascontiguousarray(np.tile(
+        np.concatenate([rng.standard_normal(net.K), [1.0]])[:len(engine.spec.parameters)],
+        (3, 1)))
+    one = module_values(engine, means, covs, params, 1)
+    for threads in (2, 3):
+        many = module_values(engine, means, covs, params, threads)
+        assert np.array_equal(one[0], many[0]) and np.array_equal(one[1], many[1])
+    assert np.all(np.isfinite(one[0]))
+
+
+def test_cheap_rows_stay_on_one_thread_and_costly_rows_use_every_cpu(monkeypatch):
+    """The engine shares a row among threads only when a row took at least
+    THREADED_ROW_SECONDS at the last call."""
+    from hierarchy.core import row_threads
+    from hierarchy.models.network import engine as single
+    monkeypatch.setattr(row_threads, "THREADS", 2)
+    engine = joint.joint_engine(teacher_net("tanh", "tanh", "logistic"))
+    engine.row_seconds = 0.0
+    assert engine.threads() == 1
+    engine.row_seconds = single.THREADED_ROW_SECONDS
+    assert engine.threads() == 2
+    c = np.array([[1.0, 0.3], [0.3, 1.0]])
+    engine.expectation(np.zeros((1, 2)), c[None], np.ones((1, len(engine.spec.parameters))),
+                       np.full((1, len(engine.spec.outputs)), 1e-6))
+    assert 0.0 < engine.row_seconds < single.THREADED_ROW_SECONDS  # a two-field row: cheap
+    assert engine.threads() == 1
+
+
 # ----------------------------------------------------------------------------- the field
 
 def z_scores(net, u, count=4096):

@@ -14,7 +14,8 @@
    and the engine's per-level trapezoid rules and ball ``|xi| <= U`` against its uniform
    rules over the whole cube (``engine_for(..., uniform=True)``), the same rows, the largest
    difference of the two fields printed beside; and the engine on one thread against its rows
-   spread over every available CPU (:mod:`hierarchy.core.row_threads`).
+   spread over every available CPU (:mod:`hierarchy.core.row_threads`; the joint engine shares
+   a row's outermost level among the threads).
 
 Usage: ``python tools/bench_network.py [--quick] [--engine-only] [--only TEXT] [--limit SECONDS]``
 """
@@ -242,8 +243,10 @@ def bench_engine(limit, repeat, only=""):
             _, t_plain = timed(lambda: plain.rhs(next(states)), repeat)
             print(f"  the engine's uniform rules over the whole cube: {t_plain * 1e3:.1f} ms, "
                   f"ratio uniform/new {t_plain / t_new:.2f}; largest difference {same:.1e}")
+        if new.engine.startswith(("compiled", "joint")):
             threads = row_threads.thread_count()
             with one_thread():
+                new.rhs(next(states))  # the joint engine decides its threads at the last call
                 _, t_one = timed(lambda: new.rhs(next(states)), repeat)
             print(f"  the same engine on one thread: {t_one * 1e3:.1f} ms, ratio one/{threads} "
                   f"threads {t_one / t_new:.2f}")

@@ -172,6 +172,13 @@ CLAIMS = (
             r"([0-9.]+)"),
            ("logistic K = 2 field call (ms)", r"erf/erf K = M = 2 logistic: field call new "
                                               r"([0-9.]+) ms"),
+           ("logistic K = 2 one thread / every CPU",
+            r"erf/erf K = M = 2 logistic: .*\n  the same engine on one thread: .*threads "
+            r"([0-9.]+)"),
+           ("logistic K = 2 solve wall (s)", r"erf/erf K = M = 2 logistic" + SOLVED + r" alpha "
+                                             r"= 300 \(eta = [^)]*\): ([0-9.]+) s wall"),
+           ("logistic K = 2 certified", r"erf/erf K = M = 2 logistic" + SOLVED + r" alpha = "
+                                        r"300 .*certified (\w+)"),
            ("tanh K = M = 1 stated field error", r"tanh/tanh K = M = 1 mse: field call new "
                                                  r"[0-9.]+ ms \(compiled, stated error "
                                                  r"([0-9.e+-]+)\)"),

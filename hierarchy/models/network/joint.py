@@ -23,6 +23,13 @@ no numpy and no Python per node. A mixture's ``E[d_i nu_m]`` follows from ``E[d_
 so its engine integrates over the ``K`` student fields only; a noiseless mixture
 (``snr = inf``) is a point mass per cluster, evaluated exactly at any ``K``.
 
+A row's outermost level is shared among threads (a logistic teacher-student field is one
+row): its nodes are cut into ``JOINT_CHUNKS`` fixed chunks, each summed on its own by
+whichever thread takes it, and the chunks' sums are added in order, so the values are the
+same bit for bit on any number of threads (``tests/test_network_joint.py``). Every CPU the
+process may use is taken when a row cost at least ``THREADED_ROW_SECONDS`` at the last call
+(:meth:`JointEngine.threads`), else one thread.
+
 :func:`joint_engine` returns None with a :class:`RuntimeWarning` (via :mod:`.engine`) when the
 network is beyond it (``d > 4``, a kinked loss, a kink not on one field's axis, no compiler);
 the field then stays on randomised QMC, reported NOT CERTIFIED.
@@ -30,10 +37,12 @@ the field then stays on randomised QMC, reported NOT CERTIFIED.
 
 import dataclasses
 import functools
+import time
 
 import numpy as np
 import sympy
 
+from hierarchy.core.row_threads import thread_count
 from hierarchy.models.network import engine as single_engine
 from hierarchy.models.network.activations import VECTOR_LOSSES, X
 from hierarchy.models.network.gradients import derivative, symbolic_derivatives
@@ -225,7 +234,8 @@ def joint_source(spec):
     return render_template(TEMPLATE, d=spec.d, outputs=len(spec.outputs),
                            parameters=len(spec.parameters), body=c_body(spec),
                            atom_width=atom_width(spec), atom_cases=atom_cases(spec),
-                           kink_start=starts, kinks=points, max_order=orders)
+                           kink_start=starts, kinks=points, max_order=orders,
+                           max_legendre=max(LEGENDRE_POINTS))
 
 
 def joint_engine(net, warn=True):
@@ -255,6 +265,17 @@ class JointEngine:
     def __init__(self, module, spec):
         self.module = module
         self.spec = spec
+        #: seconds per row at the last call (decides the threads of the next)
+        self.row_seconds = 0.0
+
+    def threads(self):
+        """The threads a row's outermost level is shared among: every available CPU
+        (:func:`~hierarchy.core.row_threads.thread_count`) when a row took at least
+        :data:`~.engine.THREADED_ROW_SECONDS` at the last call, else one (starting threads
+        costs tens of microseconds an order)."""
+        if self.row_seconds >= single_engine.THREADED_ROW_SECONDS:
+            return thread_count()
+        return 1
 
     def expectation(self, means, covariances, parameters, targets):
         """``(values, errors, orders)`` of ``E[F(z)]``, ``z ~ N(mean_r, C_r)``, every row.
@@ -284,10 +305,13 @@ class JointEngine:
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
         orders = np.zeros(rows, dtype=np.int32)
         top = len(SMOOTH_POINTS) - 1
+        threads = self.threads()
+        start = time.perf_counter()
         self.module.expectations(rows, means.reshape(-1), covariances.reshape(-1),
                                  parameters.reshape(-1), targets.reshape(-1), top, smooth,
                                  legendre, starts, len(lx), lx, lw, values.reshape(-1),
-                                 errors.reshape(-1), orders)
+                                 errors.reshape(-1), orders, threads)
+        self.row_seconds = (time.perf_counter() - start) * threads / max(rows, 1)
         errors = np.where(np.isfinite(errors) & np.isfinite(values), errors, np.inf)
         return values, errors, orders
 
