@@ -497,6 +497,13 @@ MUTATIONS = (
              "if (k != JOINT_CHUNKS / 2) c->acc[o] += pass->partial[k * JOINT_NOUT + o];",
              ["tests/test_network_joint.py::test_four_fields_against_monte_carlo"],
              "a middle chunk of the outermost level's nodes left out of the sum"),
+    mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
+             "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
+             "bp, nb);\n", "",
+             ["tests/test_network_engine.py::test_three_steps_on_a_nearly_singular_covariance"
+              "_against_the_orthant_probability"],
+             "a level not split where two kinks of the next level cross (a corner missed by "
+             "both orders)"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
