@@ -11,7 +11,7 @@ import pytest
 import sympy
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from scipy import integrate
+from scipy import integrate, special
 from scipy.special import erf
 
 from hierarchy.models.network import engine
@@ -22,11 +22,12 @@ from hierarchy.models.network.step_moments import step_moment
 TANH, RELU, ERF, SIGMOID = (ACTIVATIONS[name] for name in ("tanh", "relu", "erf", "sigmoid"))
 #: the single-field functions of the tests; the engine compiles them once
 FUNCTIONS = (TANH, sympy.diff(TANH, X), TANH ** 2 * X, SIGMOID, RELU, sympy.diff(RELU, X),
-             X * RELU, ERF, sympy.Abs(X - sympy.Rational(1, 2)), X, RELU * TANH)
+             X * RELU, ERF, sympy.Abs(X - sympy.Rational(1, 2)), X, RELU * TANH,
+             sympy.Heaviside(X - sympy.Rational(1, 2)))
 NUMPY = [sympy.lambdify(X, h.replace(sympy.Heaviside, lambda u, *_: sympy.Piecewise(
     (1, u > 0), (0, True))), ["scipy", "numpy"]) for h in FUNCTIONS]
 SMOOTH_IDS = (0, 1, 2, 3, 7, 9)
-KINKED_IDS = (4, 5, 6, 8, 10)
+KINKED_IDS = (4, 5, 6, 8, 10, 11)
 #: scipy's tolerance in the references (their own error, added to the engine's bound)
 REFERENCE_TOL = 1e-12
 
@@ -327,6 +328,58 @@ def test_four_steps_on_nearly_singular_covariances_against_the_orthant_rule(comp
     value, error, _ = compiled.expectation((STEP,) * 4, c[None], 1e-10)
     reference, reference_error = quadrature.orthant4(c[None])
     assert abs(value[0] - reference[0]) <= error[0] + reference_error[0] + 1e-14
+
+
+def bivariate_upper(h, k, rho):
+    """``P(x > h, y > k)`` of a standard bivariate normal of correlation ``rho`` (Owen's T)."""
+    a, b, s = -h, -k, math.sqrt(1 - rho * rho)
+
+    def owen(x, y):
+        return 0.0 if x == 0 else special.owens_t(x, (y - rho * x) / (x * s))
+
+    beta = 0.5 if (a * b < 0 or (a * b == 0 and a + b < 0)) else 0.0
+    return 0.5 * (special.ndtr(a) + special.ndtr(b)) - owen(a, b) - owen(b, a) - beta
+
+
+def three_step_probability(c, shifts, first):
+    """``P(z > shifts)`` of three centred Gaussian fields: scipy's ``quad`` over field
+    ``first`` of the other two's conditional bivariate tail (exact, by Owen's T)."""
+    order = [first] + [f for f in range(3) if f != first]
+    c, shifts = c[np.ix_(order, order)], [shifts[f] for f in order]
+    s0 = math.sqrt(c[0, 0])
+    slope = c[1:, 0] / c[0, 0]
+    rest = c[1:, 1:] - np.outer(c[1:, 0], c[0, 1:]) / c[0, 0]
+    sd = np.sqrt(np.diag(rest))
+    rho = rest[0, 1] / (sd[0] * sd[1])
+
+    def density(x):
+        return math.exp(-0.5 * (x / s0) ** 2) / (s0 * math.sqrt(2 * math.pi)) * bivariate_upper(
+            (shifts[1] - slope[0] * x) / sd[0], (shifts[2] - slope[1] * x) / sd[1], rho)
+
+    turns = sorted({shifts[f + 1] / slope[f] for f in range(2) if slope[f]} - {shifts[0]})
+    return integrate.quad(density, shifts[0], 12 * s0, epsabs=1e-15, epsrel=1e-13, limit=800,
+                          points=[t for t in turns if shifts[0] < t < 12 * s0] or None)[0]
+
+
+@pytest.mark.parametrize("width", [1e-2, 1e-3])
+@pytest.mark.parametrize("a", [0.4, 0.6, 0.8, 1.0, 1.5, 3.0])
+def test_a_narrow_field_with_a_kink_off_the_origin_against_its_probability(compiled, a,
+                                                                            width):
+    """``P(z0 > 0, z1 > 0, z2 > 1/2)`` with ``z2 = a xi0 + width (xi1 + xi2)``: the kink of
+    the narrow field sweeps a thin band, off the origin, that crosses the middle field's
+    kink. Against the probability by ``quad`` and Owen's T, conditioned on ``z1`` and on
+    ``z2`` (the two must agree: conditioned on the nearly dependent ``z0`` the rule missed
+    by 4e-5). The engine before the crossings were breakpoints was off by up to 1e-2 here,
+    at times beyond its stated error."""
+    factor = np.array([[1.1, 0.0, 0.0], [0.3, 1.0, 0.0], [a, width, width]])
+    c = factor @ factor.T
+    shifts = (0.0, 0.0, 0.5)
+    reference = three_step_probability(c, shifts, 1)
+    assert abs(reference - three_step_probability(c, shifts, 2)) < 1e-12
+    step, shifted = STEP, FUNCTIONS.index(sympy.Heaviside(X - sympy.Rational(1, 2)))
+    value, error, _ = compiled.expectation((step, step, shifted), c[None], 1e-10)
+    assert abs(value[0] - reference) <= error[0] + 1e-13, (value, reference, error)
+    assert error[0] <= 1e-10
 
 
 def specialised_covariance(widths, closeness):
