@@ -363,15 +363,19 @@ def three_step_probability(c, shifts, first):
 
 @pytest.mark.parametrize("width", [1e-2, 1e-3])
 @pytest.mark.parametrize("a", [0.4, 0.6, 0.8, 1.0, 1.5, 3.0])
+@pytest.mark.parametrize("middle", [1.0, 0.0])
 def test_a_narrow_field_with_a_kink_off_the_origin_against_its_probability(compiled, a,
-                                                                            width):
-    """``P(z0 > 0, z1 > 0, z2 > 1/2)`` with ``z2 = a xi0 + width (xi1 + xi2)``: the kink of
-    the narrow field sweeps a thin band, off the origin, that crosses the middle field's
-    kink. Against the probability by ``quad`` and Owen's T, conditioned on ``z1`` and on
-    ``z2`` (the two must agree: conditioned on the nearly dependent ``z0`` the rule missed
-    by 4e-5). The engine before the crossings were breakpoints was off by up to 1e-2 here,
-    at times beyond its stated error."""
-    factor = np.array([[1.1, 0.0, 0.0], [0.3, 1.0, 0.0], [a, width, width]])
+                                                                            width, middle):
+    """``P(z0 > 0, z1 > 0, z2 > 1/2)`` with ``z2 = a xi0 + width (middle xi1 + xi2)``, the
+    narrow field's kink off the origin. With ``middle = 1`` it sweeps a thin band over the
+    middle level that crosses the middle field's kink (the crossings as breakpoints: the
+    engine before them was off by up to 1e-2 here, at times beyond its stated error); with
+    ``middle = 0`` it does not move with the middle level at all, and the outer level's
+    integral steps within ``width`` where it passes (its sweep over the outer level, the
+    deeper sweep, as breakpoints). Against the probability by ``quad`` and Owen's T,
+    conditioned on ``z1`` and on ``z2`` (the two must agree: conditioned on the nearly
+    dependent ``z0`` the rule missed by 4e-5)."""
+    factor = np.array([[1.1, 0.0, 0.0], [0.3, 1.0, 0.0], [a, middle * width, width]])
     c = factor @ factor.T
     shifts = (0.0, 0.0, 0.5)
     reference = three_step_probability(c, shifts, 1)

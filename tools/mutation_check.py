@@ -504,6 +504,13 @@ MUTATIONS = (
               "_against_the_orthant_probability"],
              "a level not split where two kinks of the next level cross (a corner missed by "
              "both orders)"),
+    mutation("gauss-levels-next-level-sweeps-only", "templates/_gauss_levels.c.j2",
+             "for (level = j + 1; level < r; level++) {  /* the deeper levels' kinks sweep",
+             "for (level = j + 1; level < r && level == j + 1; level++) {  /* the deeper "
+             "levels' kinks sweep",
+             ["tests/test_network_engine.py::test_a_narrow_field_with_a_kink_off_the_origin"
+              "_against_its_probability"],
+             "only the next level's kinks, not a deeper level's, swept over a level"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
