@@ -15,8 +15,8 @@ end at a level, placed exactly after the mean shift (``relu``'s ``g'`` steps at
 ``lambda_k = 0``, a relu teacher's label at ``nu_n = 0``); all outputs accumulate in the same
 pass over the nodes and the order is raised until two orders agree to every output's own
 target. The finer values are kept; the two-order difference is each output's stated error
-(an estimate, not a bound, as in :mod:`.engine`; checked at every test point). ``F`` is printed as C
-from the sympy derivatives of :func:`~.gradients.symbolic_derivatives` (the expressions
+(an estimate, not a bound, as in :mod:`.engine`; checked at every test point). ``F`` is
+printed as C from the sympy derivatives of :func:`~.gradients.symbolic_derivatives` (the expressions
 :class:`~.gradients.SampleGradients` evaluates), after common-subexpression elimination:
 no numpy and no Python per node. A mixture's ``E[d_i nu_m]`` follows from ``E[d_i]`` and
 ``E[d_i lambda_k]`` by the linear regression of ``nu`` on ``lambda`` (a joint Gaussian),
