@@ -14,6 +14,7 @@
 - ``hierarchy solve`` of a logistic teacher network: certified, exit 0.
 """
 
+import dataclasses
 import json
 import math
 
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from hierarchy.cli.main import main
-from hierarchy.models.network import joint, onestep, sgd
+from hierarchy.models.network import engine as single_engine, joint, onestep, sgd
 from hierarchy.models.network.field import NetworkSystem, QuadratureField, TableField, \
     network_system
 from hierarchy.models.network.gradients import SampleGradients
@@ -204,6 +205,34 @@ def test_engine_error_bound_is_tight_enough_to_fail_a_wrong_integral(engines):
     v1, e1, _ = engine.expectation(args[0], c[None], args[1], args[2])
     v2, _, _ = engine.expectation(args[0], (c * (1 + 1e-6))[None], args[1], args[2])
     assert np.max(np.abs(v1 - v2)) > 100 * np.max(e1)
+
+
+STEEP = np.array([[15.0, 0.9 * math.sqrt(15.0)], [0.9 * math.sqrt(15.0), 1.0]])
+
+
+def steep_values(engine, target):
+    params = np.array([[0.9, 1.0][:len(engine.spec.parameters)]])
+    return engine.expectation(np.zeros((1, 2)), STEEP[None], params,
+                              np.full((1, len(engine.spec.outputs)), target))
+
+
+def test_steep_saturating_student_is_split_at_its_turn():
+    """erf/erf logistic at ``Q = 15`` (the student's erf turns within ``|z| < 0.26``): split
+    at its turn, the engine meets a 1e-10 target and is within its stated error of a dense
+    reference; on the trapezoid alone (no turn) two orders stay apart by more than the target
+    at the highest order (1.3e-9 against 2e-14 with the turn)."""
+    net = teacher_net("erf", "erf", "logistic")
+    engine = joint.joint_engine(net)
+    assert engine.spec.turns == ((0.0,), ()) and engine.spec.kinks == ((), ())
+    values, errors, _ = steep_values(engine, 1e-10)
+    params = np.array([0.9, 1.0][:len(engine.spec.parameters)])
+    reference = reference_2d(net, engine.spec, np.zeros(2), STEEP, params, nodes=600)
+    assert np.all(errors[0] <= 1e-10), errors
+    assert np.all(np.abs(values[0] - reference) <= errors[0] + 1e-12), values[0] - reference
+    spec = dataclasses.replace(engine.spec, turns=((), ()))
+    module = single_engine.compiled_module(joint.joint_source(spec), "network_joint", "")
+    _, smooth_errors, _ = steep_values(joint.JointEngine(module, spec), 1e-10)
+    assert np.max(smooth_errors) > 1e3 * np.max(errors)
 
 
 def test_four_fields_against_monte_carlo():

@@ -148,6 +148,73 @@ def kinks(expr):
     return tuple(sorted(points))
 
 
+#: the grid on which :func:`turn_points` looks for a function's steepest point
+TURN_GRID = (-30.0, 30.0, 6001)
+#: a function saturates when its slope at both ends of the grid is below this share of its
+#: steepest slope
+TURN_SATURATION = 1e-8
+
+
+def turn_points(expr):
+    """Where a smooth, saturating ``expr`` (in ``activations.X``) is steepest, as a tuple.
+
+    erf, tanh and the sigmoid turn at ``x = 0``: on a field of large variance ``s^2`` they go
+    from one plateau to the other within ``|z| < 1/s`` of the standard variable, which the
+    trapezoid on ``[-U, U]`` resolves only at many points (the logistic ``K = 2`` field at
+    ``Q_kk = 15``: two orders 2.5e-4 apart at 65 points a level). Split there like a kink, the
+    Gauss-Legendre nodes of the two pieces crowd at the turn. The turn is the steepest point
+    of ``expr`` on a grid over ``[-30, 30]`` (snapped to 0 within ``1e-9``), refined by
+    bisection of ``expr''``. Returns ``()`` when ``expr`` has a kink, is constant, is not
+    finite on the grid, does not saturate (its slope at either end of the grid at least
+    :data:`TURN_SATURATION` of its steepest: polynomials, ``atan``) or has more than one
+    steep point (local maxima of ``|expr'|`` above half the steepest: the Gaussian bump
+    ``exp(-x^2/2)`` turns at ``x = -1`` and ``x = 1``).
+    """
+    import sympy
+
+    from hierarchy.models.network.activations import X
+    if not is_smooth(expr):
+        return ()
+    slope = sympy.diff(expr, X)
+    if slope == 0:
+        return ()
+    lo, hi, n = TURN_GRID
+    x = np.linspace(lo, hi, n)
+    with np.errstate(all="ignore"):
+        s = np.abs(np.broadcast_to(sympy.lambdify(X, slope, "numpy")(x), x.shape)).astype(float)
+    if not np.all(np.isfinite(s)) or s.max() == 0.0:
+        return ()
+    top = s.max()
+    if max(s[0], s[-1]) > TURN_SATURATION * top or np.sum(_local_maxima(s, top)) != 1:
+        return ()
+    k = int(np.argmax(s))
+    return (_refine_turn(sympy.lambdify(X, sympy.diff(slope, X), "math"), x, k),)
+
+
+def _local_maxima(s, top):
+    """The grid's local maxima of ``s`` above half its top (a one-turn function has one)."""
+    inner = (s[1:-1] >= s[:-2]) & (s[1:-1] > s[2:]) & (s[1:-1] > 0.5 * top)
+    return inner
+
+
+def _refine_turn(curvature, x, k):
+    """The zero of ``curvature`` (``expr''``) between the grid's neighbours of ``x[k]``."""
+    a, b = x[max(k - 1, 0)], x[min(k + 1, len(x) - 1)]
+    fa = curvature(a)
+    for _ in range(60):
+        m = 0.5 * (a + b)
+        fm = curvature(m)
+        if fm == 0.0:
+            a = b = m
+            break
+        if (fm > 0) == (fa > 0):
+            a, fa = m, fm
+        else:
+            b = m
+    turn = 0.5 * (a + b)
+    return 0.0 if abs(turn) < 1e-9 else float(turn)
+
+
 def c_function(expr):
     """The C expression of ``expr`` in the variable ``x`` (sympy's C99 printer; the step
     ``Heaviside(u)`` is ``u > 0``, 0 at 0, the subgradient the SGD uses)."""
