@@ -171,6 +171,20 @@ def test_kinks_are_placed_and_unplaceable_ones_refused():
         engine.kinks(sympy.Heaviside(X ** 2 - 1))
 
 
+def test_turn_points_are_where_a_saturating_function_is_steepest():
+    """One turn, to rounding, for a saturating function; none for the rest (the joint engine
+    splits the student fields' levels there, tests/test_network_joint.py)."""
+    assert engine.turn_points(sympy.erf(X / sympy.sqrt(2))) == (0.0,)
+    assert engine.turn_points(TANH) == (0.0,)
+    assert engine.turn_points(1 / (1 + sympy.exp(-X))) == (0.0,)
+    (turn,) = engine.turn_points(sympy.tanh(2 * X + 1))
+    assert abs(turn + 0.5) < 1e-12
+    (turn,) = engine.turn_points(sympy.erf(X - sympy.Rational(338, 1000)))  # between grid points
+    assert abs(turn - 0.338) < 1e-12
+    for none in (RELU, X ** 3, sympy.atan(X), sympy.exp(-X ** 2 / 2), sympy.Integer(2)):
+        assert engine.turn_points(none) == (), none
+
+
 # ----------------------------------------------------------------------------- step moments
 
 STEP_CASES = [

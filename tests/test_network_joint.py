@@ -44,10 +44,11 @@ def teacher_net(student, teacher, loss, K=1, M=1, noise=0.0, trained=True, step=
 
 def mixture_net(width=2, snr=4.0, loss="logistic", means=((1.0, 0.0), (-1.0, 0.0),
                                                           (0.0, 1.0), (0.0, -1.0)),
-                labels=(1.0, 1.0, -1.0, -1.0)):
+                labels=(1.0, 1.0, -1.0, -1.0), activation="relu"):
     return network_from_config({
         "model": {"data": "mixture", "loss": loss, "ridge": 0.0,
-                  "student": {"width": width, "activation": "relu", "second_layer": "trained",
+                  "student": {"width": width, "activation": activation,
+                              "second_layer": "trained",
                               "second_layer_values": []},
                   "mixture": {"means": [list(m) for m in means],
                               "labels": list(labels), "weights": [], "snr": snr}},
@@ -134,6 +135,7 @@ CASES = {"tanh/logistic": lambda: teacher_net("tanh", "tanh", "logistic"),
          "relu/erf logistic": lambda: teacher_net("relu", "erf", "logistic"),
          "relu/relu mse": lambda: teacher_net("relu", "relu", "mse"),
          "relu xor logistic": lambda: mixture_net(),
+         "tanh xor logistic": lambda: mixture_net(activation="tanh"),
          "relu xor cross-entropy": lambda: mixture_net(loss="cross-entropy",
                                                        labels=(1, 1, 2, 2))}
 
@@ -170,7 +172,7 @@ def psd(draw_values, singular):
     return c, np.array([m1, m2])
 
 
-@settings(max_examples=8, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate),
+@settings(max_examples=10, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate),
           suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(sorted(CASES)),
@@ -233,6 +235,25 @@ def test_steep_saturating_student_is_split_at_its_turn():
     module = single_engine.compiled_module(joint.joint_source(spec), "network_joint", "")
     _, smooth_errors, _ = steep_values(joint.JointEngine(module, spec), 1e-10)
     assert np.max(smooth_errors) > 1e3 * np.max(errors)
+
+
+def test_a_row_takes_the_turns_only_when_its_student_field_is_steep():
+    """Below ``TURN_VARIANCE`` a row is the trapezoid's, bit for bit; at or above it the split
+    levels'; the engine's rows in one call choose each on its own."""
+    net = teacher_net("erf", "erf", "logistic")
+    engine = joint.joint_engine(net)
+    turns_only = joint.JointEngine(engine.module, engine.spec)
+    plain = joint.JointEngine(engine.plain, dataclasses.replace(engine.spec, turns=((), ())))
+    flat = np.array([[0.3, 0.2], [0.2, 1.0]])
+    covariances = np.stack([flat, STEEP, flat * joint.TURN_VARIANCE / 0.3])
+    args = (np.zeros((3, 2)), covariances,
+            np.tile([0.9, 1.0][:len(engine.spec.parameters)], (3, 1)),
+            np.full((3, len(engine.spec.outputs)), 1e-10))
+    both, _, _ = engine.expectation(*args)
+    expected = [plain.expectation(*args)[0][0], turns_only.expectation(*args)[0][1],
+                turns_only.expectation(*args)[0][2]]
+    assert np.array_equal(both, np.stack(expected))
+    assert not np.array_equal(plain.expectation(*args)[0][0], turns_only.expectation(*args)[0][0])
 
 
 def test_four_fields_against_monte_carlo():

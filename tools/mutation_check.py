@@ -497,7 +497,18 @@ MUTATIONS = (
              "if (k != JOINT_CHUNKS / 2) c->acc[o] += pass->partial[k * JOINT_NOUT + o];",
              ["tests/test_network_joint.py::test_four_fields_against_monte_carlo"],
              "a middle chunk of the outermost level's nodes left out of the sum"),
-    mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
+    mutation("joint-no-turns", "hierarchy/models/network/joint.py",
+             'turns = tuple(turn if f in sym["L"] else () for f in fields)',
+             'turns = tuple(() for f in fields)',
+             ["tests/test_network_joint.py::test_steep_saturating_student_is_split_at_its_turn"],
+             "steep student fields on the trapezoid alone (no split at the activation's turn)"),
+    mutation("turn-points-off-by-a-grid-step", "hierarchy/models/network/engine.py",
+             "    a, b = x[max(k - 1, 0)], x[min(k + 1, len(x) - 1)]",
+             "    a, b = x[max(k, 0)], x[min(k + 2, len(x) - 1)]",
+             ["tests/test_network_engine.py::test_turn_points_are_where_a_saturating_function_"
+              "is_steepest"],
+             "the turn searched one grid step off (a user's activation turns elsewhere)"),
+
              "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
              "bp, nb);\n", "",
              ["tests/test_network_engine.py::test_three_steps_on_a_nearly_singular_covariance"
