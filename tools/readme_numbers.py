@@ -142,8 +142,8 @@ CLAIMS = (
                            "7.3 s CPU, certified; tanh K = M = 3 174 ms per field call, 4.2x "
                            "faster than the uniform rules, 1.7x than one thread; tanh K = M = 1 "
                            "stated error 2.0e-13, solve 4.6 s CPU, certified; relu/erf K = M = 2 "
-                           "solve 5.5 s CPU, certified; logistic K = 2 65 ms per field call, 1.78x "
-                           "faster than one thread, solve 85 s wall, not certified",
+                           "solve 5.5 s CPU, certified; logistic K = 2 91 ms per field call, 2.38x "
+                           "faster than one thread, solve 443 s wall, certified",
           tool("bench_network.py"),
           (("field K = M = 8 compiled (ms)", r"field K = M = 8 .*compiled ([0-9.]+) ms"),
            ("field K = M = 8 numpy (ms)", r"field K = M = 8 .*numpy closed forms ([0-9.]+) ms"),
@@ -199,11 +199,12 @@ CLAIMS = (
            ("certified", r"(certified at every output time|NOT CERTIFIED)"),),
           wall=True, slow=True),
     Claim("bench-network-presets", "generic field slower per call than the hand-built one: "
-                                   "XOR K = 4 at lambda = 10 37x, at lambda = inf 334x; "
-                                   "10-class at lambda = inf 16,000x",
+                                   "XOR K = 4 at lambda = 10 1,032x, at lambda = inf 10x; "
+                                   "k = 4 at lambda = 10 194x; 10-class at lambda = inf 2x",
           tool("bench_network_presets.py"),
           (("XOR K=4 snr=10 generic / hand", r"xor K=4 snr=10(?:\.0)?: .*\(x([0-9]+)\)"),
            ("XOR K=4 snr=inf generic / hand", r"xor K=4 snr=inf: .*\(x([0-9]+)\)"),
+           ("k=4 snr=10 generic / hand", r"gmm-multiclass k=4 snr=10(?:\.0)?: .*\(x([0-9]+)\)"),
            ("10-class snr=inf generic / hand", r"gmm-multiclass k=10 snr=inf: .*\(x([0-9]+)\)")),
           slow=True),
     Claim("network-spectra", "16 of 20 compared; within 15 % (largest 0.149)",
