@@ -508,7 +508,7 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_turn_points_are_where_a_saturating_function_"
               "is_steepest"],
              "the turn searched one grid step off (a user's activation turns elsewhere)"),
-
+    mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
              "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
              "bp, nb);\n", "",
              ["tests/test_network_engine.py::test_three_steps_on_a_nearly_singular_covariance"
