@@ -193,8 +193,7 @@ def turn_points(expr):
 
 def _local_maxima(s, top):
     """The grid's local maxima of ``s`` above half its top (a one-turn function has one)."""
-    inner = (s[1:-1] >= s[:-2]) & (s[1:-1] > s[2:]) & (s[1:-1] > 0.5 * top)
-    return inner
+    return (s[1:-1] >= s[:-2]) & (s[1:-1] > s[2:]) & (s[1:-1] > 0.5 * top)
 
 
 def _refine_turn(curvature, x, k):

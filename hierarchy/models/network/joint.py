@@ -198,7 +198,8 @@ def spec_of(net):
     labels = (tuple(sym["onehot"]) if vector else (sym["y"],)) if mixture else ()
     whole = sympy.Add(*expressions).subs(atoms)
     kinks = tuple(tuple(sorted(set(_field_kinks(whole, f)))) for f in fields)
-    turn = single_engine.turn_points(g)
+    # a noiseless mixture is point masses: no level to split
+    turn = () if mixture and net.mixture.noiseless else single_engine.turn_points(g)
     turns = tuple(turn if f in sym["L"] else () for f in fields)
     per_field = tuple(tuple((a, e) for a, e in atoms.items() if e.free_symbols == {f})
                       for f in fields)
