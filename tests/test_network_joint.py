@@ -303,10 +303,8 @@ def test_four_fields_against_monte_carlo():
 
 def module_values(engine, means, covs, params, threads):
     """The compiled module called directly on ``threads`` threads: ``(values, errors)``."""
-    from hierarchy.models.network import engine as single
     rows, outputs = len(means), len(engine.spec.outputs)
-    smooth, legendre, starts, lx, lw = single.rule_tables(joint.SMOOTH_POINTS,
-                                                          joint.LEGENDRE_POINTS)
+    smooth, legendre, starts, lx, lw = joint.rule_tables()
     values, errors = np.zeros(rows * outputs), np.zeros(rows * outputs)
     engine.module.expectations(rows, means.reshape(-1), covs.reshape(-1), params.reshape(-1),
                                np.full(rows * outputs, 1e-6), len(joint.SMOOTH_POINTS) - 1,

@@ -508,6 +508,11 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_turn_points_are_where_a_saturating_function_"
               "is_steepest"],
              "the turn searched one grid step off (a user's activation turns elsewhere)"),
+    mutation("joint-narrow-piece-weights", "templates/network_joint.pyx.j2",
+             "                c.lw[o] = lw + legendre_start[q + JOINT_LOWER - o];",
+             "                c.lw[o] = lw + legendre_start[q + JOINT_LOWER];",
+             ["tests/test_network_joint.py::test_engine_within_its_stated_error_of_a_dense_reference"],
+             "a narrow piece's lower Legendre nodes weighted with the order's own weights"),
     mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
              "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
              "bp, nb);\n", "",

@@ -55,6 +55,11 @@ MAX_FIELDS = 4
 SMOOTH_POINTS = (17, 25, 33, 49, 65, 97, 129)
 #: Gauss-Legendre points per piece of a level with kinks, by order
 LEGENDRE_POINTS = (8, 12, 16, 24, 32, 48, 64)
+#: the Legendre rules below order 0, for narrow pieces (a piece refines with every order)
+LEGENDRE_LOWER = (4, 6)
+#: a piece of a kinked level at most this wide (whitened units) takes the Legendre rule one,
+#: then two orders lower
+NARROW_PIECES = (1.0, 0.25)
 #: highest order by the rank of the covariance (cost ``points^rank`` per order), when a
 #: field has a kink (its levels on Gauss-Legendre pieces: order 4 of rank 4 cost the XOR
 #: preset 3-4 s a call against 1 s)
@@ -260,7 +265,15 @@ def joint_source(spec):
                            parameters=len(spec.parameters), body=c_body(spec),
                            atom_width=atom_width(spec), atom_cases=atom_cases(spec),
                            kink_start=starts, kinks=points, max_order=orders,
-                           max_legendre=max(LEGENDRE_POINTS))
+                           max_legendre=max(LEGENDRE_POINTS), lower=len(LEGENDRE_LOWER),
+                           narrow=NARROW_PIECES)
+
+
+def rule_tables():
+    """The rule tables the compiled module reads (:func:`.engine.rule_tables`): the trapezoid
+    points by order, and the Legendre rules from :data:`LEGENDRE_LOWER` (below order 0, for
+    narrow pieces) up."""
+    return single_engine.rule_tables(SMOOTH_POINTS, LEGENDRE_LOWER + LEGENDRE_POINTS)
 
 
 def joint_engine(net, warn=True):
@@ -358,8 +371,7 @@ class JointEngine:
         means, covariances, parameters, targets = (np.ascontiguousarray(a) for a in
                                                    (means, covariances, parameters, targets))
         rows, outputs = targets.shape
-        smooth, legendre, starts, lx, lw = single_engine.rule_tables(SMOOTH_POINTS,
-                                                                         LEGENDRE_POINTS)
+        smooth, legendre, starts, lx, lw = rule_tables()
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
         orders = np.zeros(rows, dtype=np.int32)
         top = len(SMOOTH_POINTS) - 1
