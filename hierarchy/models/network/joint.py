@@ -13,9 +13,10 @@ Cholesky factor with the kinked fields first, nested one-dimensional rules, the 
 ``[-9, 9]`` at a level without a kink and Gauss-Legendre between the kinks of the fields that
 end at a level, placed exactly after the mean shift (``relu``'s ``g'`` steps at
 ``lambda_k = 0``, a relu teacher's label at ``nu_n = 0``; a smooth saturating student
-activation at its turn, :func:`.engine.turn_points`); all outputs accumulate in the same
-pass over the nodes and the order is raised until two orders agree to every output's own
-target. The finer values are kept; the two-order difference is each output's stated error
+activation at its turn, :func:`.engine.turn_points`; a piece narrower than
+:data:`NARROW_PIECES` on a lower rule that still refines with every order); all outputs
+accumulate in the same pass over the nodes and the order is raised until two orders agree to
+every output's own target. The finer values are kept; the two-order difference is each output's stated error
 (an estimate, not a bound, as in :mod:`.engine`; checked at every test point). ``F`` is
 printed as C from the sympy derivatives of :func:`~.gradients.symbolic_derivatives` (the expressions
 :class:`~.gradients.SampleGradients` evaluates), after common-subexpression elimination:
