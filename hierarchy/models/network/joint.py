@@ -56,7 +56,8 @@ MAX_FIELDS = 4
 SMOOTH_POINTS = (17, 25, 33, 49, 65, 97, 129)
 #: Gauss-Legendre points per piece of a level with kinks, by order
 LEGENDRE_POINTS = (8, 12, 16, 24, 32, 48, 64)
-#: the Legendre rules below order 0, for narrow pieces (a piece refines with every order)
+#: the Legendre rules below order 0, for narrow pieces (a piece refines with every order;
+#: two of them, for the pieces two orders lower at order 0)
 LEGENDRE_LOWER = (4, 6)
 #: a piece of a kinked level at most this wide (whitened units) takes the Legendre rule one,
 #: then two orders lower
