@@ -15,16 +15,20 @@ import pytest
 from scipy.integrate import quad, solve_ivp
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network import onestep
+from hierarchy.models.network import onestep, structured
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.model import network_from_config
-from hierarchy.models.network.structured import StructuredSystem
+from hierarchy.models.network.joint_field import JointField
+from hierarchy.models.network.structured import StructuredSystem, augmented_covariance
 
 STUDENT = {"width": 2, "activation": "erf", "second_layer": "fixed", "second_layer_values": []}
 TEACHER = {"width": 2, "activation": "erf", "noise": 0.0, "overlaps": [],
            "second_layer_values": []}
 #: standard errors a sampled mean may be off (fixed seeds: deterministic)
 SCORE = 4.0
+#: the same for a mean of the QMC field's 8 replicates: Student's t with 7 degrees of freedom
+#: exceeds 6 with probability 5e-4
+QMC_SCORE = 6.0
 
 
 def make_net(inputs=None, student=None, teacher=None, step=1.0, ridge=0.0, loss="mse",
@@ -229,6 +233,107 @@ def test_one_step_identity_per_block():
          and not label.endswith("@2")]                               # block 2 has rho = 1
     wrong = onestep.standard_scores(sampled, error, (flat_f + g) / dimension)
     assert np.min(np.abs(wrong[r])) > 8, wrong[r]
+
+
+def logistic_net(width=2, trained=False):
+    """Two blocks, erf/erf, the logistic loss: no term table, so the joint engine."""
+    return make_net(spectrum([2.0, 0.5], [0.4, 0.6], teacher_scales=[1.0, 0.5]),
+                    student={"width": width, "second_layer": "trained" if trained else "fixed"},
+                    teacher={"width": width}, loss="logistic", step=3.0, step_v=1.5)
+
+
+def augmented_system(net, engine="auto"):
+    """The :class:`StructuredSystem` of ``net`` on the augmented network's evaluator (the
+    path the joint engine's direct moments replace), for comparison."""
+    original = structured.direct_moments
+    structured.direct_moments = lambda *args: None
+    try:
+        return StructuredSystem(net, engine)
+    finally:
+        structured.direct_moments = original
+
+
+def test_loss_without_a_table_takes_its_moments_from_the_joint_engine():
+    """Logistic, K = M = 2, two blocks: the blocks' B = E[z dl/dlambda^T] comes from the
+    joint engine at C (four fields) and agrees with the augmented network's (six fields,
+    QMC) within QMC_SCORE of its standard errors, entry by entry; B's lambda rows transposed
+    are off by many of them (one block cannot tell: only B's symmetric part enters there).
+    The corrector and eg agree too, and the stated error is the engine's, not QMC's."""
+    net = logistic_net()
+    system = StructuredSystem(net)
+    assert isinstance(system.direct, JointField) and system.engine.startswith("joint")
+    system.set_quadrature_target(1e-9)
+    u = block_state(net, np.random.default_rng(3), 0.9)
+    direct = system.expectations(u)
+    qmc = augmented_system(net)
+    assert qmc.engine.startswith("quadrature")
+    reference = qmc.expectations(u)
+    c = net.inputs.field_covariance(net, u)
+    error = qmc.evaluator.quadrature_error_at(augmented_covariance(c, net.K), np.ones(net.K))
+    se_b = error[qmc._r_rows]                                 # (K, nu then lambda copies)
+    se_b = np.concatenate([se_b[:, net.M:], se_b[:, :net.M]], axis=1).T
+    scores = (direct.eta_b - reference.eta_b) / se_b
+    assert np.all(np.abs(scores) < QMC_SCORE), scores
+    transposed = direct.eta_b.copy()
+    transposed[:net.K] = transposed[:net.K].T
+    wrong = (transposed - reference.eta_b) / se_b
+    assert np.max(np.abs(wrong)) > 5 * QMC_SCORE, wrong
+    se_g = error[qmc._aug_n + qmc._q_rows]
+    assert np.all(np.abs(direct.corrector - reference.corrector) < QMC_SCORE * se_g)
+    assert abs(direct.eg - reference.eg) < QMC_SCORE * error[2 * qmc._aug_n]
+    rhs_error, eg_error = system.quadrature_error(u)
+    assert rhs_error.max() < 1e-7 and eg_error < 1e-9     # the engine's own, at its target
+
+
+def test_direct_moments_equal_the_augmented_joint_engine():
+    """K = M = 1 (the augmented network has three fields, so the joint engine serves both
+    paths): the direct moments' field, eg and v drift equal the augmented network's within
+    the two stated errors."""
+    net = logistic_net(width=1, trained=True)
+    direct, augmented = StructuredSystem(net), augmented_system(net)
+    assert isinstance(direct.direct, JointField) and augmented.direct is None
+    assert augmented.engine.startswith("joint")
+    for u in (block_state(net, np.random.default_rng(seed), 1.2) for seed in (1, 2)):
+        gap = np.abs(direct.rhs(u) - augmented.rhs(u))
+        bound = direct.quadrature_error(u)[0] + augmented.quadrature_error(u)[0]
+        assert np.all(gap <= bound + 1e-15), (gap, bound)
+        assert abs(direct.eg(u) - augmented.eg(u)) <= (direct.quadrature_error(u)[1]
+                                                       + augmented.quadrature_error(u)[1])
+        assert np.abs(direct.rhs(u)).max() > 1e3 * bound.max()   # a field, not noise
+
+
+def test_one_step_identity_with_a_loss_without_a_table():
+    """The one-step identity for the logistic loss on two blocks (the joint engine's direct
+    moments): within standard errors, and off by many of them with the corrector dropped."""
+    net, dimension = logistic_net(), 800
+    system = StructuredSystem(net)
+    system.set_quadrature_target(1e-9)
+    state = block_state(net, np.random.default_rng(3), 0.9)
+    sampled, error = onestep.sampled_increment(net, state, dimension, 12_000, seed=4)
+    f, g = system.drift_and_corrector(state)
+    scores = onestep.standard_scores(sampled, error, (f + g) / dimension)
+    assert np.all(np.abs(scores) < SCORE), scores
+    q = [j for j, label in enumerate(net.labels) if label.startswith("Q")]
+    dropped = onestep.standard_scores(sampled, error, f / dimension)
+    assert np.min(np.abs(dropped[q])) > 15, dropped[q]
+
+
+def test_structured_solve_is_certified_against_its_own_target(tmp_path):
+    """The solve sets the structured field's engine target to 0.01 atol and repeats itself
+    with it tightened (the a-posteriori check), as the isotropic field does: a table-less
+    loss on the joint engine, and tanh, whose rows are on the compiled engine."""
+    from hierarchy.models.network.family import NetworkFamily
+    family = NetworkFamily()
+    for loss, activation in (("logistic", "erf"), ("mse", "tanh")):
+        config = {"model": {"family": "network", "data": "teacher", "loss": loss,
+                            "inputs": spectrum([2.0, 0.5], [0.4, 0.6]),
+                            "student": {"width": 1, "activation": activation},
+                            "teacher": {"width": 1, "activation": activation}},
+                  "solve": {"atol": 1e-8}}
+        from hierarchy.config.loader import load_config
+        system = family.system(load_config(None, config))
+        assert isinstance(system, StructuredSystem)
+        assert system.adaptive and system.quadrature_target == pytest.approx(1e-10)
 
 
 def test_sgd_with_three_blocks_follows_the_ode():

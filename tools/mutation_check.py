@@ -513,6 +513,23 @@ MUTATIONS = (
              "                c.lw[o] = lw + legendre_start[q + JOINT_LOWER];",
              ["tests/test_network_joint.py::test_engine_within_its_stated_error_of_a_dense_reference"],
              "a narrow piece's lower Legendre nodes weighted with the order's own weights"),
+    mutation("structured-direct-b-transposed", "hierarchy/models/network/structured.py",
+             'np.concatenate([moments["b"][0].T, moments["a"][0].T], axis=0)',
+             'np.concatenate([moments["b"][0], moments["a"][0].T], axis=0)',
+             ["tests/test_network_structured.py::"
+              "test_loss_without_a_table_takes_its_moments_from_the_joint_engine"],
+             "the structured blocks' B from the joint engine with its lambda rows transposed"),
+    mutation("structured-direct-corrector-one-step", "hierarchy/models/network/structured.py",
+             'corrector=net.step ** 2 * moments["c"][0]',
+             'corrector=net.step * moments["c"][0]',
+             ["tests/test_network_structured.py::"
+              "test_one_step_identity_with_a_loss_without_a_table"],
+             "the structured corrector from the joint engine with eta for eta^2"),
+    mutation("structured-no-engine-target", "hierarchy/models/network/structured.py",
+             "class StructuredSystem(EngineTarget):", "class StructuredSystem:",
+             ["tests/test_network_structured.py::"
+              "test_structured_solve_is_certified_against_its_own_target"],
+             "the structured field neither told the solve's target nor re-solved tighter"),
     mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
              "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
              "bp, nb);\n", "",

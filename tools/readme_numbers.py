@@ -192,6 +192,13 @@ CLAIMS = (
                                                 r"([0-9.]+) s CPU"),
            ("relu/erf K = M = 2 certified", r"relu/erf K = M = 2 mse" + SOLVED + r" alpha = "
                                             r"300 .*certified (\w+)")), slow=True),
+    Claim("network-structured-logistic", "structured_logistic.toml (logistic on a power law, "
+                                         "joint engine): certified, field error 1.4e-10, "
+                                         "323 s wall",
+          hierarchy("solve", str(CONFIGS / "structured_logistic.toml"), "--out", "{out}"),
+          (("largest stated field error", r"largest quadrature error of the field ([0-9.e+-]+)"),
+           ("certified", r"(certified at every output time|NOT CERTIFIED)"),),
+          wall=True, slow=True),
     Claim("network-xor-preset", "the XOR preset (lambda = 1000) solved to t = 150: wall time, "
                                 "certified or not",
           hierarchy("solve", str(CONFIGS / "network_mixture_xor.toml"), "--out", "{out}"),

@@ -197,20 +197,15 @@ def _local_maxima(s, top):
 
 
 def _refine_turn(curvature, x, k):
-    """The zero of ``curvature`` (``expr''``) between the grid's neighbours of ``x[k]``."""
+    """The zero of ``curvature`` (``expr''``) between the grid's neighbours of ``x[k]``, by
+    ``scipy.optimize.brentq``; the grid point itself where ``curvature`` has no sign change
+    there (it then vanishes at no point that the grid resolves)."""
+    from scipy.optimize import brentq
     a, b = x[max(k - 1, 0)], x[min(k + 1, len(x) - 1)]
-    fa = curvature(a)
-    for _ in range(60):
-        m = 0.5 * (a + b)
-        fm = curvature(m)
-        if fm == 0.0:
-            a = b = m
-            break
-        if (fm > 0) == (fa > 0):
-            a, fa = m, fm
-        else:
-            b = m
-    turn = 0.5 * (a + b)
+    fa, fb = curvature(a), curvature(b)
+    turn = x[k]
+    if fa == 0.0 or fb == 0.0 or (fa > 0) != (fb > 0):
+        turn = brentq(curvature, a, b, xtol=1e-15, rtol=8.9e-16)
     return 0.0 if abs(turn) < 1e-9 else float(turn)
 
 

@@ -330,7 +330,30 @@ class QuadratureField:
         return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
 
-class NetworkSystem:
+class EngineTarget:
+    """The expectation engine's target, for a system whose field is ``self.evaluator``: what
+    the solve's certification reads (:attr:`adaptive`, :attr:`quadrature_target`) and sets
+    (:meth:`set_quadrature_target`, the tightened re-solve)."""
+
+    @property
+    def adaptive(self):
+        """True when the field has engine rows whose effort follows a target."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return bool(np.any(getattr(field, "engine_rows", 0)))
+
+    @property
+    def quadrature_target(self):
+        """The engine's target of one output's quadrature error (None: no engine rows)."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return getattr(field, "target", None) if self.adaptive else None
+
+    def set_quadrature_target(self, target):
+        """Set the engine's target (absolute, per output); a no-op without engine rows."""
+        if hasattr(self.evaluator, "set_target"):
+            self.evaluator.set_target(target)
+
+
+class NetworkSystem(EngineTarget):
     """The ODE of a network's order parameters (the :class:`~hierarchy.ode.system.System`).
 
     Parameters
@@ -385,23 +408,6 @@ class NetworkSystem:
     def eg(self, u):
         """The population risk ``E[l(yhat, y*)]`` at ``u`` (no label noise)."""
         return float(self.evaluator.outputs(u)[2 * self.n])
-
-    @property
-    def adaptive(self):
-        """True when the field has engine rows whose effort follows a target."""
-        field = getattr(self.evaluator, "reference", self.evaluator)
-        return bool(np.any(getattr(field, "engine_rows", 0)))
-
-    @property
-    def quadrature_target(self):
-        """The engine's target of one output's quadrature error (None: no engine rows)."""
-        field = getattr(self.evaluator, "reference", self.evaluator)
-        return getattr(field, "target", None) if self.adaptive else None
-
-    def set_quadrature_target(self, target):
-        """Set the engine's target (absolute, per output); a no-op without engine rows."""
-        if hasattr(self.evaluator, "set_target"):
-            self.evaluator.set_target(target)
 
     def quadrature_error(self, u):
         """Estimated quadrature error of ``f + g`` and of ``eg`` at ``u``: ``(rhs, eg)``."""

@@ -146,9 +146,11 @@ class JointField:
                 "dv": None if dv is None else dv[None],
                 "loss": np.array([values[slots["loss"][(0, 0)]]])}
 
-    def evaluate(self, parts, v):
-        """``(outputs, errors)``, each ``(2 n + 1,)``, of the components ``parts`` and the
-        second layer ``v`` (the last call is kept: the solve asks both at one state)."""
+    def component_moments(self, parts, v):
+        """Per component of ``parts``, ``(moments, bounds)``: the moments dict of
+        :func:`~.moments.assemble` and the same dict of their error bounds (the engine's
+        two-order differences), at the second layer ``v``. The last call is kept: the solve
+        asks the field and its error at one state."""
         key = (tuple((c.weight, c.mean.tobytes(), c.covariance.tobytes(), c.label)
                      for c in parts), np.asarray(v, dtype=float).tobytes(), self.target)
         if self._last is not None and self._last[0] == key:
@@ -158,14 +160,28 @@ class JointField:
         means, covs, params = self._rows(parts, v)
         values, errors, _ = self.integrator.expectation(
             means, covs, params, self._targets(parts, slopes))
-        out = assemble(self.net, [(c, self._moments(values[j], c, slopes[j]))
-                                  for j, c in enumerate(parts)])[0]
-        bound = assemble(self.net, [
-            (c, self._moments(errors[j], c, slopes[j], absolute=True))
-            for j, c in enumerate(parts)],
-            absolute=True)[0]
-        self._last = (key, (out, bound))
+        moments = [(self._moments(values[j], c, slopes[j]),
+                    self._moments(errors[j], c, slopes[j], absolute=True))
+                   for j, c in enumerate(parts)]
+        self._last = (key, moments)
+        return moments
+
+    def evaluate(self, parts, v):
+        """``(outputs, errors)``, each ``(2 n + 1,)``, of the components ``parts`` and the
+        second layer ``v``."""
+        moments = self.component_moments(parts, v)
+        out = assemble(self.net, [(c, m) for c, (m, _) in zip(parts, moments)])[0]
+        bound = assemble(self.net, [(c, e) for c, (_, e) in zip(parts, moments)],
+                         absolute=True)[0]
         return out, bound
+
+    def moments_at(self, c, v):
+        """``(moments, bounds)`` of :meth:`component_moments` for one centred component of
+        covariance ``c`` (teacher data): ``a = E[d nu^T]``, ``b = E[d lambda^T]`` (all of it,
+        not only its symmetric part), ``c = E[d d^T]``, ``dv``, ``loss``, each with a leading
+        axis of length 1."""
+        return self.component_moments(
+            [Component(1.0, np.zeros(len(c)), np.asarray(c, float))], v)[0]
 
     # ---------------------------------------------------------------- the interface
     def _at(self, u):

@@ -22,7 +22,11 @@ the isotropic ODE (``[q, r] C^+ B`` is the ``lambda`` rows of ``B``).
 extra units with output weight 0 whose fields are copies of the student's (``nu_{M+k} =
 lambda_k``, covariance ``[[Q, R, Q], [R^T, T, R^T], [Q, R, Q]]``); their ``R`` drifts are
 ``-eta E[dl/dlambda_i lambda_k]``, the full matrix that the symmetric ``Q`` drift does not
-give. The per-block update is linear in the block state given ``A``: it is one matrix product
+give. A loss without a term table (logistic, cross-entropy, expressions) needs no copies:
+the compiled joint engine (:class:`~.joint_field.JointField`) integrates ``E[d_i lambda_k]``
+and ``E[d_i nu_m]`` in full at ``C`` itself (``K + M`` fields, not ``2 K + M``), so it stays
+within the engine's four fields (``K = M = 2`` without label noise), and certified. The
+per-block update is linear in the block state given ``A``: it is one matrix product
 ``(L, s) @ (s, s)`` over all blocks (:meth:`StructuredSystem.block_map`), never Python per
 block.
 """
@@ -33,7 +37,8 @@ import numpy as np
 from scipy import sparse
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network.field import network_system
+from hierarchy.models.network.derivation import needs_full_quadrature
+from hierarchy.models.network.field import EngineTarget, joint_applies, network_system
 
 #: eigenvalues of ``C`` below ``PINV_RCOND * max eigenvalue`` are its null space
 PINV_RCOND = 1e-12
@@ -82,7 +87,20 @@ class Expectations:
     covariance: np.ndarray
 
 
-class StructuredSystem:
+def direct_moments(net, engine):
+    """The :class:`~.joint_field.JointField` of ``net`` on isotropic inputs when it gives the
+    blocks' moments directly (no term table, the joint engine applies), else None (the
+    augmented network's evaluator serves)."""
+    iso = dataclasses.replace(net, inputs=None)
+    if engine == "quadrature" or not needs_full_quadrature(iso):
+        return None
+    if engine == "joint" or joint_applies(iso):
+        from hierarchy.models.network.joint_field import JointField
+        return JointField(iso)
+    return None
+
+
+class StructuredSystem(EngineTarget):
     """The per-block ODE (:class:`~hierarchy.ode.system.System`; see the module docstring).
 
     Parameters
@@ -100,7 +118,9 @@ class StructuredSystem:
         self.net = net
         self.inputs = net.inputs
         self.augmented = augmented_network(net)
-        self.evaluator = network_system(self.augmented, engine).evaluator
+        self.direct = direct_moments(net, engine)
+        self.evaluator = (self.direct if self.direct is not None
+                          else network_system(self.augmented, engine).evaluator)
         self.labels = list(net.labels)
         self.n = len(self.labels)
         self._positions = {label: j for j, label in enumerate(self.labels)}
@@ -139,12 +159,26 @@ class StructuredSystem:
         u = np.asarray(u, dtype=float)
         c = self.inputs.field_covariance(net, u)
         v = u[self.n - K:] if net.trained_second_layer else np.array(net.second_layer, float)
+        if self.direct is not None:
+            return self._direct_expectations(self.direct.moments_at(c, v)[0], c)
         out = self.evaluator.outputs_at(augmented_covariance(c, K), v)
         drift_r = out[self._r_rows]                       # -eta E[dl_i zeta_j], zeta = (nu, lambda)
         eta_b = -np.concatenate([drift_r[:, M:], drift_r[:, :M]], axis=1).T   # (K + M, K)
         corrector = out[self._aug_n + self._q_rows]
         return Expectations(eta_b=eta_b, corrector=corrector, v_drift=out[self._v_rows],
                             eg=float(out[2 * self._aug_n]), covariance=c)
+
+    def _direct_expectations(self, moments, c):
+        """The :class:`Expectations` from the joint engine's moments (``b[i, k] = E[d_i
+        lambda_k]``, ``a[i, m] = E[d_i nu_m]``; the map :func:`~.moments.assemble` applies to
+        isotropic data, with ``E|x|^2/N`` of the whitened fields 1)."""
+        net = self.net
+        eta_b = net.step * np.concatenate([moments["b"][0].T, moments["a"][0].T], axis=0)
+        v_drift = (-net.step_second_layer * moments["dv"][0] if net.trained_second_layer
+                   else np.zeros(0))
+        return Expectations(eta_b=eta_b, corrector=net.step ** 2 * moments["c"][0],
+                            v_drift=v_drift,
+                            eg=float(moments["loss"][0]), covariance=c)
 
     def block_map(self, expectations):
         """``(W (s, s), h (s,), g (s,))``: a block's drift is ``rho_b (x_b W + c_b h + g)``.
@@ -244,12 +278,18 @@ class StructuredSystem:
         u = np.asarray(u, dtype=float)
         c = self.inputs.field_covariance(net, u)
         v = u[self.n - K:] if net.trained_second_layer else np.array(net.second_layer, float)
-        error = self.evaluator.quadrature_error_at(augmented_covariance(c, K), v)
-        eg_error = float(error[2 * self._aug_n])
-        if not np.any(error):
+        if self.direct is not None:
+            bounds = self._direct_expectations(self.direct.moments_at(c, v)[1], c)
+            eg_error, error_b = bounds.eg, np.abs(bounds.eta_b)
+            error_g, error_v = np.abs(bounds.corrector), np.abs(bounds.v_drift)
+        else:
+            error = self.evaluator.quadrature_error_at(augmented_covariance(c, K), v)
+            eg_error, error_b = float(error[2 * self._aug_n]), error[self._r_rows]
+            error_g, error_v = error[self._aug_n + self._q_rows], error[self._v_rows]
+        if not (np.any(error_b) or np.any(error_g) or np.any(error_v)):
             return np.zeros(self.n), eg_error
-        d_b = np.linalg.norm(error[self._r_rows], 2)
-        d_g = float(np.max(error[self._aug_n + self._q_rows]))
+        d_b = np.linalg.norm(error_b, 2)
+        d_g = float(np.max(error_g))
         inverse = np.linalg.norm(pseudo_inverse(c), 2)
         grams = self.inputs.block_grams(net, u)
         sizes = np.linalg.norm(grams, 2, axis=(1, 2))
@@ -257,7 +297,7 @@ class StructuredSystem:
         out = np.zeros(self.n)
         out[:len(bound) * self.per_block] = np.repeat(bound, self.per_block)
         if net.trained_second_layer:
-            out[-K:] = error[self._v_rows]
+            out[-K:] = error_v
         return out, eg_error
 
 
