@@ -356,6 +356,63 @@ def test_cheap_rows_stay_on_one_thread_and_costly_rows_use_every_cpu(monkeypatch
     assert engine.row_seconds != single.THREADED_ROW_SECONDS and engine.row_seconds > 0.0
 
 
+def memo_rows(engine, net, count=12, seed=8):
+    """``count`` random rows of ``engine`` (centred for teacher data)."""
+    rng = np.random.default_rng(seed)
+    d = engine.spec.d
+    a = rng.standard_normal((count, d, d))
+    covs = np.ascontiguousarray(a @ np.swapaxes(a, 1, 2) * rng.uniform(0.1, 3.0, (count, 1, 1)))
+    means = (np.zeros((count, d)) if engine.spec.kind == "teacher"
+             else 0.8 * rng.standard_normal((count, d)))
+    params = np.tile(np.concatenate([[0.9, -1.1][:net.K], [1.0]])[:len(engine.spec.parameters)],
+                     (count, 1))
+    return means, covs, params
+
+
+@pytest.mark.parametrize("name", ["tanh/logistic", "relu xor logistic"])
+def test_memo_serves_a_row_only_where_integrating_it_again_gives_the_same_bits(name):
+    """The engine's memo of integrated rows: after a pass at a target, a pass 100x tighter
+    (then one 100x looser) gives bit for bit what a fresh engine gives at that target, and
+    the memo served some rows on the way (those that met the tighter target, or stopped at
+    their highest order) but not all (a looser target may stop a row earlier, and a row that
+    met only the old target is integrated again)."""
+    net = CASES[name]()
+    engine = joint.joint_engine(net)
+    means, covs, params = memo_rows(engine, net)
+    outputs = len(engine.spec.outputs)
+    for target in (1e-6, 1e-8, 1e-4):
+        served = engine.memo.hits
+        values, errors, orders = engine.expectation(means, covs, params,
+                                                    np.full((len(means), outputs), target))
+        fresh = joint.joint_engine(net).expectation(means, covs, params,
+                                                    np.full((len(means), outputs), target))
+        assert all(np.array_equal(x, y) for x, y in zip((values, errors, orders), fresh))
+        if target == 1e-8:
+            assert 0 < engine.memo.hits - served < len(means)
+    assert engine.memo.misses < 3 * len(means)
+
+
+@pytest.mark.parametrize("name", ["tanh/logistic", "relu xor logistic"])
+def test_memo_serves_a_row_that_ran_to_its_highest_order_at_any_tighter_target(name):
+    """A row that met its targets only at its highest order (the module flags it) is served
+    at targets below its errors, which only that flag allows, and bit for bit as a fresh
+    engine gives it; the orders returned are the orders, without the flag. (A row whose
+    errors are 0 is served without it.)"""
+    net = CASES[name]()
+    means, covs, params = memo_rows(joint.joint_engine(net), net)
+    _, at_top, top = joint.joint_engine(net).expectation(means, covs, params, 0.0)
+    assert np.all(top < joint.CAPPED)
+    engine = joint.joint_engine(net)
+    engine.expectation(means, covs, params, 2.0 * at_top)
+    flagged = sum(known[4] for known in engine.memo.rows.values())
+    assert flagged > 0
+    served = engine.memo.hits
+    tight = engine.expectation(means, covs, params, 0.5 * at_top)
+    fresh = joint.joint_engine(net).expectation(means, covs, params, 0.5 * at_top)
+    assert all(np.array_equal(x, y) for x, y in zip(tight, fresh))
+    assert engine.memo.hits - served >= flagged   # (and rows met exactly, error 0)
+
+
 # ----------------------------------------------------------------------------- the field
 
 def z_scores(net, u, count=4096):

@@ -530,6 +530,30 @@ MUTATIONS = (
              ["tests/test_network_structured.py::"
               "test_structured_solve_is_certified_against_its_own_target"],
              "the structured field neither told the solve's target nor re-solved tighter"),
+    mutation("joint-memo-serves-looser-targets", "hierarchy/models/network/joint.py",
+             "        if np.all(targets <= old) and (capped or np.all(errors <= targets)",
+             "        if (capped or np.all(errors <= targets)",
+             ["tests/test_network_joint.py::test_memo_serves_a_row_only_where_integrating_it_"
+              "again_gives_the_same_bits"],
+             "the engine's memo serving a row at a looser target (it would stop earlier)"),
+    mutation("joint-memo-serves-every-row", "hierarchy/models/network/joint.py",
+             "        if np.all(targets <= old) and (capped or np.all(errors <= targets)",
+             "        if np.all(targets <= old) and (True or np.all(errors <= targets)",
+             ["tests/test_network_joint.py::test_memo_serves_a_row_only_where_integrating_it_"
+              "again_gives_the_same_bits"],
+             "the engine's memo serving a row that met only the looser target"),
+    mutation("joint-every-row-flagged-at-its-highest-order", "templates/network_joint.pyx.j2",
+             "            if (agree) return q == pmax ? q + JOINT_CAPPED : q;",
+             "            if (agree) return q + JOINT_CAPPED;",
+             ["tests/test_network_joint.py::test_memo_serves_a_row_only_where_integrating_it_"
+              "again_gives_the_same_bits"],
+             "the module flagging a row that met its targets early as at its highest order"),
+    mutation("joint-memo-ignores-the-highest-order-flag", "hierarchy/models/network/joint.py",
+             "        if np.all(targets <= old) and (capped or np.all(errors <= targets)",
+             "        if np.all(targets <= old) and (np.all(errors <= targets)",
+             ["tests/test_network_joint.py::test_memo_serves_a_row_that_ran_to_its_highest_"
+              "order_at_any_tighter_target"],
+             "the engine's memo integrating again a row at its highest order (a lost saving)"),
     mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
              "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
              "bp, nb);\n", "",

@@ -142,8 +142,8 @@ CLAIMS = (
                            "7.3 s CPU, certified; tanh K = M = 3 174 ms per field call, 4.2x "
                            "faster than the uniform rules, 1.7x than one thread; tanh K = M = 1 "
                            "stated error 2.0e-13, solve 4.6 s CPU, certified; relu/erf K = M = 2 "
-                           "solve 5.5 s CPU, certified; logistic K = 2 81 ms per field call, 1.65x "
-                           "faster than one thread, solve 351 s wall, certified",
+                           "solve 5.5 s CPU, certified; logistic K = 2 86 ms per field call, 1.34x "
+                           "faster than one thread, solve 138 s wall, certified",
           tool("bench_network.py"),
           (("field K = M = 8 compiled (ms)", r"field K = M = 8 .*compiled ([0-9.]+) ms"),
            ("field K = M = 8 numpy (ms)", r"field K = M = 8 .*numpy closed forms ([0-9.]+) ms"),
@@ -194,7 +194,7 @@ CLAIMS = (
                                             r"300 .*certified (\w+)")), slow=True),
     Claim("network-structured-logistic", "structured_logistic.toml (logistic on a power law, "
                                          "joint engine): certified, field error 1.4e-10, "
-                                         "323 s wall",
+                                         "118 s wall",
           hierarchy("solve", str(CONFIGS / "structured_logistic.toml"), "--out", "{out}"),
           (("largest stated field error", r"largest quadrature error of the field ([0-9.e+-]+)"),
            ("certified", r"(certified at every output time|NOT CERTIFIED)"),),

@@ -30,13 +30,16 @@ row): its nodes are cut into ``JOINT_CHUNKS`` fixed chunks, each summed on its o
 whichever thread takes it, and the chunks' sums are added in order, so the values are the
 same bit for bit on any number of threads (``tests/test_network_joint.py``). Every CPU the
 process may use is taken when a row cost at least ``THREADED_ROW_SECONDS`` at the last call
-(:meth:`JointEngine.threads`), else one thread.
+(:meth:`JointEngine.threads`), else one thread. Rows already integrated are given back by
+:class:`RowMemo` where integrating them again would give the same bits (the certification's
+tightened re-solve, and the risk and the stated error asked at one state).
 
 :func:`joint_engine` returns None with a :class:`RuntimeWarning` (via :mod:`.engine`) when the
 network is beyond it (``d > 4``, a kinked loss, a kink not on one field's axis, no compiler);
 the field then stays on randomised QMC, reported NOT CERTIFIED.
 """
 
+import collections
 import dataclasses
 import functools
 import time
@@ -82,6 +85,11 @@ MAX_ORDER_TURNS = (6, 6, 6, 5, 5)
 #: split levels meet it to ``Q_kk = 3`` and reach ``1.3e-10`` at 8. (Doing a row that misses
 #: its target on both rules and keeping the better cost five times more where both miss.)
 TURN_VARIANCE = 1.0
+#: the module adds this to the order of a row that ran to its highest order
+CAPPED = 100
+#: rows a :class:`RowMemo` keeps (about 1 kB each): a solve's calls and its output times,
+#: thousands of rows, with room to spare
+MEMO_ROWS = 10_000
 #: the nodes whose kinks split a level (sympy classes)
 KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
           sympy.DiracDelta)
@@ -268,7 +276,7 @@ def joint_source(spec):
                            atom_width=atom_width(spec), atom_cases=atom_cases(spec),
                            kink_start=starts, kinks=points, max_order=orders,
                            max_legendre=max(LEGENDRE_POINTS), lower=len(LEGENDRE_LOWER),
-                           narrow=NARROW_PIECES)
+                           narrow=NARROW_PIECES, capped=CAPPED)
 
 
 def rule_tables():
@@ -300,6 +308,62 @@ def joint_engine(net, warn=True):
     return JointEngine(module, spec, plain)
 
 
+class RowMemo:
+    """Rows already integrated, given back only where integrating them again would give the
+    same bits.
+
+    The engine raises a row's order until two orders agree to every output's target, or to
+    the row's highest order, and is deterministic (on any number of threads). So at targets
+    no looser, output by output, a row would give again the result it gave when that result
+    meets the new targets too (the orders below it missed the old targets, hence the new
+    ones: the row stops at the same order), and when it ran to its highest order (the
+    module says so, :data:`CAPPED`; the orders below missed the old targets, and it stops
+    there again). Nothing else is served. This makes the
+    certification's tightened re-solve free on the states it shares with the solve (all of
+    them where every row is at its highest order, as on the XOR preset, which then repeats
+    the solve bit for bit), and the risk and the stated error at an output time, asked one
+    after the other, one pass.
+    """
+
+    def __init__(self, size=MEMO_ROWS):
+        self.size = size
+        self.rows = collections.OrderedDict()
+        #: rows served, rows integrated (for tests and benches)
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def keys(means, covariances, parameters):
+        """Each row's inputs, bit for bit (one ``bytes`` a row)."""
+        rows = len(means)
+        flat = np.concatenate([means.reshape(rows, -1), covariances.reshape(rows, -1),
+                               parameters.reshape(rows, -1)], axis=1)
+        return [row.tobytes() for row in flat]
+
+    def get(self, key, targets):
+        """``(values, errors, order)`` of the row ``key`` at ``targets``, or None."""
+        known = self.rows.get(key)
+        if known is None:
+            return None
+        old, values, errors, order, capped = known
+        # (errors beyond the old targets without ``capped``: a row the module could not do,
+        # NaN with an infinite error, which it would not do again)
+        if np.all(targets <= old) and (capped or np.all(errors <= targets)
+                                       or not np.all(errors <= old)):
+            self.rows.move_to_end(key)
+            self.hits += 1
+            return values, errors, order
+        return None
+
+    def put(self, key, targets, values, errors, order, capped):
+        """Remember a row integrated at ``targets`` (the oldest row goes beyond :attr:`size`);
+        ``capped``: it ran to its highest order."""
+        self.misses += 1
+        self.rows[key] = (targets.copy(), values.copy(), errors.copy(), order, bool(capped))
+        self.rows.move_to_end(key)
+        if len(self.rows) > self.size:
+            self.rows.popitem(last=False)
+
+
 class JointEngine:
     """The compiled module of one network's integrand (:func:`joint_engine`).
 
@@ -318,6 +382,7 @@ class JointEngine:
         self.plain = plain
         #: seconds per row at the last call (decides the threads of the next)
         self.row_seconds = 0.0
+        self.memo = RowMemo()
 
     def threads(self):
         """The threads a row's outermost level is shared among: every available CPU
@@ -355,6 +420,27 @@ class JointEngine:
         covariances = np.ascontiguousarray(covariances, dtype=float)
         parameters = np.ascontiguousarray(parameters, dtype=float)
         targets = np.ascontiguousarray(np.broadcast_to(targets, (rows, outputs)), dtype=float)
+        keys = RowMemo.keys(means, covariances, parameters)
+        known = [self.memo.get(key, targets[j]) for j, key in enumerate(keys)]
+        todo = np.array([hit is None for hit in known], dtype=bool)
+        values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
+        orders = np.zeros(rows, dtype=np.int32)
+        for j, hit in enumerate(known):
+            if hit is not None:
+                values[j], errors[j], orders[j] = hit
+        if np.any(todo):
+            values[todo], errors[todo], reached = self._integrate(
+                means[todo], covariances[todo], parameters[todo], targets[todo])
+            capped = reached >= CAPPED
+            orders[todo] = np.where(capped, reached - CAPPED, reached)
+            for j, at_top in zip(np.flatnonzero(todo), capped):
+                self.memo.put(keys[j], targets[j], values[j], errors[j], orders[j], at_top)
+        return values, errors, orders
+
+    def _integrate(self, means, covariances, parameters, targets):
+        """:meth:`expectation` of rows the memo does not hold (the module per row; the orders
+        as the module returns them, :data:`CAPPED` added at a row's highest order)."""
+        rows, outputs = targets.shape
         if self.plain is None:
             return self._run(self.module, means, covariances, parameters, targets)
         turned = [f for f, turns in enumerate(self.spec.turns) if turns]
