@@ -530,13 +530,13 @@ MUTATIONS = (
              ["tests/test_network_structured.py::"
               "test_structured_solve_is_certified_against_its_own_target"],
              "the structured field neither told the solve's target nor re-solved tighter"),
-    mutation("joint-memo-serves-looser-targets", "hierarchy/models/network/joint.py",
+    mutation("joint-memo-serves-looser-targets", "hierarchy/models/network/row_memo.py",
              "        if np.all(targets <= old) and (capped or np.all(errors <= targets)",
              "        if (capped or np.all(errors <= targets)",
              ["tests/test_network_joint.py::test_memo_serves_a_row_only_where_integrating_it_"
               "again_gives_the_same_bits"],
              "the engine's memo serving a row at a looser target (it would stop earlier)"),
-    mutation("joint-memo-serves-every-row", "hierarchy/models/network/joint.py",
+    mutation("joint-memo-serves-every-row", "hierarchy/models/network/row_memo.py",
              "        if np.all(targets <= old) and (capped or np.all(errors <= targets)",
              "        if np.all(targets <= old) and (True or np.all(errors <= targets)",
              ["tests/test_network_joint.py::test_memo_serves_a_row_only_where_integrating_it_"
@@ -548,7 +548,7 @@ MUTATIONS = (
              ["tests/test_network_joint.py::test_memo_serves_a_row_only_where_integrating_it_"
               "again_gives_the_same_bits"],
              "the module flagging a row that met its targets early as at its highest order"),
-    mutation("joint-memo-ignores-the-highest-order-flag", "hierarchy/models/network/joint.py",
+    mutation("joint-memo-ignores-the-highest-order-flag", "hierarchy/models/network/row_memo.py",
              "        if np.all(targets <= old) and (capped or np.all(errors <= targets)",
              "        if np.all(targets <= old) and (np.all(errors <= targets)",
              ["tests/test_network_joint.py::test_memo_serves_a_row_that_ran_to_its_highest_"

@@ -31,15 +31,10 @@ whichever thread takes it, and the chunks' sums are added in order, so the value
 same bit for bit on any number of threads (``tests/test_network_joint.py``). Every CPU the
 process may use is taken when a row cost at least ``THREADED_ROW_SECONDS`` at the last call
 (:meth:`JointEngine.threads`), else one thread. Rows already integrated are given back by
-:class:`RowMemo` where integrating them again would give the same bits (the certification's
-tightened re-solve, and the risk and the stated error asked at one state).
-
-:func:`joint_engine` returns None with a :class:`RuntimeWarning` (via :mod:`.engine`) when the
-network is beyond it (``d > 4``, a kinked loss, a kink not on one field's axis, no compiler);
-the field then stays on randomised QMC, reported NOT CERTIFIED.
+:class:`~.row_memo.RowMemo` where integrating them again would give the same bits (the
+certification's tightened re-solve, and the risk and the stated error asked at one state).
 """
 
-import collections
 import dataclasses
 import functools
 import time
@@ -51,6 +46,7 @@ from hierarchy.core.row_threads import thread_count
 from hierarchy.models.network import engine as single_engine
 from hierarchy.models.network.activations import VECTOR_LOSSES, X
 from hierarchy.models.network.gradients import derivative, symbolic_derivatives
+from hierarchy.models.network.row_memo import RowMemo
 
 TEMPLATE = "network_joint.pyx.j2"
 #: the most jointly Gaussian fields the engine integrates over
@@ -86,10 +82,8 @@ MAX_ORDER_TURNS = (6, 6, 6, 5, 5)
 #: its target on both rules and keeping the better cost five times more where both miss.)
 TURN_VARIANCE = 1.0
 #: the module adds this to the order of a row that ran to its highest order
+#: (:class:`~.row_memo.RowMemo`)
 CAPPED = 100
-#: rows a :class:`RowMemo` keeps (about 1 kB each): a solve's calls and its output times,
-#: thousands of rows, with room to spare
-MEMO_ROWS = 10_000
 #: the nodes whose kinks split a level (sympy classes)
 KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
           sympy.DiracDelta)
@@ -306,62 +300,6 @@ def joint_engine(net, warn=True):
         plain = single_engine.compiled_module(joint_source(plain_spec), "network_joint",
                                               "compiling the joint engine failed")
     return JointEngine(module, spec, plain)
-
-
-class RowMemo:
-    """Rows already integrated, given back only where integrating them again would give the
-    same bits.
-
-    The engine raises a row's order until two orders agree to every output's target, or to
-    the row's highest order, and is deterministic (on any number of threads). So at targets
-    no looser, output by output, a row would give again the result it gave when that result
-    meets the new targets too (the orders below it missed the old targets, hence the new
-    ones: the row stops at the same order), and when it ran to its highest order (the
-    module says so, :data:`CAPPED`; the orders below missed the old targets, and it stops
-    there again). Nothing else is served. This makes the
-    certification's tightened re-solve free on the states it shares with the solve (all of
-    them where every row is at its highest order, as on the XOR preset, which then repeats
-    the solve bit for bit), and the risk and the stated error at an output time, asked one
-    after the other, one pass.
-    """
-
-    def __init__(self, size=MEMO_ROWS):
-        self.size = size
-        self.rows = collections.OrderedDict()
-        #: rows served, rows integrated (for tests and benches)
-        self.hits = self.misses = 0
-
-    @staticmethod
-    def keys(means, covariances, parameters):
-        """Each row's inputs, bit for bit (one ``bytes`` a row)."""
-        rows = len(means)
-        flat = np.concatenate([means.reshape(rows, -1), covariances.reshape(rows, -1),
-                               parameters.reshape(rows, -1)], axis=1)
-        return [row.tobytes() for row in flat]
-
-    def get(self, key, targets):
-        """``(values, errors, order)`` of the row ``key`` at ``targets``, or None."""
-        known = self.rows.get(key)
-        if known is None:
-            return None
-        old, values, errors, order, capped = known
-        # (errors beyond the old targets without ``capped``: a row the module could not do,
-        # NaN with an infinite error, which it would not do again)
-        if np.all(targets <= old) and (capped or np.all(errors <= targets)
-                                       or not np.all(errors <= old)):
-            self.rows.move_to_end(key)
-            self.hits += 1
-            return values, errors, order
-        return None
-
-    def put(self, key, targets, values, errors, order, capped):
-        """Remember a row integrated at ``targets`` (the oldest row goes beyond :attr:`size`);
-        ``capped``: it ran to its highest order."""
-        self.misses += 1
-        self.rows[key] = (targets.copy(), values.copy(), errors.copy(), order, bool(capped))
-        self.rows.move_to_end(key)
-        if len(self.rows) > self.size:
-            self.rows.popitem(last=False)
 
 
 class JointEngine:
