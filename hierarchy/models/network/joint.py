@@ -62,9 +62,12 @@ LEGENDRE_LOWER = (4, 6)
 #: then two orders lower
 NARROW_PIECES = (1.0, 0.25)
 #: highest order by the rank of the covariance (cost ``points^rank`` per order), when a
-#: field has a kink (its levels on Gauss-Legendre pieces: order 4 of rank 4 cost the XOR
-#: preset 3-4 s a call against 1 s)
-MAX_ORDER = (6, 6, 6, 5, 3)
+#: field has a kink (its levels on Gauss-Legendre pieces). Order 4 of rank 4 costs about 3x
+#: order 3 a call (XOR preset: 0.9 s against 0.3 s at ``t = 124``, 2.7 against 0.9 s at
+#: ``t = 60``), and takes its stated error from 8.8e-4 to 1.5e-7 at ``t = 124`` (4.6e-5 to
+#: 6.7e-9 at ``t = 11``), below the solve's tolerance; a row that meets its target at order
+#: 3 stops there, and the certification's re-solve is served by :class:`~.row_memo.RowMemo`
+MAX_ORDER = (6, 6, 6, 5, 4)
 #: the same when every field is smooth: the narrow levels' lower rules leave room for
 #: order 4 of rank 4 (the logistic K = 2 field: 1.6e-13 at about the time order 3 took
 #: on the uniform rules, 1.3e-11)
