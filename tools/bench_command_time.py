@@ -207,6 +207,11 @@ def main():
           f"{command / bare:.2f} (target <= 2); CPU {command_cpu:.2f} s, ratio "
           f"{command_cpu / bare_cpu:.2f}")
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        # numpy and scipy come with their bytecode compiled at install; an editable install of
+        # this package writes its own on first import, unless this variable forbids it
+        print("PYTHONDONTWRITEBYTECODE is set: this package's modules were compiled from source "
+              "in every command above (the baseline's numpy and scipy were not)")
     print(f"derivation with the derivation cache {parts['derivation CPU']:.3f} s CPU, without "
           f"it (every read a miss) {cold['derivation CPU']:.3f} s CPU: the cache saves "
           f"{cold['derivation CPU'] - parts['derivation CPU']:.3f} s CPU")
