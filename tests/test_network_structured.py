@@ -209,12 +209,10 @@ def one_step_net():
                     step_v=1.5, ridge=0.3)
 
 
-def test_one_step_identity_per_block():
-    """The mean of single SGD steps at N = 800 (x = Sigma^{1/2} g) is (f + g)/N for every
-    block's q_b, r_b and v, within standard errors; with the corrector dropped the q_b are off
-    by many of them, and with the corrector's rho_b replaced by 1 too."""
-    net, dimension = one_step_net(), 800
-    system = StructuredSystem(net)
+def check_one_step(net, system, dimension):
+    """The mean of 12,000 single SGD steps at ``dimension`` from a random block state is
+    ``(f + g)/N`` within :data:`SCORE` standard errors, and the ``q_b`` are off by more than 15
+    of them with the corrector dropped; returns ``(f, g, sampled, error, q)``."""
     state = block_state(net, np.random.default_rng(3), 0.9)
     sampled, error = onestep.sampled_increment(net, state, dimension, 12_000, seed=4)
     f, g = system.drift_and_corrector(state)
@@ -223,6 +221,15 @@ def test_one_step_identity_per_block():
     q = [j for j, label in enumerate(net.labels) if label.startswith("Q")]
     dropped = onestep.standard_scores(sampled, error, f / dimension)
     assert np.min(np.abs(dropped[q])) > 15, dropped[q]
+    return f, g, sampled, error, q
+
+
+def test_one_step_identity_per_block():
+    """The mean of single SGD steps at N = 800 (x = Sigma^{1/2} g) is (f + g)/N for every
+    block's q_b, r_b and v, within standard errors; with the corrector dropped the q_b are off
+    by many of them, and with the corrector's rho_b replaced by 1 too."""
+    net, dimension = one_step_net(), 800
+    f, g, sampled, error, q = check_one_step(net, StructuredSystem(net), dimension)
     rho = np.repeat(net.inputs.eigenvalues, net.inputs.per_block(2, 2))
     flat_g, flat_f = g.copy(), f.copy()
     flat_g[:len(rho)] = g[:len(rho)] / rho
@@ -305,17 +312,10 @@ def test_direct_moments_equal_the_augmented_joint_engine():
 def test_one_step_identity_with_a_loss_without_a_table():
     """The one-step identity for the logistic loss on two blocks (the joint engine's direct
     moments): within standard errors, and off by many of them with the corrector dropped."""
-    net, dimension = logistic_net(), 800
+    net = logistic_net()
     system = StructuredSystem(net)
     system.set_quadrature_target(1e-9)
-    state = block_state(net, np.random.default_rng(3), 0.9)
-    sampled, error = onestep.sampled_increment(net, state, dimension, 12_000, seed=4)
-    f, g = system.drift_and_corrector(state)
-    scores = onestep.standard_scores(sampled, error, (f + g) / dimension)
-    assert np.all(np.abs(scores) < SCORE), scores
-    q = [j for j, label in enumerate(net.labels) if label.startswith("Q")]
-    dropped = onestep.standard_scores(sampled, error, f / dimension)
-    assert np.min(np.abs(dropped[q])) > 15, dropped[q]
+    check_one_step(net, system, 800)
 
 
 def test_structured_solve_is_certified_against_its_own_target(tmp_path):
