@@ -33,6 +33,10 @@ process may use is taken when a row cost at least ``THREADED_ROW_SECONDS`` at th
 (:meth:`JointEngine.threads`), else one thread. Rows already integrated are given back by
 :class:`~.row_memo.RowMemo` where integrating them again would give the same bits (the
 certification's tightened re-solve, and the risk and the stated error asked at one state).
+
+:func:`joint_engine` returns None with a :class:`RuntimeWarning` (via :mod:`.engine`) when the
+network is beyond it (``d > 4``, a kinked loss, a kink not on one field's axis, no compiler);
+the field then stays on randomised QMC, reported NOT CERTIFIED.
 """
 
 import dataclasses
@@ -339,7 +343,8 @@ class JointEngine:
 
         With turns (:attr:`Spec.turns`) a row is done on the levels split at them when its
         largest student variance is at least :data:`TURN_VARIANCE`, else on the trapezoid
-        (the choice depends on the row alone, never on earlier calls).
+        (the choice depends on the row alone, never on earlier calls). A row :attr:`memo`
+        holds is given back where integrating it again would give the same bits.
 
         Parameters
         ----------
