@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from scipy.integrate import quad, solve_ivp
 
+from hierarchy.config.loader import load_config
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import onestep, structured
+from hierarchy.models.network.family import NetworkFamily
 from hierarchy.models.network.field import network_system
-from hierarchy.models.network.model import network_from_config
 from hierarchy.models.network.joint_field import JointField
+from hierarchy.models.network.model import network_from_config
 from hierarchy.models.network.structured import StructuredSystem, augmented_covariance
 
 STUDENT = {"width": 2, "activation": "erf", "second_layer": "fixed", "second_layer_values": []}
@@ -318,11 +320,11 @@ def test_one_step_identity_with_a_loss_without_a_table():
     check_one_step(net, system, 800)
 
 
-def test_structured_solve_is_certified_against_its_own_target(tmp_path):
-    """The solve sets the structured field's engine target to 0.01 atol and repeats itself
-    with it tightened (the a-posteriori check), as the isotropic field does: a table-less
-    loss on the joint engine, and tanh, whose rows are on the compiled engine."""
-    from hierarchy.models.network.family import NetworkFamily
+def test_structured_solve_is_certified_against_its_own_target():
+    """The solve sets the structured field's engine target to 0.01 atol, and the field is
+    adaptive (what makes the solve repeat itself with the target tightened, the a-posteriori
+    check), as the isotropic field is: a table-less loss on the joint engine, and tanh, whose
+    rows are on the compiled engine."""
     family = NetworkFamily()
     for loss, activation in (("logistic", "erf"), ("mse", "tanh")):
         config = {"model": {"family": "network", "data": "teacher", "loss": loss,
@@ -330,7 +332,6 @@ def test_structured_solve_is_certified_against_its_own_target(tmp_path):
                             "student": {"width": 1, "activation": activation},
                             "teacher": {"width": 1, "activation": activation}},
                   "solve": {"atol": 1e-8}}
-        from hierarchy.config.loader import load_config
         system = family.system(load_config(None, config))
         assert isinstance(system, StructuredSystem)
         assert system.adaptive and system.quadrature_target == pytest.approx(1e-10)
