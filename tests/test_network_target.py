@@ -9,7 +9,7 @@ import pytest
 import sympy
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network import onestep
+from hierarchy.models.network import activations, onestep
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.target import nu_symbols
 from tests.test_network_batch_sphere import ode_at, sgd_against_ode
@@ -46,7 +46,8 @@ def test_polynomial_target_path_equals_committee_path(activation):
     g = sympy.sympify(activation, locals={"x": x})  # test's own constant text, not user input
     nu1, nu2 = nu_symbols(2)
     general = dataclasses.replace(today, target=g.subs(x, nu1) + g.subs(x, nu2),
-                                  teacher_activation=sympy.S.Zero, teacher_second_layer=(0., 0.))
+                                  teacher_formula=activations.NO_TEACHER,
+                                  teacher_second_layer=(0., 0.))
     n = len(today.labels)
     error = sum(network_system(net, engine="numpy").evaluator.quadrature_error(STATE)
                 for net in (today, general))

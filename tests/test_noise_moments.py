@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import sympy
 
-from hierarchy.models.network import quadrature
+from hierarchy.models.network import activations, quadrature
 from hierarchy.models.network.activations import Y, YHAT
 from hierarchy.models.network.derivation import _xi_moment
 from hierarchy.models.network.field import TableField
@@ -63,7 +63,7 @@ def table_outputs(net, u):
 @pytest.fixture(scope="module")
 def case():
     net = network("linear", "x + 0.3*x**2", "(yhat - y)**4/4", True, NOISE, width=1)
-    net = dataclasses.replace(net, loss=LOSS, loss_name="degree 5")
+    net = dataclasses.replace(net, loss_formula=activations.formula(LOSS, "degree 5"))
     u = np.array([0.8, 0.35, 0.9])          # Q1.1, R1.1, v1
     return net, u
 

@@ -1,9 +1,9 @@
-"""The activation and loss tables of the ``network`` family: name -> sympy expression.
+"""The activation and loss tables of the ``network`` family, and the :class:`Formula` a config
+names.
 
-An activation is a sympy expression in the symbol :data:`X`; a loss one in :data:`YHAT` and
-:data:`Y`. A config names a table entry or writes a formula, which becomes an expression only
-through the whitelisting parser :func:`hierarchy.core.expressions.expression_from_text`
-(never evaluated).
+An activation is a sympy expression in the symbol ``X``; a loss one in ``YHAT`` and ``Y``. A
+config names a table entry or writes a formula, which becomes an expression only through the
+whitelisting parser :func:`hierarchy.core.expressions.expression_from_text` (never evaluated).
 
 - activations: ``erf`` (``erf(x/sqrt 2)``, the soft committee machine's), ``relu``, ``tanh``,
   ``sigmoid``, ``linear``, ``quadratic``, or an expression in ``x``;
@@ -18,34 +18,121 @@ Kinks are written the way ``relu`` is (:func:`route_kinks`), whatever their spel
 become ``2 Heaviside(u) - 1``, so the field evaluates them by the non-smooth quadrature, as
 ``relu``. Whether a formula is finite and integrable is checked by
 :mod:`hierarchy.models.network.formulas`.
+
+sympy is imported on first use (:mod:`hierarchy.core.lazy_import`): a table entry is a
+:class:`Formula` whose expression is built when something derives with it, so a run whose
+derivation is cached (:mod:`.table_cache`) imports no sympy. The symbols ``X``, ``YHAT``,
+``Y`` and the tables ``ACTIVATIONS``, ``LOSSES`` are built on first read (module
+``__getattr__``); read them inside functions, not at another module's import.
 """
 
-import sympy
+from hierarchy.core.lazy_import import lazy_module
 
-from hierarchy.core.expressions import expression_from_text
+sympy = lazy_module("sympy")
 
-X = sympy.Symbol("x", real=True)
-YHAT = sympy.Symbol("yhat", real=True)
-Y = sympy.Symbol("y", real=True)
-
-#: activation name -> g(x)
-ACTIVATIONS = {
-    "erf": sympy.erf(X / sympy.sqrt(2)),
-    "relu": sympy.Max(X, 0),
-    "tanh": sympy.tanh(X),
-    "sigmoid": 1 / (1 + sympy.exp(-X)),
-    "linear": X,
-    "quadratic": X ** 2,
-}
-
-#: loss name -> l(yhat, y)
-LOSSES = {
-    "mse": (YHAT - Y) ** 2 / 2,
-    "logistic": sympy.log(1 + sympy.exp(-Y * YHAT)),
-}
-
+#: the activation table's names (:data:`ACTIVATIONS` holds their expressions)
+ACTIVATION_NAMES = ("erf", "relu", "tanh", "sigmoid", "linear", "quadratic")
+#: the loss table's names (:data:`LOSSES`)
+LOSS_NAMES = ("mse", "logistic")
 #: losses of the vector of unit outputs (not of their sum ``yhat``), class labels ``1..K``
 VECTOR_LOSSES = ("cross-entropy",)
+
+
+def _symbols():
+    return {name: sympy.Symbol(name.lower(), real=True) for name in ("X", "YHAT", "Y")}
+
+
+def _activations():
+    """activation name -> g(x)"""
+    x = sympy.Symbol("x", real=True)
+    return {"erf": sympy.erf(x / sympy.sqrt(2)), "relu": sympy.Max(x, 0), "tanh": sympy.tanh(x),
+            "sigmoid": 1 / (1 + sympy.exp(-x)), "linear": x, "quadratic": x ** 2}
+
+
+def _losses():
+    """loss name -> l(yhat, y)"""
+    yhat, y = sympy.Symbol("yhat", real=True), sympy.Symbol("y", real=True)
+    return {"mse": (yhat - y) ** 2 / 2, "logistic": sympy.log(1 + sympy.exp(-y * yhat))}
+
+
+_BUILT_ON_FIRST_READ = {"X": lambda: _symbols()["X"], "YHAT": lambda: _symbols()["YHAT"],
+                        "Y": lambda: _symbols()["Y"], "ACTIVATIONS": _activations,
+                        "LOSSES": _losses, "NO_TEACHER_TABLE": lambda: {"": sympy.S.Zero}}
+
+
+def __getattr__(name):
+    """``X``, ``YHAT``, ``Y``, ``ACTIVATIONS`` and ``LOSSES``, built (with sympy) on first read."""
+    if name not in _BUILT_ON_FIRST_READ:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _BUILT_ON_FIRST_READ[name]()
+    globals()[name] = value
+    return value
+
+
+def _read(name):
+    """A name of :data:`_BUILT_ON_FIRST_READ`, built once."""
+    return globals()[name] if name in globals() else __getattr__(name)
+
+
+class Formula:
+    """A formula of the config: its text, and its sympy expression, built on first use for a
+    table entry.
+
+    Parameters
+    ----------
+    text : str
+        The config's text (a table name or the formula as written).
+    expression : sympy.Expr, optional
+        The expression; None for a table entry (built from ``table`` on first use).
+    table : str, optional
+        ``"ACTIVATIONS"``, ``"LOSSES"`` or ``"cross-entropy <K>"`` for a table entry.
+
+    Two formulas are equal when their :attr:`identity` is: the table and name for a table
+    entry (no sympy), sympy's exact ``srepr`` otherwise.
+    """
+
+    def __init__(self, text, expression=None, table=None):
+        if (expression is None) == (table is None):
+            raise ValueError("a Formula is a table entry or an expression, not both or neither")
+        self.text = text
+        self.table = table
+        self._expression = expression
+
+    @property
+    def expression(self):
+        """The sympy expression (imports sympy for a table entry's first use)."""
+        if self._expression is None:
+            if self.table.startswith("cross-entropy"):
+                self._expression = vector_loss("cross-entropy", int(self.table.split()[1]))
+            else:
+                self._expression = _read(self.table)[self.text]
+        return self._expression
+
+    @property
+    def identity(self):
+        """What the derivation of this formula depends on, exactly, as text."""
+        if self.table is not None:
+            return f"{self.table}:{self.text}"
+        return sympy.srepr(self._expression)
+
+    def __eq__(self, other):
+        return isinstance(other, Formula) and self.identity == other.identity
+
+    def __hash__(self):
+        return hash(self.identity)
+
+    def __repr__(self):
+        return f"Formula({self.text!r})"
+
+
+#: the teacher activation of data without one (a mixture, a multi-index target): 0
+NO_TEACHER = Formula("", table="NO_TEACHER_TABLE")
+
+
+def formula(expression, text=None):
+    """A :class:`Formula` of an expression already built (``text`` defaults to its ``str``)."""
+    return Formula(str(expression) if text is None else text, expression=expression)
+
 
 #: largest polynomial degree of an activation expression
 ACTIVATION_DEGREE = 8
@@ -67,23 +154,28 @@ def activation(text, field):
 
     Returns
     -------
-    sympy.Expr
-        An expression in :data:`X`.
+    Formula
+        A table entry (no sympy yet), or the parsed expression in ``X``.
     """
-    if text in ACTIVATIONS:
-        return ACTIVATIONS[text]
-    hint = f"a name ({' | '.join(ACTIVATIONS)}) or an expression in x"
-    return route_kinks(expression_from_text(text, field, names={"x": X}, hint=hint,
-                                            max_degree=ACTIVATION_DEGREE, kinks=True))
+    if text in ACTIVATION_NAMES:
+        return Formula(text, table="ACTIVATIONS")
+    from hierarchy.core.expressions import expression_from_text  # noqa: PLC0415 (sympy)
+    hint = f"a name ({' | '.join(ACTIVATION_NAMES)}) or an expression in x"
+    return formula(route_kinks(expression_from_text(
+        text, field, names={"x": _read("X")}, hint=hint, max_degree=ACTIVATION_DEGREE,
+        kinks=True)), text)
 
 
 def loss(text, field="model.loss"):
-    """``l(yhat, y)`` of a table name or a whitelisted expression in ``yhat`` and ``y``."""
-    if text in LOSSES:
-        return LOSSES[text]
-    hint = f"a name ({' | '.join(LOSSES)}) or an expression in yhat and y"
-    return route_kinks(expression_from_text(text, field, names={"yhat": YHAT, "y": Y},
-                                            hint=hint, max_degree=LOSS_DEGREE, kinks=True))
+    """The :class:`Formula` ``l(yhat, y)`` of a table name or a whitelisted expression in
+    ``yhat`` and ``y``."""
+    if text in LOSS_NAMES:
+        return Formula(text, table="LOSSES")
+    from hierarchy.core.expressions import expression_from_text  # noqa: PLC0415 (sympy)
+    hint = f"a name ({' | '.join(LOSS_NAMES)}) or an expression in yhat and y"
+    names = {"yhat": _read("YHAT"), "y": _read("Y")}
+    return formula(route_kinks(expression_from_text(text, field, names=names, hint=hint,
+                                                    max_degree=LOSS_DEGREE, kinks=True)), text)
 
 
 def route_kinks(expr):

@@ -25,10 +25,12 @@ import math
 from collections import Counter, defaultdict
 
 import numpy as np
-import sympy
 
-from hierarchy.models.network.activations import ACTIVATIONS, X
+from hierarchy.core.lazy_import import lazy_module
+from hierarchy.models.network import activations, table_cache
 from hierarchy.models.network.derivation import single_field_function
+
+sympy = lazy_module("sympy")
 
 TWO_OVER_PI = 2.0 / math.pi
 
@@ -140,9 +142,20 @@ CLOSED_FORMS = {
 KIND_ORDER = {"d": 0, "x": 1, "g": 2}
 
 
-def closed_form_name(activation):
-    """The :data:`CLOSED_FORMS` key of an activation expression, or None."""
-    return next((name for name in CLOSED_FORMS if ACTIVATIONS[name] == activation), None)
+def closed_form_name(formula):
+    """The :data:`CLOSED_FORMS` key of an activation (a :class:`~.activations.Formula`), or
+    None: a table entry by its name (no sympy), a formula written out by its expression."""
+    if formula.table == "ACTIVATIONS":
+        return formula.text if formula.text in CLOSED_FORMS else None
+    if formula.table is not None:
+        return None  # no teacher (0)
+    table = activations.ACTIVATIONS
+    return next((name for name in CLOSED_FORMS if table[name] == formula.expression), None)
+
+
+def activation_formula(net, teacher):
+    """The :class:`~.activations.Formula` of the teacher's or the student's activation."""
+    return net.teacher_formula if teacher else net.student_formula
 
 
 # ----------------------------------------------------------------------------- Wick
@@ -176,7 +189,7 @@ def wick_terms(polynomials):
     """``E[prod_f p_f(z_f)]`` as ``[(coefficient, pairs)]`` for polynomial ``p_f`` in ``x``."""
     monomials = {(): 1.0}
     for poly in polynomials:
-        terms = sympy.Poly(sympy.expand(poly), X).terms()
+        terms = sympy.Poly(sympy.expand(poly), activations.X).terms()
         monomials = {key + (e[0],): c * float(k) for key, c in monomials.items()
                      for e, k in terms}
     out = Counter()
@@ -213,13 +226,12 @@ def plan(net, pattern):
         Per field position ``(teacher, a, b, c)`` (:mod:`.derivation`).
     """
     functions = [single_field_function(net, entry) for entry in pattern]
-    if all(h.is_polynomial(X) for h in functions):
+    if all(h.is_polynomial(activations.X) for h in functions):
         return "wick", wick_terms(functions)
     names, variables = set(), []
     for position, (teacher, a, b, c) in enumerate(pattern):
-        activation = net.teacher_activation if teacher else net.student_activation
         if a or b:
-            names.add(closed_form_name(activation))
+            names.add(closed_form_name(activation_formula(net, teacher)))
         variables += [("g", position)] * a + [("d", position)] * b + [("x", position)] * c
     if len(names) != 1 or None in names:
         return None
@@ -234,9 +246,31 @@ def plan(net, pattern):
 FUNCTIONS = {form.__name__: form for table in CLOSED_FORMS.values() for form in table.values()}
 
 
+def table_plans(net, table):
+    """:func:`plan` of every group of ``net``'s term ``table``, read from the derivation cache
+    (:func:`~.table_cache.cached_json`) after the first run: no sympy then."""
+    stored = table_cache.cached_json(
+        net, "plans", lambda: [plan(net, group.pattern) for group in table.groups])
+    return [_plan_from_json(how) for how in stored]
+
+
+def _plan_from_json(how):
+    """A :func:`plan` read back from JSON (lists where it had tuples)."""
+    if how is None:
+        return None
+    name, detail = how
+    if name == "wick":
+        return name, [(float(c), tuple(tuple(pair) for pair in pairs)) for c, pairs in detail]
+    return name, tuple(detail)
+
+
 def expectation(net, pattern):
     """``C (rows, d, d) -> E[prod_f h_f(z_f)]`` for a pattern, or None (no closed form)."""
-    how = plan(net, pattern)
+    return evaluator(plan(net, pattern))
+
+
+def evaluator(how):
+    """The function ``C (rows, d, d) -> E`` of a :func:`plan`, or None (no closed form)."""
     if how is None:
         return None
     name, detail = how
@@ -259,10 +293,9 @@ def relu_factors(net, pattern):
     else None (``g^a g'^b x^c = step x^(a + c)`` for ``a + b > 0``)."""
     out = []
     for teacher, a, b, c in pattern:
-        activation = net.teacher_activation if teacher else net.student_activation
         if a + b == 0:
             out.append((False, c))
-        elif closed_form_name(activation) == "relu":
+        elif closed_form_name(activation_formula(net, teacher)) == "relu":
             out.append((True, a + c))
         else:
             return None

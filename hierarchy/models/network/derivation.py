@@ -37,12 +37,13 @@ from collections import defaultdict
 from math import comb
 
 import numpy as np
-import sympy
 
-from hierarchy.models.network.activations import X, Y, YHAT
-from hierarchy.models.network import table_cache
+from hierarchy.core.lazy_import import lazy_module
+from hierarchy.models.network import activations, table_cache
 from hierarchy.models.network.gradients import derivative
 from hierarchy.models.network.target import monomials as target_monomials
+
+sympy = lazy_module("sympy")
 
 #: most distinct local fields of one term evaluated by the term table
 MAX_FIELDS = 4
@@ -154,7 +155,7 @@ def _xi_moment(p):
 
 def parity(expr):
     """``+1`` (even), ``-1`` (odd) or ``0`` (neither) of an expression in ``x``."""
-    mirrored = expr.subs(X, -X)
+    mirrored = expr.subs(activations.X, -activations.X)
     if sympy.expand(mirrored - expr) == 0:
         return 1
     if sympy.expand(mirrored + expr) == 0:
@@ -184,6 +185,17 @@ def monomials(terms, yhat_atoms, label_atoms):
 
 
 def table_size(net):
+    """The :class:`TableSize` of :func:`term_table` (see :func:`_table_size`), read from the
+    derivation cache after the first run."""
+    size = table_cache.cached_json(net, "size", lambda: _size_as_list(_table_size(net)))
+    return None if size is None else TableSize(*size)
+
+
+def _size_as_list(size):
+    return None if size is None else [size.entries, size.products]
+
+
+def _table_size(net):
     """The :class:`TableSize` of :func:`term_table` from the widths and the loss's terms, or
     None when no table is built (mixture data, ``l'`` not a polynomial).
 
@@ -200,7 +212,7 @@ def table_size(net):
     label = M + int(bool(net.noise))
     square = {(a1 + a2, b1 + b2) for a1, b1 in error for a2, b2 in error}
     e, e2 = monomials(error, K, label), monomials(square, K, label)
-    loss = polynomial_in(net.loss, YHAT, Y)
+    loss = polynomial_in(net.loss, activations.YHAT, activations.Y)
     risk = monomials(loss, K, M) if loss is not None else 0
     pairs = K * (K + 1) // 2
     entries = K * M * e + K * K * e + pairs * e2 + (K * e if net.trained_second_layer else 0)
@@ -208,10 +220,16 @@ def table_size(net):
 
 
 def needs_full_quadrature(net):
-    """True when the term table does not apply (see the module docstring)."""
+    """True when the term table does not apply (see the module docstring); read from the
+    derivation cache after the first run, like the table."""
+    applies = table_cache.cached_json(net, "applies", lambda: bool(_applies(net)))
+    return not applies or term_table(net) is None
+
+
+def _applies(net):
     if net.target is not None and target_monomials(net.target, net.M) is None:
-        return True  # a target that is not a polynomial in the nu's
-    return not table_applies(net) or term_table(net) is None
+        return False  # a target that is not a polynomial in the nu's
+    return table_applies(net)
 
 
 def table_applies(net):
@@ -231,8 +249,9 @@ def integrand_degree(net, error_degree):
     """A bound on the polynomial degree of the table's integrands: the corrector's ``l'^2 g'_i
     g'_k`` (``2 e d + 2 (d - 1)``) or the risk's ``l`` (``(e + 1) d``), ``d`` the largest
     degree of a polynomial activation (0 when neither is one: no Wick sums)."""
-    degrees = [sympy.degree(g, X) for g in (net.student_activation, net.teacher_activation)
-               if g.is_polynomial(X) and g.free_symbols]
+    x = activations.X
+    degrees = [sympy.degree(g, x) for g in (net.student_activation, net.teacher_activation)
+               if g.is_polynomial(x) and g.free_symbols]
     d = max(degrees, default=0)
     return max(2 * error_degree * d + 2 * max(d - 1, 0), (error_degree + 1) * d)
 
@@ -254,7 +273,8 @@ def target_label(net, one):
 
 
 def _error_polynomial(net):
-    return polynomial_in(sympy.diff(net.loss, YHAT), YHAT, Y)
+    yhat = activations.YHAT
+    return polynomial_in(sympy.diff(net.loss, yhat), yhat, activations.Y)
 
 
 @functools.lru_cache(maxsize=32)
@@ -314,7 +334,7 @@ def derive_term_table(net):
         if trained:
             rows.append((index[f"v{i + 1}"], -net.step_second_layer,
                          _product(error, _atom("G", i))))
-    loss_terms = polynomial_in(net.loss, YHAT, Y)
+    loss_terms = polynomial_in(net.loss, activations.YHAT, activations.Y)
     if loss_terms is not None:
         rows.append((2 * n, 1.0, _compose(loss_terms, yhat, clean_label, one)))
     return _tabulate(net, rows, n)
@@ -377,7 +397,7 @@ def single_field_function(net, entry):
     """``h(x)`` of one pattern entry ``(teacher, a, b, c)``: ``g^a g'^b x^c`` or ``g*^a x^c``."""
     teacher, a, b, c = entry
     g = net.teacher_activation if teacher else net.student_activation
-    return g ** a * derivative(g) ** b * X ** c
+    return g ** a * derivative(g) ** b * activations.X ** c
 
 
 def row_weights(group, v):

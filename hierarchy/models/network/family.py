@@ -70,7 +70,7 @@ KEY_HELP = {
                    "finite for every real input and growing more slowly than exp(c z^2), "
                    "alone and with yhat, y as functions of the Gaussian fields, and smooth "
                    "(no abs, sign, sqrt(u**2)).",
-                   f"{' | '.join(activations.LOSSES)} | a whitelisted expression "
+                   f"{' | '.join(activations.LOSS_NAMES)} | a whitelisted expression "
                    f"(polynomial degree <= {activations.LOSS_DEGREE})"),
     "model.ridge": ("Ridge alpha of the penalty (alpha/2N) sum_k |w_k|^2 per step.",
                     "number in 0..1000"),
@@ -81,7 +81,7 @@ KEY_HELP = {
                                  "expression in `x`, it and its derivative finite for every "
                                  "real x and growing more slowly than exp(c x^2) (kinks: abs, "
                                  "sign, sqrt(x**2), routed like relu).",
-                                 f"{' | '.join(activations.ACTIVATIONS)} | expression in x "
+                                 f"{' | '.join(activations.ACTIVATION_NAMES)} | expression in x "
                                  f"(polynomial degree <= {activations.ACTIVATION_DEGREE})"),
     "model.student.second_layer": ("`fixed`: v stays at `second_layer_values`; `trained`: v is "
                                    "learnt (labels v1..vK), starting there.",
@@ -92,7 +92,7 @@ KEY_HELP = {
     "model.teacher.width": ("Teacher width M (`data = \"teacher\"`).",
                             f"integer in 1..{MAX_WIDTH}"),
     "model.teacher.activation": ("Teacher activation g* (the same rules as the student's).",
-                                 f"{' | '.join(activations.ACTIVATIONS)} | expression in x"),
+                                 f"{' | '.join(activations.ACTIVATION_NAMES)} | expression in x"),
     "model.teacher.noise": ("Label noise sigma: y gets sigma xi, xi ~ N(0, 1).",
                             "number in 0..1000"),
     "model.teacher.overlaps": ("Teacher overlaps T = w*_n.w*_m/N (labels T{n}.{m}, constant); "

@@ -19,10 +19,10 @@ Three evaluations of the expectations of :mod:`.derivation`:
 """
 
 import numpy as np
-import sympy
 
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network import closed_forms, quadrature
+from hierarchy.core.lazy_import import lazy_module
+from hierarchy.models.network import activations, closed_forms, quadrature
 from hierarchy.models.network import engine as expectation_engine
 from hierarchy.models.network.derivation import (
     needs_full_quadrature,
@@ -32,12 +32,13 @@ from hierarchy.models.network.derivation import (
     term_table,
 )
 from hierarchy.models.network.gradients import SampleGradients, numpy_function
-from hierarchy.models.network.activations import X
 from hierarchy.models.network.laws import Component
 from hierarchy.models.network.model import Network, gram, network_from_config, second_layer_of
 from hierarchy.models.network.moments import assemble
 from hierarchy.models.network.sphere import project
 from hierarchy.models.network.step_moments import step_expectation
+
+sympy = lazy_module("sympy")
 
 
 def ridge_drift(net, u):
@@ -115,8 +116,9 @@ class TableField:
         self.gram = GramLayout(net)
         self.evaluators, self.quadrature_groups = [], []
         pending = []
+        plans = closed_forms.table_plans(net, self.table)
         for j, group in enumerate(self.table.groups):
-            form = closed_forms.expectation(net, group.pattern)
+            form = closed_forms.evaluator(plans[j])
             if form is None:
                 exact = (closed_forms.orthant_expectation(net, group.pattern)
                          or step_expectation(net, group.pattern))
@@ -126,7 +128,9 @@ class TableField:
                     form, error = exact
                     self.quadrature_groups.append((j, error))
             self.evaluators.append(form)
-        self._engine_groups(net, pending)
+        self.engine_rows = np.zeros(2 * self.table.size + 1)
+        if pending:
+            self._engine_groups(net, pending)
 
     def _engine_groups(self, net, pending):
         """The groups left to quadrature: the compiled engine (:mod:`.engine`, after Stein's
@@ -137,7 +141,6 @@ class TableField:
         functions = sorted({h for j in pending for *_, hs in terms[j] for h in hs},
                            key=sympy.default_sort_key)
         engine = expectation_engine.engine_for(functions) if functions else None
-        self.engine_rows = np.zeros(2 * self.table.size + 1)
         for j in pending:
             group = self.table.groups[j]
             if engine is None and functions:
@@ -160,7 +163,7 @@ class TableField:
         """``(value, error)`` functions of ``C`` for a pattern without a closed form, in numpy
         (when the engine cannot be had): Gauss-Hermite for smooth functions, else QMC."""
         expressions = [single_field_function(net, e) for e in pattern]
-        functions = [numpy_function(h, X) for h in expressions]
+        functions = [numpy_function(h, activations.X) for h in expressions]
         if not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min) for h in expressions):
             return (TableField._hermite(functions),
                     lambda c: quadrature.hermite_error(functions, c))

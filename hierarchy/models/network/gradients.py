@@ -27,22 +27,27 @@ log-sum-exp in their overflow-free forms.
 import functools
 
 import numpy as np
-import sympy
-
 from scipy.special import logsumexp, softmax
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.lazy_import import lazy_module
 
-from hierarchy.models.network.activations import VECTOR_LOSSES, X, Y, YHAT, output_symbols
+from hierarchy.models.network import activations
+from hierarchy.models.network.activations import VECTOR_LOSSES, output_symbols
 from hierarchy.models.network.target import numpy_target, nu_symbols
+
+sympy = lazy_module("sympy")
 
 #: atom name -> what it stands for, per student unit k or teacher unit n
 ATOMS = {"G": "g(lambda_k)", "D": "g'(lambda_k)", "L": "lambda_k", "H": "g*(nu_n)",
          "N": "nu_n"}
 #: the atom of ``g''(lambda_k)`` (second derivatives only, :func:`symbolic_curvatures`)
 CURVATURE_ATOM = "C"
-XI = sympy.Symbol("xi", real=True)
-SIGMA = sympy.Symbol("sigma", positive=True)
+
+
+def noise_symbols():
+    """``xi`` (the label noise, standard normal) and ``sigma`` (its scale)."""
+    return sympy.Symbol("xi", real=True), sympy.Symbol("sigma", positive=True)
 
 
 def symbols(kind, count):
@@ -75,9 +80,10 @@ def symbolic_derivatives(net):
     G, D, L = symbols("G", K), symbols("D", K), symbols("L", K)
     H, N = symbols("H", M), symbols("N", M)
     g = sympy.Function("g")
+    XI, SIGMA = noise_symbols()
     yhat_fn = sum(v[k] * g(L[k]) for k in range(K))
     if net.data == "mixture":
-        label = Y
+        label = activations.Y
     elif net.target is not None:  # a multi-index target f*(nu) in the atoms N_n
         label = net.target.subs(dict(zip(nu_symbols(M), N)), simultaneous=True) + SIGMA * XI
     else:
@@ -89,8 +95,9 @@ def symbolic_derivatives(net):
         loss_of_lambda = net.loss.subs(dict(zip(outputs, units)), simultaneous=True)
         dl_dyhat = tuple(sympy.diff(net.loss, o) for o in outputs)
     else:
-        loss_of_lambda = net.loss.subs({YHAT: yhat_fn, Y: label}, simultaneous=True)
-        dl_dyhat = sympy.diff(net.loss, YHAT)
+        loss_of_lambda = net.loss.subs({activations.YHAT: yhat_fn, activations.Y: label},
+                                       simultaneous=True)
+        dl_dyhat = sympy.diff(net.loss, activations.YHAT)
     atoms = {g(L[k]): G[k] for k in range(K)}
     slopes = {sympy.Derivative(g(L[k]), L[k]): D[k] for k in range(K)}
 
@@ -102,7 +109,7 @@ def symbolic_derivatives(net):
     return {"yhat": in_atoms(yhat_fn), "label": label, "loss": in_atoms(loss_of_lambda),
             "dl_dyhat": dl_dyhat, "dl_dlambda": dl_dlambda, "dl_dv": dl_dv,
             "symbols": {"v": v, "vs": vs, "G": G, "D": D, "L": L, "H": H, "N": N, "xi": XI,
-                        "sigma": SIGMA, "y": Y, "o": outputs, "onehot": onehot}}
+                        "sigma": SIGMA, "y": activations.Y, "o": outputs, "onehot": onehot}}
 
 
 def _scalar_loss_of_lambda(net):
@@ -111,7 +118,9 @@ def _scalar_loss_of_lambda(net):
     sym = d["symbols"]
     g = sympy.Function("g")
     yhat_fn = sum(sym["v"][k] * g(sym["L"][k]) for k in range(net.K))
-    return net.loss.subs({YHAT: yhat_fn, Y: d["label"]}, simultaneous=True), g, sym
+    loss = net.loss.subs({activations.YHAT: yhat_fn, activations.Y: d["label"]},
+                         simultaneous=True)
+    return loss, g, sym
 
 
 @functools.lru_cache(maxsize=16)
@@ -149,12 +158,13 @@ def loss_curvature(net):
         raise HierarchyError(f'model.loss = "{net.loss_name}": second derivatives are '
                              "implemented for scalar losses (mse, logistic, an expression)",
                              field="model.loss")
-    return sympy.diff(net.loss, YHAT, 2)
+    return sympy.diff(net.loss, activations.YHAT, 2)
 
 
 def second_derivative(activation):
     """``g''(x)`` without its delta terms (relu: ``0``; ``lambda != 0`` almost surely)."""
-    return sympy.diff(activation, X, 2).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
+    return sympy.diff(activation, activations.X, 2).replace(sympy.DiracDelta,
+                                                            lambda *args: sympy.S.Zero)
 
 
 @functools.lru_cache(maxsize=256)
@@ -162,7 +172,8 @@ def derivative(activation):
     """``g'(x)`` of an activation (``relu``: the step ``1{x > 0}``; a step such as ``sign``:
     0, its ``delta`` dropped as SGD's gradient drops it, ``lambda_k != 0`` almost surely;
     memoised: the derivation asks for it once per pattern entry)."""
-    return sympy.diff(activation, X).replace(sympy.DiracDelta, lambda *args: sympy.S.Zero)
+    return sympy.diff(activation, activations.X).replace(sympy.DiracDelta,
+                                                         lambda *args: sympy.S.Zero)
 
 
 def numpy_function(expr, *args):
@@ -190,15 +201,16 @@ class SampleGradients:
 
     def __init__(self, net):
         self.net = net
-        self.g = numpy_function(net.student_activation, X)
-        self.g_prime = numpy_function(derivative(net.student_activation), X)
-        self.g_star = (numpy_function(net.teacher_activation, X) if net.data == "teacher"
-                       else None)
+        self.g = numpy_function(net.student_activation, activations.X)
+        self.g_prime = numpy_function(derivative(net.student_activation), activations.X)
+        self.g_star = (numpy_function(net.teacher_activation, activations.X)
+                       if net.data == "teacher" else None)
         self.target = (numpy_target(net.target, net.M) if net.target is not None else None)
         self.vector = net.loss_name in VECTOR_LOSSES
         if not self.vector:
-            self.loss_function = numpy_function(net.loss, YHAT, Y)
-            self.dl_dyhat = numpy_function(symbolic_derivatives(net)["dl_dyhat"], YHAT, Y)
+            self.loss_function = numpy_function(net.loss, activations.YHAT, activations.Y)
+            self.dl_dyhat = numpy_function(symbolic_derivatives(net)["dl_dyhat"],
+                                           activations.YHAT, activations.Y)
         self.v_star = np.array(net.teacher_second_layer, dtype=float)
         self.classes = np.arange(1, net.K + 1)
         self._curvature = self.g_second = None  # lambdified on first use (spectra only)
@@ -244,8 +256,10 @@ class SampleGradients:
         """``l''(yhat, y) = d2l/dyhat2`` -> ``(B,)`` (scalar losses; sympy's
         :func:`symbolic_curvatures`)."""
         if self._curvature is None:
-            self._curvature = numpy_function(loss_curvature(self.net), YHAT, Y)
-            self.g_second = numpy_function(second_derivative(self.net.student_activation), X)
+            self._curvature = numpy_function(loss_curvature(self.net), activations.YHAT,
+                                             activations.Y)
+            self.g_second = numpy_function(second_derivative(self.net.student_activation),
+                                           activations.X)
         return self._curvature(self.yhat(lam, v), np.asarray(y, dtype=float))
 
     def d2l_dlambda2(self, lam, v, y):

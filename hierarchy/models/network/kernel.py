@@ -56,8 +56,9 @@ def table_arrays(net, table):
     kind, fields, coefficient, v_index, target = [], [], [], [], []
     wick_start, wick_coefficient, pair_start, pairs = [0], [], [0], []
     rest = []
+    plans = closed_forms.table_plans(net, table)
     for j, group in enumerate(table.groups):
-        how = closed_forms.plan(net, group.pattern)
+        how = plans[j]
         if how is None:
             rest.append(j)
             continue

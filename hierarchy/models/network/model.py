@@ -15,12 +15,11 @@ the second layer is trained; ``T{n}.{m}`` is a constant of the model (:attr:`Net
 import dataclasses
 
 import numpy as np
-import sympy
 
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import check_gram
 from hierarchy.core.errors import HierarchyError
-from hierarchy.models.network import activations, formulas
+from hierarchy.models.network import activations
 from hierarchy.models.network.inputs import inputs_from_config
 from hierarchy.models.network.laws import ISOTROPIC
 from hierarchy.models.network.mixture import mixture_from_config
@@ -29,7 +28,6 @@ from hierarchy.models.network.state import (  # noqa: F401 (re-exported)
     second_layer_of,
     state_labels,
 )
-from hierarchy.models.network.target import committee, parse_target
 
 DATA = ("teacher", "mixture")
 SECOND_LAYERS = ("fixed", "trained")
@@ -57,9 +55,11 @@ class Network:
     """A two-layer network, its data and its loss (see the module docstring).
 
     ``K``, ``M``: student and teacher widths (``M``: the number ``S`` of signal directions for
-    mixtures); activations and loss are sympy expressions (in ``activations.X`` and in
-    ``activations.YHAT``, ``activations.Y``; a vector loss in
-    ``activations.output_symbols``) with their config text in ``*_name``;
+    mixtures); activations and loss are :class:`~.activations.Formula` (``*_formula``: the
+    config text and, built on first use, the sympy expression), read as sympy expressions
+    (in ``activations.X`` and in ``activations.YHAT``, ``activations.Y``; a vector loss in
+    ``activations.output_symbols``) through ``student_activation``, ``teacher_activation``,
+    ``loss`` and as text through ``*_name``;
     ``second_layer``: the ``K`` fixed values, or the start of a trained layer;
     ``overlaps``: ``T`` as a tuple of ``M`` tuples; ``step``, ``step_second_layer``: ``eta``
     and ``eta_v``; ``mixture``: None for teacher data; ``batch``: ``B`` fresh samples per
@@ -74,12 +74,9 @@ class Network:
     data: str
     K: int
     M: int
-    student_activation: sympy.Expr
-    student_activation_name: str
-    teacher_activation: sympy.Expr
-    teacher_activation_name: str
-    loss: sympy.Expr
-    loss_name: str
+    student_formula: activations.Formula
+    teacher_formula: activations.Formula
+    loss_formula: activations.Formula
     ridge: float
     trained_second_layer: bool
     second_layer: tuple
@@ -91,9 +88,36 @@ class Network:
     mixture: object = None
     batch: int = 1
     constraint: str = "none"
-    target: sympy.Expr = None
+    target: object = None
     target_name: str = ""
     inputs: object = None
+
+    @property
+    def student_activation(self):
+        """``g``, a sympy expression in ``activations.X``."""
+        return self.student_formula.expression
+
+    @property
+    def student_activation_name(self):
+        return self.student_formula.text
+
+    @property
+    def teacher_activation(self):
+        """``g*`` (0 without a teacher activation: mixture data, a multi-index target)."""
+        return self.teacher_formula.expression
+
+    @property
+    def teacher_activation_name(self):
+        return self.teacher_formula.text
+
+    @property
+    def loss(self):
+        """``l(yhat, y)``, or a vector loss in ``activations.output_symbols``."""
+        return self.loss_formula.expression
+
+    @property
+    def loss_name(self):
+        return self.loss_formula.text
 
     @property
     def labels(self):
@@ -149,8 +173,8 @@ def network_from_config(config):
     student = _table(model, "student", STUDENT_KEYS)
     teacher = _table(model, "teacher", TEACHER_KEYS)
     K = fields.integer(student, "model.student", "width", 1, MAX_WIDTH)
-    g_name = fields.string(student, "model.student", "activation")
-    g = activations.activation(g_name, "model.student.activation")
+    g = activations.activation(fields.string(student, "model.student", "activation"),
+                               "model.student.activation")
     layer = fields.choice(student, "model.student", "second_layer", SECOND_LAYERS)
     v = _values(student, "model.student", K)
     loss_name = fields.string(model, "model", "loss")
@@ -160,7 +184,7 @@ def network_from_config(config):
                                  'data = "mixture" (labels 1..K); allowed for teacher data: '
                                  "mse | logistic | an expression in yhat and y",
                                  field="model.loss")
-        loss = activations.vector_loss(loss_name, K)
+        loss = activations.Formula(loss_name, table=f"cross-entropy {K}")
     else:
         loss = activations.loss(loss_name)
     ridge = fields.real(model, "model", "ridge", 0.0, False, MAX_PARAMETER)
@@ -175,35 +199,39 @@ def network_from_config(config):
     if data == "mixture":
         mixture = mixture_from_config(config)
         M = mixture.signals
-        teacher_g_name, teacher_g, v_star, sigma = "", sympy.S.Zero, (), 0.0
+        teacher_g, v_star, sigma = activations.NO_TEACHER, (), 0.0
         overlaps = tuple(tuple(float(n == m) for m in range(M)) for n in range(M))  # T = I_S
         target_name, target = "", None
     else:
         M = fields.integer(teacher, "model.teacher", "width", 1, MAX_WIDTH)
-        teacher_g_name = fields.string(teacher, "model.teacher", "activation")
-        teacher_g = activations.activation(teacher_g_name, "model.teacher.activation")
+        teacher_g = activations.activation(fields.string(teacher, "model.teacher", "activation"),
+                                           "model.teacher.activation")
         v_star = _values(teacher, "model.teacher", M)
         target_name, target = _target(teacher, M)
         if target_name:
+            from hierarchy.models.network.target import committee  # noqa: PLC0415 (sympy)
             reduced = committee(target, M)
             if reduced is not None:       # sum_n c_n h(nu_n): today's teacher, g* = h, v* = c
-                teacher_g, v_star = reduced
-                teacher_g_name, target = activation_name(teacher_g), None
+                h, v_star = reduced
+                teacher_g, target = activations.formula(h, activation_name(h)), None
             else:
-                teacher_g, teacher_g_name, v_star = sympy.S.Zero, "", (0.0,) * M
+                teacher_g, v_star = activations.NO_TEACHER, (0.0,) * M
         sigma = fields.real(teacher, "model.teacher", "noise", 0.0, False, MAX_PARAMETER)
         overlaps = _overlaps(teacher, M, config)
     inputs = inputs_from_config(config)
     if inputs is not None:
         _plain_for_structured(batch, constraint, target)
-    net = Network(data=data, K=K, M=M, student_activation=g, student_activation_name=g_name,
-                  teacher_activation=teacher_g, teacher_activation_name=teacher_g_name,
-                  loss=loss, loss_name=loss_name, ridge=ridge,
+    net = Network(data=data, K=K, M=M, student_formula=g, teacher_formula=teacher_g,
+                  loss_formula=loss, ridge=ridge,
                   trained_second_layer=layer == "trained", second_layer=v,
                   teacher_second_layer=v_star, noise=sigma, overlaps=overlaps, step=step,
                   step_second_layer=step_v, mixture=mixture, inputs=inputs, batch=batch,
                   constraint=constraint, target=target, target_name=target_name)
-    formulas.check_network(net)
+    if not all(formula.table for formula in (g, teacher_g, loss)):
+        # the tables' own entries pass every check (tests/test_network_formulas.py), and
+        # the checks need sympy: a network written with table names imports none here
+        from hierarchy.models.network import formulas  # noqa: PLC0415
+        formulas.check_network(net)
     return net
 
 
@@ -217,6 +245,7 @@ def _target(teacher, M):
                              field="model.teacher.target")
     if not text.strip():
         return "", None
+    from hierarchy.models.network.target import parse_target  # noqa: PLC0415 (sympy)
     for key, default in (("activation", DEFAULT_TEACHER_ACTIVATION),
                          ("second_layer_values", [])):
         if teacher.get(key, default) != default:

@@ -25,9 +25,11 @@ The map is linear in ``F``, so it applies to the drift and the corrector separat
 import functools
 
 import numpy as np
-import sympy
 
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.lazy_import import lazy_module
+
+sympy = lazy_module("sympy")
 
 
 def _state_symbols(labels):

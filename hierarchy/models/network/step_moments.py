@@ -24,9 +24,10 @@ from itertools import product
 import numpy as np
 
 from hierarchy.models.network.closed_forms import (
+    activation_formula,
+    closed_form_name,
     lift_error,
     lifted,
-    closed_form_name,
     truncated_moment,
 )
 
@@ -39,8 +40,7 @@ def step_plan(net, pattern):
     (another activation, or more than :data:`MAX_STEPS` step variables)."""
     plan, steps = [], 0
     for teacher, a, b, c in pattern:
-        activation = net.teacher_activation if teacher else net.student_activation
-        name = closed_form_name(activation) if a + b else "poly"
+        name = closed_form_name(activation_formula(net, teacher)) if a + b else "poly"
         if name == "relu":
             steps += 1
         elif name == "erf":

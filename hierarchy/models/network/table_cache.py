@@ -5,15 +5,19 @@ Gaussian expectations (:mod:`.derivation`). The table depends only on the networ
 description and on the code that derives it, so it is stored like a compiled kernel
 (:mod:`hierarchy.jit.cache`): under a key that is the sha256 of
 
-- the description the derivation reads (:func:`description`: widths, the activations, loss
-  and target as sympy's exact ``srepr``, the second layers, noise, steps, the state labels);
+- the description the derivation reads (:func:`description`: widths, the activations and
+  loss by their :attr:`~.activations.Formula.identity` (a table entry by its name, so the
+  key needs no sympy; a formula by sympy's exact ``srepr``), the target's ``srepr``, the
+  second layers, noise, steps, the state labels);
 - the code (:func:`code_digest`): every module of the ``network`` family, the package
   version, and the sympy and numpy versions.
 
 The file is ``<cache>/.derivations/<key>.npz`` in the kernel cache's writable folder (also
 searched in its other folders), arrays only (read with ``allow_pickle=False``), written
-atomically. An entry that cannot be read, holds another key or has inconsistent shapes is a
-miss: the table is derived again and the entry rewritten. Nothing here derives; the
+atomically. Smaller facts derived with sympy from the same description are kept beside it
+as JSON (:func:`cached_json`: the table's predicted size, the closed form of each group),
+so that a second run of a network written with table names imports no sympy at all. An
+entry that cannot be read, holds another key or has inconsistent shapes is a miss: the table is derived again and the entry rewritten. Nothing here derives; the
 derivation hands its table over (:func:`cached`), so this module imports nothing of it.
 """
 
@@ -24,8 +28,9 @@ import json
 import zipfile
 from pathlib import Path
 
+from importlib import metadata
+
 import numpy as np
-import sympy
 
 import hierarchy
 from hierarchy.core.errors import HierarchyError
@@ -41,15 +46,16 @@ CODE_FOLDER = Path(__file__).resolve().parent
 
 
 def description(net):
-    """What the term table of ``net`` depends on, as JSON-ready data (exact: ``srepr`` of the
-    sympy expressions, ``repr`` of the floats)."""
-    def exact(value):
-        return None if value is None else sympy.srepr(value)
-
+    """What the term table of ``net`` depends on, as JSON-ready data (exact: the formulas'
+    identities, ``srepr`` of a target, ``repr`` of the floats)."""
+    target = None
+    if net.target is not None:
+        from sympy import srepr  # noqa: PLC0415 (a target is parsed by sympy anyway)
+        target = srepr(net.target)
     return {
         "data": net.data, "K": int(net.K), "M": int(net.M),
-        "student": exact(net.student_activation), "teacher": exact(net.teacher_activation),
-        "loss": exact(net.loss), "target": exact(net.target),
+        "student": net.student_formula.identity, "teacher": net.teacher_formula.identity,
+        "loss": net.loss_formula.identity, "target": target,
         "trained_second_layer": bool(net.trained_second_layer),
         "second_layer": [repr(float(v)) for v in net.second_layer],
         "teacher_second_layer": [repr(float(v)) for v in net.teacher_second_layer],
@@ -63,7 +69,7 @@ def description(net):
 def code_digest(folder=CODE_FOLDER):
     """sha256 of every ``*.py`` file under ``folder`` (names and contents), the package version,
     sympy's and numpy's versions and :data:`FORMAT`."""
-    digest = hashlib.sha256(json.dumps([hierarchy.__version__, sympy.__version__,
+    digest = hashlib.sha256(json.dumps([hierarchy.__version__, metadata.version("sympy"),
                                         np.__version__, FORMAT]).encode())
     folder = Path(folder)
     for path in sorted(folder.rglob("*.py")):
@@ -195,3 +201,42 @@ def cached(net, derive, assemble, cache=None):
     table = derive(net)
     store(key, table, cache)
     return table
+
+
+def cached_json(net, kind, compute, cache=None):
+    """A JSON value derived for ``net``: from ``<key>.<kind>.json`` under the derivation
+    cache's folders, else ``compute()`` (then stored, best effort).
+
+    Parameters
+    ----------
+    net : hierarchy.models.network.model.Network
+    kind : str
+        What the value is (``"size"``, ``"plans"``): part of the file name.
+    compute : callable
+        ``() -> value``, JSON-ready (lists, numbers, strings, None).
+    cache : hierarchy.jit.cache.Cache, optional
+
+    Returns
+    -------
+    object
+        The value as JSON reads it back (tuples become lists), the same on a miss and a hit.
+    """
+    cache = cache or kernel_cache.default_cache()
+    key = table_key(net)
+    name = f"{key}.{kind}.json"
+    for folder in _folders(cache):
+        try:
+            stored = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(stored, dict) and stored.get("key") == key \
+                and stored.get("format") == FORMAT and "value" in stored:
+            return stored["value"]
+    text = json.dumps({"key": key, "format": FORMAT, "value": compute()})
+    try:
+        folder = cache.writable_root() / FOLDER
+        folder.mkdir(exist_ok=True)
+        atomic_write(folder / name, text)
+    except (HierarchyError, OSError):
+        pass
+    return json.loads(text)["value"]

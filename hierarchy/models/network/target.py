@@ -6,7 +6,7 @@ line naming ``model.teacher.target``:
 
 - a name other than ``nu1 .. nuM`` (``nu5`` when ``M = 2``), or a target that depends on none;
 - an *explosive* or singular target: anything but polynomials in the ``nu``'s and the bounded
-  functions :data:`BOUNDED` of them (``exp(nu1**2)`` has no second moment; ``1/nu1``,
+  functions :func:`bounded_functions` of them (``exp(nu1**2)`` has no second moment; ``1/nu1``,
   ``log(nu1)``, ``sqrt(nu1)`` are singular or undefined on half the line).
 
 :func:`committee` recognises a target of the form ``sum_n c_n h(nu_n)`` with one function
@@ -17,15 +17,18 @@ the term table expands and Wick's theorem evaluates; the rest goes to the quadra
 
 import functools
 
-import sympy
-
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.expressions import expression_from_text
-from hierarchy.models.network.activations import X
+from hierarchy.core.lazy_import import lazy_module
+from hierarchy.models.network import activations
+
+sympy = lazy_module("sympy")
 
 FIELD = "model.teacher.target"
-#: the bounded functions a target may apply to polynomials in the ``nu``'s
-BOUNDED = (sympy.erf, sympy.erfc, sympy.tanh, sympy.atan, sympy.sin, sympy.cos)
+
+
+def bounded_functions():
+    """The bounded functions a target may apply to polynomials in the ``nu``'s."""
+    return (sympy.erf, sympy.erfc, sympy.tanh, sympy.atan, sympy.sin, sympy.cos)
 
 
 @functools.lru_cache(maxsize=8)
@@ -44,6 +47,7 @@ def parse_target(text, M):
     """
     nus = nu_symbols(M)
     names = {str(nu): nu for nu in nus}
+    from hierarchy.core.expressions import expression_from_text  # noqa: PLC0415 (sympy)
     expr = expression_from_text(text, FIELD, names=names,
                                 hint=f"an expression in {', '.join(names)} (M = {M})")
     if not expr.free_symbols & set(nus):
@@ -56,7 +60,7 @@ def parse_target(text, M):
 def _check_growth(expr, text, nus):
     allowed = "polynomials in the nu's and erf, erfc, tanh, atan, sin, cos of them"
     for function in expr.atoms(sympy.Function):
-        if function.free_symbols & set(nus) and not isinstance(function, BOUNDED):
+        if function.free_symbols & set(nus) and not isinstance(function, bounded_functions()):
             raise HierarchyError(f"{FIELD} = {text!r}: {function.func.__name__}(...) of the "
                                  f"nu's may explode or be undefined (no finite risk); "
                                  f"allowed: {allowed}", field=FIELD)
@@ -91,7 +95,7 @@ def committee(expr, M):
         if len(parts[nu]) != 1:
             return None
         coefficient, function = parts[nu][0]
-        shapes.add(function.subs(nu, X))
+        shapes.add(function.subs(nu, activations.X))
         values.append(coefficient)
     if len(shapes) != 1:
         return None
@@ -120,5 +124,5 @@ def numpy_target(expr, M):
     return evaluate
 
 
-__all__ = ["BOUNDED", "FIELD", "committee", "monomials", "numpy_target", "nu_symbols",
+__all__ = ["bounded_functions", "FIELD", "committee", "monomials", "numpy_target", "nu_symbols",
            "parse_target"]
