@@ -20,11 +20,13 @@ import json, sys
 from hierarchy.cli.main import build_parser, main
 from hierarchy.config import loader
 from hierarchy.core import registry
+from hierarchy.core.lazy_import import is_loaded
 build_parser()
 registry.family_of(loader.load_config(sys.argv[1]))
 before = sorted(sys.modules)
 status = main(sys.argv[2:])
-print(json.dumps({"status": status, "before": before, "after": sorted(sys.modules)}))
+print(json.dumps({"status": status, "before": before, "after": sorted(sys.modules),
+                  "sympy": is_loaded("sympy")}))
 """
 
 NETWORK_TOML = """
@@ -65,18 +67,29 @@ def test_forbidden_names_what_it_should():
     assert forbidden(names) == sorted(names[:8])
 
 
-def test_network_solve_imports_no_attention_dask_or_pyplot(tmp_path):
-    """Parse, load and find the family: no matplotlib, no sympy-loading attention module,
-    no gmm family, no Dask; the whole solve (figure included): still none, and matplotlib only through
-    its Agg canvas (no pyplot)."""
-    config = tmp_path / "network.toml"
-    config.write_text(NETWORK_TOML)
+def solve_probe(config, out):
+    """The :data:`PROBE`'s report of ``hierarchy solve config`` in a fresh interpreter."""
     run = subprocess.run([sys.executable, "-c", PROBE, str(config), "solve", str(config),
-                          "--out", str(tmp_path / "out"), "--quiet"],
+                          "--out", str(out), "--quiet"],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     probe = json.loads(run.stdout.strip().splitlines()[-1])
     assert probe["status"] == 0, run.stderr
+    return probe
+
+
+def test_network_solve_imports_no_attention_dask_or_pyplot(tmp_path):
+    """Parse, load and find the family: no matplotlib, no sympy-loading attention module,
+    no gmm family, no Dask; the whole solve (figure included): still none, and matplotlib
+    only through its Agg canvas (no pyplot). A second solve of the same network reads its
+    derivation from the cache and runs no sympy at all (sympy is a lazy module that never
+    ran; ``tests/test_network_warm_path.py`` holds the control that the probe sees sympy
+    when it runs)."""
+    config = tmp_path / "network.toml"
+    config.write_text(NETWORK_TOML)
+    solve_probe(config, tmp_path / "first")
+    probe = solve_probe(config, tmp_path / "out")
+    assert probe["sympy"] is False
     before, after = probe["before"], probe["after"]
     assert forbidden(before) == []
     assert not [name for name in before if name.split(".")[0] == "matplotlib"]

@@ -85,7 +85,8 @@ class Formula:
     expression : sympy.Expr, optional
         The expression; None for a table entry (built from ``table`` on first use).
     table : str, optional
-        ``"ACTIVATIONS"``, ``"LOSSES"`` or ``"cross-entropy <K>"`` for a table entry.
+        For a table entry: ``"ACTIVATIONS"``, ``"LOSSES"``, ``"cross-entropy <K>"`` (the
+        vector loss over ``K`` outputs) or ``"NO_TEACHER_TABLE"`` (:data:`NO_TEACHER`).
 
     Two formulas are equal when their :attr:`identity` is: the table and name for a table
     entry (no sympy), sympy's exact ``srepr`` otherwise.
@@ -97,6 +98,7 @@ class Formula:
         self.text = text
         self.table = table
         self._expression = expression
+        self._identity = f"{table}:{text}" if table is not None else None
 
     @property
     def expression(self):
@@ -110,10 +112,11 @@ class Formula:
 
     @property
     def identity(self):
-        """What the derivation of this formula depends on, exactly, as text."""
-        if self.table is not None:
-            return f"{self.table}:{self.text}"
-        return sympy.srepr(self._expression)
+        """What the derivation of this formula depends on, exactly, as text (computed once:
+        a network is hashed on every call of a memoised derivation step)."""
+        if self._identity is None:
+            self._identity = sympy.srepr(self._expression)
+        return self._identity
 
     def __eq__(self, other):
         return isinstance(other, Formula) and self.identity == other.identity
