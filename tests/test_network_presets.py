@@ -290,12 +290,29 @@ def test_two_layer_presets_equal_the_hand_built_field_at_snr_inf(case, seed, rid
     assert np.max(np.abs(got - expected)) <= EXACT
 
 
+#: the finite-snr cases drawn at random: the XOR preset's own width (4) has rows of four kinked
+#: fields, which took 7 to 26 s a call at random states (the engine's order 4 at rank 4), so
+#: it is checked at one fixed state instead (below)
+TWO_LAYER_DRAWN = st.sampled_from([("gmm-binary", 2), ("gmm-xor", 1), ("gmm-xor", 3)])
+
+
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
-@given(case=TWO_LAYER, seed=st.integers(0, 2 ** 31 - 1), snr=st.sampled_from([0.5, 1.0, 4.0]),
-       ridge=RIDGES, step=STEPS, convention=CONVENTIONS)
+@given(case=TWO_LAYER_DRAWN, seed=st.integers(0, 2 ** 31 - 1),
+       snr=st.sampled_from([0.5, 1.0, 4.0]), ridge=RIDGES, step=STEPS, convention=CONVENTIONS)
 def test_two_layer_presets_equal_the_hand_built_field_at_finite_snr(case, seed, snr, ridge, step,
                                                                     convention):
+    check_finite_snr(case, seed, snr, ridge, step, convention)
+
+
+def test_the_xor_preset_width_equals_the_hand_built_field_at_finite_snr():
+    """``gmm-xor`` at its preset width 4 (four kinked fields a cluster), one state."""
+    check_finite_snr(("gmm-xor", 4), 1, 4.0, 0.05, 1.0, "network")
+
+
+def check_finite_snr(case, seed, snr, ridge, step, convention):
+    """The generic field within the t bound of the hand-built QMC replicates' mean, and the
+    shipped hand-built field within one replicate's spread of the generic one."""
     from hierarchy.models.gmm import functionals
     from hierarchy.models.gmm.field import field_function, raw_field
     name, width = case

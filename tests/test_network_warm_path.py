@@ -1,7 +1,8 @@
 """A second run of a network written with table names imports no sympy (issue 29, part 3).
 
 The first run derives (sympy) and keeps what it derived in the derivation cache: the term
-table, its predicted size, whether it applies, and the closed form of each group
+table, its predicted size, whether it applies, the closed form of each group and, for the
+groups without one, the engine's Cython source and Stein terms
 (:func:`~hierarchy.models.network.table_cache.cached_json`). A second run reads them, and the
 network's formulas are :class:`~hierarchy.models.network.activations.Formula` table entries
 whose sympy expressions are never built, so ``sympy`` stays a lazy module that never ran
@@ -74,10 +75,12 @@ def probe(path):
 
 
 @pytest.mark.parametrize("student, teacher", [("erf", "erf"), ("relu", "relu"),
-                                              ("relu", "erf"), ("quadratic", "linear")])
+                                              ("relu", "erf"), ("quadratic", "linear"),
+                                              ("tanh", "tanh"), ("relu", "tanh")])
 def test_second_run_of_a_table_network_imports_no_sympy(tmp_path, student, teacher):
-    """Closed forms (erf, polynomials by Wick), relu's orthant moments and the relu/erf step
-    moments: every row's evaluation is read from the derivation cache."""
+    """Closed forms (erf, polynomials by Wick), relu's orthant moments, the relu/erf step
+    moments and the compiled engine's rows (smooth, and kinked with smooth): every row's
+    evaluation is read from the derivation cache, the engine's C source with it."""
     report = probe(write_config(tmp_path, student, teacher=teacher))
     assert report == {"sympy": False, "finite": True}
 

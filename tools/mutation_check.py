@@ -568,6 +568,34 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_a_narrow_field_with_a_kink_off_the_origin"
               "_against_its_probability"],
              "only the next level's kinks, not a deeper level's, swept over a level"),
+    mutation("plans-read-back-with-positions-reversed", "hierarchy/models/network/closed_forms.py",
+             "    return name, tuple(detail)", "    return name, tuple(reversed(detail))",
+             ["tests/test_network_warm_path.py::test_plans_read_back_from_the_cache_equal_the_"
+              "derived_ones"],
+             "a closed form read back from the derivation cache with its variables reversed"),
+    mutation("table-relu-taken-for-erf", "hierarchy/models/network/closed_forms.py",
+             "        return formula.text if formula.text in CLOSED_FORMS else None",
+             "        return \"erf\" if formula.text in CLOSED_FORMS else None",
+             ["tests/test_network_field.py"],
+             "a table entry's closed form found by the wrong name (relu's rows as erf's)"),
+    mutation("formula-checks-skipped-for-written-formulas", "hierarchy/models/network/model.py",
+             "    if not all(formula.table for formula in (g, teacher_g, loss)):",
+             "    if False:",
+             ["tests/test_formula_probe.py::test_undefined_and_non_integrable_network_formulas"
+              "_are_refused"],
+             "the finite-and-integrable checks skipped for every network, not only table ones"),
+    mutation("cached-json-ignores-its-key", "hierarchy/models/network/table_cache.py",
+             "        if isinstance(stored, dict) and stored.get(\"key\") == key \\\n",
+             "        if isinstance(stored, dict) \\\n",
+             ["tests/test_network_warm_path.py::test_cached_json_computes_once_and_refuses_a_"
+              "file_of_another_key"],
+             "a derived fact read back from a file written under another network's key"),
+    mutation("full-quadrature-decided-by-the-table-alone", "hierarchy/models/network/derivation.py",
+             "    return not applies or term_table(net) is None",
+             "    return term_table(net) is None",
+             ["tests/test_network_joint.py::test_auto_engine_is_joint_up_to_four_fields_and_qmc"
+              "_beyond"],
+             "the term table taken for a loss whose l' is not a polynomial (logistic)"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"

@@ -253,6 +253,60 @@ def engine_for(expressions, uniform=False):
     return None if module is None else Engine(module, expressions)
 
 
+def pattern_plan(patterns):
+    """What the field needs to run the engine on rows of ``patterns``, as JSON-ready data, so
+    that a second run reads it from the derivation cache and prints nothing with sympy.
+
+    Parameters
+    ----------
+    patterns : list of list of sympy.Expr
+        The single-field functions of each pattern's fields.
+
+    Returns
+    -------
+    dict
+        ``terms``: per pattern, its :func:`stein_terms` with function ids (indices into the
+        sorted set of every function) in place of the functions; ``count``: the number of
+        functions; ``source``: the engine's Cython source (:func:`engine_source`) and
+        ``kinked``: which functions have kinks, or ``fallback``: why the engine cannot be
+        had (:func:`engine_of_plan` warns with it).
+    """
+    import sympy
+
+    terms = [stein_terms(functions) for functions in patterns]
+    functions = sorted({h for pattern in terms for *_, hs in pattern for h in hs},
+                       key=sympy.default_sort_key)
+    plan = {"count": len(functions), "source": None, "kinked": None, "fallback": None,
+            "terms": [[(c, pairs, positions, [functions.index(h) for h in hs])
+                       for c, pairs, positions, hs in pattern] for pattern in terms]}
+    if functions:
+        try:
+            plan["source"] = engine_source(functions)
+            plan["kinked"] = [int(bool(kinks(h))) for h in functions]
+        except UnsupportedFunction as error:
+            plan["fallback"] = str(error)
+        except Exception as error:  # sympy's C printer on a function it cannot print
+            plan["fallback"] = f"its C code cannot be printed ({type(error).__name__}: {error})"
+    return plan
+
+
+def engine_of_plan(plan):
+    """The :class:`Engine` of a :func:`pattern_plan`, or None after the fallback warning (the
+    plan's reason, or the module failing to compile)."""
+    if plan["fallback"]:
+        warn_fallback(plan["fallback"])
+        return None
+    module = compiled_module(plan["source"], "network_engine", "compiling it failed")
+    return None if module is None else Engine(module, kinked=plan["kinked"])
+
+
+def plan_terms(plan, index):
+    """Pattern ``index``'s terms of a :func:`pattern_plan` as :class:`PatternIntegral` takes
+    them (tuples, as JSON gives lists)."""
+    return [(float(c), tuple(tuple(pair) for pair in pairs), tuple(positions), tuple(ids))
+            for c, pairs, positions, ids in plan["terms"][index]]
+
+
 def compiled_module(source, name_hint, failure):
     """The compiled module of the Cython ``source`` (built once per process and cached by
     :mod:`hierarchy.jit`), or None after a fallback warning ``failure (first line)``, once,
@@ -266,15 +320,18 @@ class Engine:
     Parameters
     ----------
     module : module
-        From :func:`engine_for`.
-    expressions : tuple of sympy.Expr
+        From :func:`engine_for` or :func:`engine_of_plan`.
+    expressions : tuple of sympy.Expr, optional
         The functions, in the module's order.
+    kinked : sequence of int, optional
+        Which functions have kinks (default: found from ``expressions``).
     """
 
-    def __init__(self, module, expressions):
+    def __init__(self, module, expressions=(), kinked=None):
         self.module = module
         self.expressions = expressions
-        self.kinked = tuple(int(bool(kinks(e))) for e in expressions)
+        self.kinked = (tuple(int(k) for k in kinked) if kinked is not None
+                       else tuple(int(bool(kinks(e))) for e in expressions))
         #: seconds per row of each pattern (function ids) at its last call
         self.row_seconds = {}
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.lazy_import import lazy_module
-from hierarchy.models.network import activations, closed_forms, quadrature
+from hierarchy.models.network import activations, closed_forms, quadrature, table_cache
 from hierarchy.models.network import engine as expectation_engine
 from hierarchy.models.network.derivation import (
     needs_full_quadrature,
@@ -135,20 +135,17 @@ class TableField:
     def _engine_groups(self, net, pending):
         """The groups left to quadrature: the compiled engine (:mod:`.engine`, after Stein's
         lemma on linear factors), else numpy."""
-        terms = {j: expectation_engine.stein_terms(
-            [single_field_function(net, e) for e in self.table.groups[j].pattern])
-            for j in pending}
-        functions = sorted({h for j in pending for *_, hs in terms[j] for h in hs},
-                           key=sympy.default_sort_key)
-        engine = expectation_engine.engine_for(functions) if functions else None
-        for j in pending:
+        plan = table_cache.cached_json(net, "engine", lambda: expectation_engine.pattern_plan(
+            [[single_field_function(net, e) for e in self.table.groups[j].pattern]
+             for j in pending]))
+        engine = expectation_engine.engine_of_plan(plan) if plan["count"] else None
+        for index, j in enumerate(pending):
             group = self.table.groups[j]
-            if engine is None and functions:
+            if engine is None and plan["count"]:
                 form, error = self._quadrature(net, group.pattern)
             else:
-                integral = expectation_engine.PatternIntegral(engine, [
-                    (c, pairs, positions, tuple(functions.index(h) for h in hs))
-                    for c, pairs, positions, hs in terms[j]])
+                integral = expectation_engine.PatternIntegral(
+                    engine, expectation_engine.plan_terms(plan, index))
                 form = error = EngineGroup(integral, self, group)
                 np.add.at(self.engine_rows, group.target, 1.0)
             self.evaluators[j] = form
