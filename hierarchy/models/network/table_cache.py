@@ -15,10 +15,12 @@ description and on the code that derives it, so it is stored like a compiled ker
 The file is ``<cache>/.derivations/<key>.npz`` in the kernel cache's writable folder (also
 searched in its other folders), arrays only (read with ``allow_pickle=False``), written
 atomically. Smaller facts derived with sympy from the same description are kept beside it
-as JSON (:func:`cached_json`: the table's predicted size, the closed form of each group),
+as JSON (:func:`cached_json`: the table's predicted size, whether it applies, the closed
+form of each group, the expectation engine's source and Stein terms for the other groups),
 so that a second run of a network written with table names imports no sympy at all. An
-entry that cannot be read, holds another key or has inconsistent shapes is a miss: the table is derived again and the entry rewritten. Nothing here derives; the
-derivation hands its table over (:func:`cached`), so this module imports nothing of it.
+entry that cannot be read, holds another key or has inconsistent shapes is a miss: the
+table is derived again and the entry rewritten. Nothing here derives; the derivation hands
+its table over (:func:`cached`), so this module imports nothing of it.
 """
 
 import functools
