@@ -6,6 +6,11 @@ cached (:mod:`hierarchy.models.network.table_cache`) needs none of it: its modul
 ``sympy = lazy_module("sympy")``, which runs the import the first time an attribute of it is
 read. A module-level constant built from sympy would read one at import time, so such
 constants are functions (cached) in those modules.
+
+The first use must not race between threads: before Python 3.12.3 two threads reading a
+lazy module's first attribute at once could both run its import. The package reads sympy
+only from the thread that runs the command (the engines' row threads run compiled code, and
+a study's Dask workers are single-threaded processes).
 """
 
 import importlib.util
