@@ -7,8 +7,9 @@ cached (:mod:`hierarchy.models.network.table_cache`) needs none of it: its modul
 read. A module-level constant built from sympy would read one at import time, so such
 constants are functions (cached) in those modules.
 
-The first use must not race between threads: before Python 3.12.3 two threads reading a
-lazy module's first attribute at once could both run its import. The package reads sympy
+The first use must not race between threads: in Python 3.11, which this package runs on
+here, two threads reading a lazy module's first attribute at once can both run its import
+(later CPython releases lock it). The package reads sympy
 only from the thread that runs the command (the engines' row threads run compiled code, and
 a study's Dask workers are single-threaded processes).
 """
