@@ -105,10 +105,10 @@ CLAIMS = (
           hierarchy("--quiet", "solve", str(CONFIGS / "gmm_multiclass.toml"), "--out", "{out}"),
           wall=True),
     Claim("network-command-time",
-          "committee_erf.toml warm: CPU 1.43-1.70 s against 0.70-0.75 s for import numpy, "
+          "committee_erf.toml warm: CPU 1.29-1.70 s against 0.58-0.87 s for import numpy, "
           "scipy.integrate (CPU ratio 1.90-2.44, wall 2.17-2.86; target 2); parts: imports "
-          "0.66-0.76, derivation 0.03, integration 0.05, figure 0.61-0.73 s CPU; no sympy "
-          "imported on the warm run; the derivation cache saves about 0.35 s CPU",
+          "0.60-0.81, derivation 0.03-0.04, integration 0.04-0.06, figure 0.57-0.84 s CPU; "
+          "no sympy imported on the warm run; the derivation cache saves 0.21-0.37 s CPU",
           tool("bench_command_time.py", "--repeat", "5"),
           (("bare import numpy, scipy CPU (s)", r"bare python .*\(CPU ([0-9.]+) s\)"),
            ("solve warm CPU (s)", r"\(warm\): .*; CPU ([0-9.]+) s, ratio"),
