@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hierarchy.config.loader import load_config
+from hierarchy.jit import render
 from hierarchy.jit.cache import Cache
 from hierarchy.models.network import derivation, table_cache
 from hierarchy.models.network.model import network_from_config
@@ -115,3 +116,15 @@ def test_the_key_changes_with_the_code(tmp_path):
     assert after != before
     net = network()
     assert table_cache.table_key(net, before) != table_cache.table_key(net, after)
+
+
+@pytest.mark.parametrize("template", table_cache.TEMPLATES)
+def test_the_key_changes_with_the_engines_templates(monkeypatch, template):
+    """The cache keeps an engine's rendered source (``engine.pattern_plan``): a template
+    edited without a module of the family must still give new keys."""
+    before = table_cache.code_digest.__wrapped__(table_cache.CODE_FOLDER)
+    text = table_cache.template_text(template)
+    monkeypatch.setattr(table_cache, "template_text",
+                        lambda name: text + "\n# changed\n" if name == template
+                        else render.template_text(name))
+    assert table_cache.code_digest.__wrapped__(table_cache.CODE_FOLDER) != before

@@ -596,6 +596,11 @@ MUTATIONS = (
              ["tests/test_network_joint.py::test_auto_engine_is_joint_up_to_four_fields_and_qmc"
               "_beyond"],
              "the term table taken for a loss whose l' is not a polynomial (logistic)"),
+    mutation("derivation-key-blind-to-templates", "hierarchy/models/network/table_cache.py",
+             "    for name in TEMPLATES:\n", "    for name in ():\n",
+             ["tests/test_table_cache.py::test_the_key_changes_with_the_engines_templates"],
+             "the derivation cache's key blind to the engine templates whose rendered source "
+             "it keeps (an upgraded template would load the old source)"),
     mutation("engine-ball-radius-shrunk", "templates/network_engine.pyx.j2",
              "room - xi * xi", "room - 2.0 * xi * xi",
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"

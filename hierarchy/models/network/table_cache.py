@@ -9,8 +9,9 @@ description and on the code that derives it, so it is stored like a compiled ker
   loss by their :attr:`~.activations.Formula.identity` (a table entry by its name, so the
   key needs no sympy; a formula by sympy's exact ``srepr``), the target's ``srepr``, the
   second layers, noise, steps, the state labels);
-- the code (:func:`code_digest`): every module of the ``network`` family, the package
-  version, and the sympy and numpy versions.
+- the code (:func:`code_digest`): every module of the ``network`` family, the templates its
+  engines are rendered from (:data:`TEMPLATES`: the cache keeps an engine's rendered source),
+  the package version, and the sympy and numpy versions.
 
 The file is ``<cache>/.derivations/<key>.npz`` in the kernel cache's writable folder (also
 searched in its other folders), arrays only (read with ``allow_pickle=False``), written
@@ -38,6 +39,7 @@ import hierarchy
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import atomic_write
 from hierarchy.jit import cache as kernel_cache
+from hierarchy.jit.render import template_text
 
 #: Layout of a stored table; raise it when the file layout changes
 FORMAT = 1
@@ -45,6 +47,10 @@ FORMAT = 1
 FOLDER = ".derivations"
 #: The family's code: every module here decides the derivation or may come to
 CODE_FOLDER = Path(__file__).resolve().parent
+#: The templates of the family's compiled modules and the partials they include: the
+#: derivation cache keeps the expectation engine's rendered source (:func:`cached_json`)
+TEMPLATES = ("network_engine.pyx.j2", "network_field.pyx.j2", "network_joint.pyx.j2",
+             "_gauss_levels.c.j2", "_buffers.pyx.j2")
 
 
 def description(net):
@@ -69,13 +75,15 @@ def description(net):
 
 @functools.lru_cache(maxsize=4)
 def code_digest(folder=CODE_FOLDER):
-    """sha256 of every ``*.py`` file under ``folder`` (names and contents), the package version,
-    sympy's and numpy's versions and :data:`FORMAT`."""
+    """sha256 of every ``*.py`` file under ``folder`` (names and contents), the
+    :data:`TEMPLATES`, the package version, sympy's and numpy's versions and :data:`FORMAT`."""
     digest = hashlib.sha256(json.dumps([hierarchy.__version__, metadata.version("sympy"),
                                         np.__version__, FORMAT]).encode())
     folder = Path(folder)
     for path in sorted(folder.rglob("*.py")):
         digest.update(b"\0" + str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    for name in TEMPLATES:
+        digest.update(b"\0" + name.encode() + b"\0" + template_text(name).encode())
     return digest.hexdigest()
 
 
