@@ -85,22 +85,31 @@ def _line(f, breaks, limit=9.5):
     return total
 
 
+#: the largest field variance at which a pair meets the target of 1e-11: at a standard
+#: deviation of 2 tanh's poles (at i pi / (2 sd) in the standard variable) come close to the
+#: real axis, and on a level split at a far kink its Gauss-Legendre piece stops short
+#: (tanh with |x - 1/2| at variance 5.95, rank 1: 1.7e-7 at the highest order, stated)
+STEEP_VARIANCE = 4.0
+
+
 @settings(max_examples=30, deadline=None)
 @example(seed=3248, first=0, second=4, rank=2, scale=1.0)   # conditional variance 3e-7
+@example(seed=4696, first=0, second=8, rank=1, scale=1.0)   # variance 5.95: stated, not met
 @given(seed=st.integers(0, 10_000), first=st.sampled_from(SMOOTH_IDS + KINKED_IDS),
        second=st.sampled_from(SMOOTH_IDS + KINKED_IDS), rank=st.sampled_from([1, 2]),
        scale=st.sampled_from([0.3, 1.0, 2.0]))
 def test_two_fields_against_scipy_with_a_bound_that_holds(compiled, seed, first, second, rank,
                                                           scale):
     """Smooth, kinked and mixed pairs, full-rank and singular covariances: the engine is
-    within its stated error of scipy (plus scipy's tolerance), and at unit scale the stated
-    error meets the target (at scale 2 tanh's poles come close to the real axis and the
-    highest order may stop short of it: the error is then stated as it is)."""
+    within its stated error of scipy (plus scipy's tolerance), and where every field's
+    variance is below :data:`STEEP_VARIANCE` the stated error meets the target (beyond,
+    the highest order may stop short of it: the error is then stated as it is). The draw's
+    ``scale`` is not the field's: at ``scale = 1`` a rank-one draw reached variance 5.95."""
     c = covariance(seed, 2, rank, scale)
     value, error, _ = compiled.expectation((first, second), c[None], 1e-11)
     reference = reference_2d((first, second), c)
     assert abs(value[0] - reference) <= error[0] + 2 * REFERENCE_TOL, (value, reference, error)
-    assert scale > 1.0 or error[0] <= 1e-11
+    assert np.diag(c).max() >= STEEP_VARIANCE or error[0] <= 1e-11
 
 
 @settings(max_examples=20, deadline=None)

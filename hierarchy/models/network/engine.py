@@ -241,16 +241,23 @@ def engine_for(expressions, uniform=False):
     :class:`RuntimeWarning` naming the reason, once) when it cannot be had (``uniform``: see
     :func:`engine_source`)."""
     expressions = tuple(expressions)
-    try:
-        source = engine_source(expressions, uniform)
-    except UnsupportedFunction as error:
-        warn_fallback(str(error))
-        return None
-    except Exception as error:  # sympy's C printer on a function it cannot print
-        warn_fallback(f"its C code cannot be printed ({type(error).__name__}: {error})")
+    source, fallback = source_or_fallback(expressions, uniform)
+    if fallback:
+        warn_fallback(fallback)
         return None
     module = compiled_module(source, "network_engine", "compiling it failed")
     return None if module is None else Engine(module, expressions)
+
+
+def source_or_fallback(expressions, uniform=False):
+    """``(engine_source(expressions, uniform), None)``, or ``(None, why)`` when the engine
+    cannot be had: a kink it cannot place, or a function sympy's C printer cannot print."""
+    try:
+        return engine_source(expressions, uniform), None
+    except UnsupportedFunction as error:
+        return None, str(error)
+    except Exception as error:  # sympy's C printer on a function it cannot print
+        return None, f"its C code cannot be printed ({type(error).__name__}: {error})"
 
 
 def pattern_plan(patterns):
@@ -280,13 +287,9 @@ def pattern_plan(patterns):
             "terms": [[(c, pairs, positions, [functions.index(h) for h in hs])
                        for c, pairs, positions, hs in pattern] for pattern in terms]}
     if functions:
-        try:
-            plan["source"] = engine_source(functions)
+        plan["source"], plan["fallback"] = source_or_fallback(functions)
+        if plan["source"] is not None:
             plan["kinked"] = [int(bool(kinks(h))) for h in functions]
-        except UnsupportedFunction as error:
-            plan["fallback"] = str(error)
-        except Exception as error:  # sympy's C printer on a function it cannot print
-            plan["fallback"] = f"its C code cannot be printed ({type(error).__name__}: {error})"
     return plan
 
 

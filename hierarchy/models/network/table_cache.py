@@ -29,9 +29,8 @@ import hashlib
 import io
 import json
 import zipfile
-from pathlib import Path
-
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 
