@@ -24,7 +24,7 @@ from hierarchy.models.network.model import network_from_config
 from tests.test_network_field import config as network_config
 from tests.test_network_field import network
 
-#: builds the system from the config file argv[1], evaluates the drift once, and prints
+#: builds the system from each config file of argv[1:], evaluates the drift once, and prints
 #: whether sympy's code ran
 PROBE = textwrap.dedent("""
     import json, sys
@@ -32,19 +32,24 @@ PROBE = textwrap.dedent("""
     from hierarchy.config.loader import load_config
     from hierarchy.core import registry
     from hierarchy.core.lazy_import import is_loaded
-    config = load_config(sys.argv[1])
-    family = registry.family_of(config)
-    system = family.system(config)
-    u = family.initial_state(config, system)
-    rhs = system.rhs(np.asarray(u, dtype=float))
-    print(json.dumps({"sympy": is_loaded("sympy"), "finite": bool(np.isfinite(rhs).all())}))
+    finite = True
+    for path in sys.argv[1:]:
+        config = load_config(path)
+        family = registry.family_of(config)
+        system = family.system(config)
+        u = family.initial_state(config, system)
+        finite = finite and bool(np.isfinite(system.rhs(np.asarray(u, dtype=float))).all())
+    print(json.dumps({"sympy": is_loaded("sympy"), "finite": finite}))
 """)
+#: ``(student, teacher)``: closed forms (erf; polynomials by Wick), relu's orthant moments
+#: with the relu/erf step moments, and the compiled engine's rows (tanh)
+TABLE_NETWORKS = (("erf", "erf"), ("relu", "erf"), ("quadratic", "linear"), ("tanh", "tanh"))
+#: the control: the erf network with ``g`` written out as a formula
+WRITTEN = ("erf(x/sqrt(2))", "erf")
 
 
-def write_config(tmp_path, student, loss="mse", teacher="erf"):
-    """A small teacher-student config file (``K = M = 2``) with ``student``, ``teacher`` and
-    ``loss``."""
-    path = tmp_path / "network.toml"
+def write_config(path, student, teacher="erf", loss="mse"):
+    """A small teacher-student config file (``K = M = 2``) at ``path``."""
     path.write_text(textwrap.dedent(f"""
         [model]
         family = "network"
@@ -61,35 +66,37 @@ def write_config(tmp_path, student, loss="mse", teacher="erf"):
     return path
 
 
-def probe(path):
-    """The :data:`PROBE`'s report of a second run of the config at ``path``, in a fresh
-    interpreter after a first one (which fills the derivation cache; this process's memoised
-    tables may come from another cache, so it does not warm the cache itself)."""
-    reports = []
-    for _ in range(2):
-        run = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True,
-                             text=True, check=True)
-        reports.append(json.loads(run.stdout.strip().splitlines()[-1]))
-    return reports[-1]
+def run_probe(*paths):
+    """The :data:`PROBE`'s report on ``paths`` in a fresh interpreter."""
+    run = subprocess.run([sys.executable, "-c", PROBE, *map(str, paths)], capture_output=True,
+                         text=True, check=True)
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("student, teacher", [("erf", "erf"), ("relu", "relu"),
-                                              ("relu", "erf"), ("quadratic", "linear"),
-                                              ("tanh", "tanh")])
-def test_second_run_of_a_table_network_imports_no_sympy(tmp_path, student, teacher):
-    """Closed forms (erf, polynomials by Wick), relu's orthant moments, the relu/erf step
-    moments and the compiled engine's rows: every row's evaluation is read from the
-    derivation cache, the engine's C source with it. (Every field test reads its engine's
-    plan back through JSON too: :func:`~.table_cache.cached_json` returns what JSON reads
-    on a miss as on a hit, so kinked engine rows are checked there.)"""
-    report = probe(write_config(tmp_path, student, teacher=teacher))
-    assert report == {"sympy": False, "finite": True}
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory):
+    """The config files of :data:`TABLE_NETWORKS` and :data:`WRITTEN`, each run once in one
+    fresh interpreter, which fills the derivation cache (this test process's memoised tables
+    may come from another test's cache, so it does not warm the cache itself)."""
+    folder = tmp_path_factory.mktemp("warm_path")
+    paths = {case: write_config(folder / f"network{j}.toml", *case)
+             for j, case in enumerate(TABLE_NETWORKS + (WRITTEN,))}
+    run_probe(*paths.values())
+    return paths
 
 
-def test_the_probe_sees_sympy_when_a_formula_is_written_out(tmp_path):
+@pytest.mark.parametrize("case", TABLE_NETWORKS, ids="/".join)
+def test_second_run_of_a_table_network_imports_no_sympy(configs, case):
+    """Every row's evaluation is read from the derivation cache, the engine's C source with
+    it. (Every field test reads its engine's plan back through JSON too:
+    :func:`~.table_cache.cached_json` returns what JSON reads on a miss as on a hit, so
+    kinked engine rows are checked there.)"""
+    assert run_probe(configs[case]) == {"sympy": False, "finite": True}
+
+
+def test_the_probe_sees_sympy_when_a_formula_is_written_out(configs):
     """The control: the same network with ``g`` written as a formula parses it with sympy."""
-    report = probe(write_config(tmp_path, "erf(x/sqrt(2))"))
-    assert report == {"sympy": True, "finite": True}
+    assert run_probe(configs[WRITTEN]) == {"sympy": True, "finite": True}
 
 
 @pytest.mark.parametrize("data", ["teacher", "noisy teacher", "mixture"])
