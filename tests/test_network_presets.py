@@ -292,7 +292,8 @@ def test_two_layer_presets_equal_the_hand_built_field_at_snr_inf(case, seed, rid
 
 #: the finite-snr cases drawn at random: the XOR preset's own width (4) has rows of four kinked
 #: fields, which took 7 to 26 s a call at random states (the engine's order 4 at rank 4), so
-#: it is checked at one fixed state instead (below)
+#: it is checked at one fixed state instead, among the slow tests (below; the joint engine's
+#: four kinked fields are checked against Monte Carlo in tests/test_network_joint.py)
 TWO_LAYER_DRAWN = st.sampled_from([("gmm-binary", 2), ("gmm-xor", 1), ("gmm-xor", 3)])
 
 
@@ -305,8 +306,10 @@ def test_two_layer_presets_equal_the_hand_built_field_at_finite_snr(case, seed, 
     check_finite_snr(case, seed, snr, ridge, step, convention)
 
 
+@pytest.mark.slow
 def test_the_xor_preset_width_equals_the_hand_built_field_at_finite_snr():
-    """``gmm-xor`` at its preset width 4 (four kinked fields a cluster), one state."""
+    """``gmm-xor`` at its preset width 4 (four kinked fields a cluster), one state (8-10 s:
+    ``python -m pytest -m slow tests/test_network_presets.py``)."""
     check_finite_snr(("gmm-xor", 4), 1, 4.0, 0.05, 1.0, "network")
 
 
