@@ -116,9 +116,9 @@ class TableField:
         self.gram = GramLayout(net)
         self.evaluators, self.quadrature_groups = [], []
         pending = []
-        plans = closed_forms.table_plans(net, self.table)
+        self.plans = closed_forms.table_plans(net, self.table)
         for j, group in enumerate(self.table.groups):
-            form = closed_forms.evaluator(plans[j])
+            form = closed_forms.evaluator(self.plans[j])
             if form is None:
                 exact = (closed_forms.orthant_expectation(net, group.pattern)
                          or step_expectation(net, group.pattern))

@@ -18,7 +18,7 @@ import numpy as np
 from hierarchy.core.errors import HierarchyError
 from hierarchy.jit.fallback import CompiledModules
 from hierarchy.jit.render import render_template
-from hierarchy.models.network import closed_forms, quadrature
+from hierarchy.models.network import quadrature
 from hierarchy.models.network.derivation import row_weights
 from hierarchy.models.network.model import second_layer_of
 
@@ -42,8 +42,11 @@ def kernel_module():
     return _compiled.module(kernel_source(), "network_field")
 
 
-def table_arrays(net, table):
+def table_arrays(table, plans):
     """The closed-form rows of ``table`` as the kernel's flat arrays, and the other groups.
+
+    ``plans``: each group's closed form (:func:`~.closed_forms.table_plans`, kept by the
+    reference field).
 
     Returns
     -------
@@ -56,7 +59,6 @@ def table_arrays(net, table):
     kind, fields, coefficient, v_index, target = [], [], [], [], []
     wick_start, wick_coefficient, pair_start, pairs = [0], [], [0], []
     rest = []
-    plans = closed_forms.table_plans(net, table)
     for j, group in enumerate(table.groups):
         how = plans[j]
         if how is None:
@@ -120,7 +122,7 @@ class CompiledField:
         self.module = module
         self.reference = reference
         self.table = self.reference.table
-        self.arrays, self.rest = table_arrays(net, self.table)
+        self.arrays, self.rest = table_arrays(self.table, reference.plans)
         a = self.arrays
         self.rows = len(a["kind"])
         self._args = (a["kind"], a["fields"], a["coefficient"], a["v_index"], a["V"],
