@@ -38,10 +38,6 @@ LOSS_NAMES = ("mse", "logistic")
 VECTOR_LOSSES = ("cross-entropy",)
 
 
-def _symbols():
-    return {name: sympy.Symbol(name.lower(), real=True) for name in ("X", "YHAT", "Y")}
-
-
 def _activations():
     """activation name -> g(x)"""
     x = sympy.Symbol("x", real=True)
@@ -55,8 +51,9 @@ def _losses():
     return {"mse": (yhat - y) ** 2 / 2, "logistic": sympy.log(1 + sympy.exp(-y * yhat))}
 
 
-_BUILT_ON_FIRST_READ = {"X": lambda: _symbols()["X"], "YHAT": lambda: _symbols()["YHAT"],
-                        "Y": lambda: _symbols()["Y"], "ACTIVATIONS": _activations,
+_BUILT_ON_FIRST_READ = {"X": lambda: sympy.Symbol("x", real=True),
+                        "YHAT": lambda: sympy.Symbol("yhat", real=True),
+                        "Y": lambda: sympy.Symbol("y", real=True), "ACTIVATIONS": _activations,
                         "LOSSES": _losses, "NO_TEACHER_TABLE": lambda: {"": sympy.S.Zero}}
 
 

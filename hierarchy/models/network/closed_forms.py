@@ -16,8 +16,10 @@ singular ``C``); every formula here stays valid there. ``g'`` is the derivative.
 - polynomial single-field functions (``linear``, ``quadratic``, polynomial expressions): Wick's
   (Isserlis') theorem, exact.
 
-:func:`expectation` picks the one that applies to a pattern of :mod:`.derivation`, or returns
-None (then :func:`orthant_expectation` for relu rows, else quadrature, :mod:`.quadrature`).
+:func:`plan` picks the one that applies to a pattern of :mod:`.derivation`, or returns None
+(then :func:`orthant_expectation` for relu rows, else quadrature, :mod:`.quadrature`);
+:func:`evaluator` makes a plan a function of ``C``, and :func:`table_plans` reads a table's
+plans from the derivation cache.
 """
 
 import functools
@@ -262,11 +264,6 @@ def _plan_from_json(how):
     if name == "wick":
         return name, [(float(c), tuple(tuple(pair) for pair in pairs)) for c, pairs in detail]
     return name, tuple(detail)
-
-
-def expectation(net, pattern):
-    """``C (rows, d, d) -> E[prod_f h_f(z_f)]`` for a pattern, or None (no closed form)."""
-    return evaluator(plan(net, pattern))
 
 
 def evaluator(how):
