@@ -454,12 +454,18 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "old 2.3 ms (stated error 3.3e-06), ratio old/new 1.51; largest difference 2.6e-06\n"
             "  the engine's uniform rules over the whole cube: 3.1 ms, ratio uniform/new 2.08; "
             "largest difference 1.1e-16\n"
+            "  the engine at a steep state (Q_kk up to 8.5): split at the turns 9.0 ms, stated "
+            "error 5.1e-14; the trapezoid alone 7.8 ms, stated error 2.8e-08; ratio "
+            "trapezoid/split 0.86; largest difference 7.1e-13\n"
             "  solve to alpha = 300 (eta = 1): 4.7 s wall, 5.0 s CPU (the whole command, fresh "
             "process), t reached 300, status 0, certified True, nfev 420\n"
             "tanh/tanh K = M = 3 mse: field call new 303.8 ms (compiled, stated error 1.1e-13), "
             "old 96.1 ms (stated error 1.3e-03), ratio old/new 0.32; largest difference 9.2e-04\n"
             "  the engine's uniform rules over the whole cube: 1725.6 ms, ratio uniform/new "
             "5.68; largest difference 6.7e-16\n"
+            "  the engine at a steep state (Q_kk up to 8.5): split at the turns 2184.5 ms, "
+            "stated error 3.9e-13; the trapezoid alone 1626.0 ms, stated error 1.8e-07; ratio "
+            "trapezoid/split 0.74; largest difference 1.1e-10\n"
             "  the same engine on one thread: 298.2 ms, ratio one/2 threads 1.72\n"
             "relu/erf K = M = 2 mse: field call new 4.7 ms (compiled, stated error 1.1e-11), "
             "old 870.5 ms (stated error 4.4e-04), ratio old/new 184.66; largest difference "
@@ -482,14 +488,29 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "  the same engine on one thread: 116.7 ms, ratio one/2 threads 1.78\n"
             "  solve to alpha = 300 (eta = 1): 85.4 s wall, 162.8 s CPU (the whole command, "
             "fresh process), t reached 300, status 0, certified False, nfev 313\n"),
+        "bench-engine-turns": (
+            "tanh K = M = 3 field, target 1e-10, one thread:\n"
+            "  Q_kk up to 2.93: split at the turns 2.44 s (stated error 3.0e-11), the trapezoid "
+            "alone 3.41 s (stated error 2.1e-11); ratio trapezoid/split 1.39; largest "
+            "difference 1.3e-13\n"
+            "  Q_kk up to 9.82: split at the turns 3.31 s (stated error 2.4e-11), the trapezoid "
+            "alone 2.63 s (stated error 5.5e-07); ratio trapezoid/split 0.79; largest "
+            "difference 2.2e-10\n"
+            "the rows of tools/engine_honesty.py (1500 draws x 3 targets):\n"
+            "  the trapezoid alone: 4 of 4500 stated errors below the true one (largest ratio "
+            "2.02), 36.3 s\n"
+            "  GAUSS_TURN_WIDTH 0.7: 0 of 4500 stated errors below the true one (largest ratio "
+            "0.00), 25.4 s\n"),
     }
     expected = {"bench-gmm": ["43.48", "242.8", "5.6", "7.67", "11.46"],
                 "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
                 "figure-spectra-kgmm-quick": ["37.8", "17.5"],
                 "bench-network": ["0.433", "7.218", "16.7", "24,842", "3,298", "7.5", "5.6",
                                   "612.2", "9.6", "9.5", "True", "303.8", "5.68", "1.72",
+                                  "2184.5", "3.9e-13", "1.8e-07", "0.74",
                                   "119.3", "1.78", "85.4", "False",
-                                  "2.0e-13", "5.0", "True", "5.9", "True"]}
+                                  "2.0e-13", "5.0", "True", "5.9", "True"],
+                "bench-engine-turns": ["3.31", "2.4e-11", "5.5e-07", "4", "0"]}
     for name, text in lines.items():
         found = [re.search(pattern, text, re.MULTILINE).group(1)
                  for _, pattern in claims[name].patterns]

@@ -331,6 +331,29 @@ def test_numpy_fallback_warns_once_naming_the_reason(monkeypatch):
     kernel.forget()
 
 
+@pytest.mark.parametrize("student, teacher, turns", [
+    ("tanh", "tanh", (0.0,)), ("relu", "erf", (0.0,)), ("relu", "relu", ()),
+    ("quadratic", "linear", ())])
+def test_the_engine_splits_at_the_turns_of_saturating_activations(student, teacher, turns):
+    from hierarchy.models.network.field import activation_turns
+    net = network({"activation": student}, {"activation": teacher})
+    assert activation_turns(net) == turns
+
+
+def test_a_steep_tanh_field_meets_its_target():
+    """tanh K = M = 1 at ``Q = 9``: the engine's rows run on the levels split at the turn
+    and the stated error meets the field's target (on the trapezoid rule alone it was
+    1.3e-7, its highest order)."""
+    net = network({"width": 1, "activation": "tanh", "second_layer": "fixed"},
+                  {"width": 1, "activation": "tanh", "noise": 0.0})
+    system = network_system(net, target=1e-12)
+    assert system.labels == ["Q1.1", "R1.1"]
+    u = np.array([9.0, 2.0])
+    error, eg_error = system.quadrature_error(u)
+    # each output within the target: the drift's and the corrector's, scaled to du/dalpha
+    assert np.max(error) <= 2 * 1e-12 * system.factor and eg_error <= 1e-12
+
+
 def test_gaussian_start_has_the_configured_teacher_overlaps():
     from hierarchy.models.network import starts
     t = [[1.0, 0.3], [0.3, 0.5]]

@@ -13,9 +13,12 @@
    alpha = 300 (default tolerances) with its certification, each under a wall-clock limit;
    and the engine's per-level trapezoid rules and ball ``|xi| <= U`` against its uniform
    rules over the whole cube (``engine_for(..., uniform=True)``), the same rows, the largest
-   difference of the two fields printed beside; and the engine on one thread against its rows
-   spread over every available CPU (:mod:`hierarchy.core.row_threads`; the joint engine shares
-   a row's outermost level among the threads).
+   difference of the two fields printed beside; for a network whose activations turn (tanh),
+   a call at a steep state (``Q_kk`` about 9) with the levels split at the turns against the
+   trapezoid alone (the engine before, ``activation_turns`` empty); and the engine on one
+   thread against its rows spread over every available CPU (:mod:`hierarchy.core.row_threads`;
+   the joint engine shares a row's outermost level among the threads). The contexts that
+   change the engine derive its plan afresh and never store it in the derivation cache.
 
 Usage: ``python tools/bench_network.py [--quick] [--engine-only] [--only TEXT] [--limit SECONDS]``
 """
@@ -131,26 +134,61 @@ def old_engine():
     """The field as it was: no compiled engine, no relu/erf step moments (numpy quadrature),
     no joint engine (randomised QMC where the term table does not apply)."""
     from hierarchy.models.network import engine, field
-    saved = engine.engine_for, field.step_expectation, field.joint_applies
-    engine.engine_for = lambda expressions: None
+    saved = engine.engine_of_plan, field.step_expectation, field.joint_applies
+    engine.engine_of_plan = lambda plan: None  # the field's numpy quadrature
     field.step_expectation = lambda net, pattern: None
     field.joint_applies = lambda net: False  # no joint engine: QMC for non-polynomial losses
     try:
         yield
     finally:
-        engine.engine_for, field.step_expectation, field.joint_applies = saved
+        engine.engine_of_plan, field.step_expectation, field.joint_applies = saved
+
+
+@contextlib.contextmanager
+def fresh_engine_plan():
+    """The field's engine plan derived afresh and not stored (the derivation cache keeps the
+    real one): what the contexts below change is in the plan."""
+    from hierarchy.models.network import table_cache
+    saved = table_cache.cached_json
+
+    def derived(net, kind, compute, cache=None):
+        if kind == "engine":
+            return json.loads(json.dumps(compute()))
+        return saved(net, kind, compute, cache)
+
+    table_cache.cached_json = derived
+    try:
+        yield
+    finally:
+        table_cache.cached_json = saved
 
 
 @contextlib.contextmanager
 def uniform_rules():
     """The compiled engine with every level on its order's rule, over the whole cube."""
     from hierarchy.models.network import engine
-    saved = engine.engine_for
-    engine.engine_for = lambda expressions: saved(expressions, uniform=True)
+    saved = engine.engine_source
+    engine.engine_source = lambda expressions, uniform=False, turns=(): saved(
+        expressions, True, turns)
     try:
-        yield
+        with fresh_engine_plan():
+            yield
     finally:
-        engine.engine_for = saved
+        engine.engine_source = saved
+
+
+@contextlib.contextmanager
+def no_turns():
+    """The compiled engine without the module split at the activations' turns: every smooth
+    level on the trapezoid rule, at any variance (the engine before this round)."""
+    from hierarchy.models.network import field
+    saved = field.activation_turns
+    field.activation_turns = lambda net: ()
+    try:
+        with fresh_engine_plan():
+            yield
+    finally:
+        field.activation_turns = saved
 
 
 @contextlib.contextmanager
@@ -164,11 +202,42 @@ def one_thread():
         row_threads.THREADS = saved
 
 
-def engine_state(net):
+def engine_state(net, scale=0.15):
+    """A state of ``net``: random student weights of norm about ``scale`` (``Q_kk`` about
+    ``scale^2``), a random teacher (``T_nn`` about 1)."""
     rng = np.random.default_rng(2)
-    weights = rng.standard_normal((net.K, 64)) * 0.15
+    weights = rng.standard_normal((net.K, 64)) * scale
     teacher = rng.standard_normal((net.M, 64))
     return sgd.statistics(net, weights[None], teacher[None], np.ones((1, net.K)))[0]
+
+
+#: the students' weight scale of the steep state at which the split levels are compared
+#: with the trapezoid alone (``Q_kk`` about 9: weights grown in training)
+STEEP_SCALE = 3.0
+
+
+def steep_comparison(net, repeat):
+    """A call at a steep state (:data:`STEEP_SCALE`) with the levels split at the turns and on
+    the trapezoid alone: time and stated error of each, and their values' difference."""
+    from hierarchy.models.network.field import activation_turns, network_system
+    if not activation_turns(net):
+        return
+    state = engine_state(net, STEEP_SCALE)
+    split = network_system(net, target=1e-12)
+    with no_turns():
+        plain = network_system(net, target=1e-12)
+    out = {}
+    for name, system in (("split", split), ("trapezoid", plain)):
+        system.rhs(state)
+        states = iter(state * (1 + 1e-7 * k) for k in range(1, repeat + 2))
+        value, seconds = timed(lambda: system.rhs(next(states)), repeat)
+        out[name] = (system.rhs(state), seconds, float(np.max(system.quadrature_error(state)[0])))
+    q = np.max(state[[j for j, label in enumerate(net.labels) if label.startswith("Q")]])
+    print(f"  the engine at a steep state (Q_kk up to {q:.1f}): split at the turns {out['split'][1] * 1e3:.1f}"
+          f" ms, stated error {out['split'][2]:.1e}; the trapezoid alone "
+          f"{out['trapezoid'][1] * 1e3:.1f} ms, stated error {out['trapezoid'][2]:.1e}; ratio "
+          f"trapezoid/split {out['trapezoid'][1] / out['split'][1]:.2f}; largest difference "
+          f"{np.max(np.abs(out['split'][0] - out['trapezoid'][0])):.1e}")
 
 
 def solve_time(config, limit):
@@ -243,6 +312,8 @@ def bench_engine(limit, repeat, only=""):
             _, t_plain = timed(lambda: plain.rhs(next(states)), repeat)
             print(f"  the engine's uniform rules over the whole cube: {t_plain * 1e3:.1f} ms, "
                   f"ratio uniform/new {t_plain / t_new:.2f}; largest difference {same:.1e}")
+        if new.engine.startswith("compiled"):
+            steep_comparison(net, repeat)
         if new.engine.startswith(("compiled", "joint")):
             threads = row_threads.thread_count()
             with one_thread():

@@ -8,10 +8,12 @@ sigmoid; a random full-rank covariance with the fields' scales spread over 0.1 t
 each at the loose targets 1e-3, 1e-5 and 1e-8 and at a tight one (1e-14, 1e-12 for four
 fields), and counts the rows whose value is further from the tight value than the two stated
 errors together (plus 1e-15 of rounding). It prints the count, the largest ratio, and the
-worst draws; ``--uniform`` measures the engine's uniform rules over the whole cube instead
-(the rules before the per-level ones, for comparison in the same run use both).
+worst draws. The engine is the one a network of these activations gets: its levels split at
+the activations' turn ``x = 0`` where a field is steep along them; ``--no-turns`` measures
+the trapezoid rule alone (the engine before the turns), ``--uniform`` the uniform rules over
+the whole cube (before the per-level ones; it implies ``--no-turns``).
 
-Usage: ``python tools/engine_honesty.py [--draws 1500] [--uniform]``
+Usage: ``python tools/engine_honesty.py [--draws 1500] [--no-turns] [--uniform]``
 """
 import argparse
 import math
@@ -24,6 +26,8 @@ from hierarchy.models.network.activations import ACTIVATIONS, X
 
 TANH, SIGMOID = ACTIVATIONS["tanh"], ACTIVATIONS["sigmoid"]
 FUNCTIONS = (TANH, sympy.diff(TANH, X), TANH ** 2 * X, SIGMOID)
+#: where tanh and the sigmoid turn (``engine.turn_points``)
+TURNS = (0.0,)
 TARGETS = (1e-3, 1e-5, 1e-8)
 #: rounding allowed beside the two stated errors
 ROUNDING = 1e-15
@@ -57,14 +61,18 @@ def misses(built, draws):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=1500)
+    parser.add_argument("--no-turns", action="store_true",
+                        help="the trapezoid rule alone: no level split at the turns")
     parser.add_argument("--uniform", action="store_true",
-                        help="the engine's uniform rules over the whole cube")
+                        help="the engine's uniform rules over the whole cube (no turns)")
     args = parser.parse_args(argv)
-    built = engine.engine_for(FUNCTIONS, uniform=args.uniform)
+    turns = () if args.no_turns or args.uniform else TURNS
+    built = engine.engine_for(FUNCTIONS, uniform=args.uniform, turns=turns)
     if built is None:
         raise SystemExit("no compiled engine (no C compiler?)")
     rows, found = misses(built, args.draws)
     rules = "uniform rules, whole cube" if args.uniform else "per-level rules, ball"
+    rules += ", steep rows split at the turns" if turns else ", the trapezoid alone"
     worst = max((f[0] for f in found), default=0.0)
     print(f"engine ({rules}): {len(found)} of {rows} rows ({args.draws} draws x "
           f"{len(TARGETS)} targets) off their tight value by more than the stated errors; "

@@ -502,6 +502,35 @@ MUTATIONS = (
              'turns = tuple(() for f in fields)',
              ["tests/test_network_joint.py::test_steep_saturating_student_is_split_at_its_turn"],
              "steep student fields on the trapezoid alone (no split at the activation's turn)"),
+    mutation("engine-inner-turn-on-the-trapezoid", "templates/network_engine.pyx.j2",
+             "engine_kink_start[id + 1] == engine_kink_start[id] || fabs(s) <= GAUSS_TURN_WIDTH",
+             "1",
+             ["tests/test_network_engine.py::test_steep_rows_meet_their_target_on_the_levels"
+              "_split_at_the_turns"],
+             "the innermost table of a steep turned field on the trapezoid (its turn ignored)"),
+    mutation("engine-inner-turn-piece-weight", "templates/network_engine.pyx.j2",
+             "                total += half * c->lw[i] * GAUSS_INV_SQRT_2PI * exp(-0.5 * xi * xi)\n"
+             "                         * engine_h(id, m + s * xi);",
+             "                total += c->lw[i] * GAUSS_INV_SQRT_2PI * exp(-0.5 * xi * xi)\n"
+             "                         * engine_h(id, m + s * xi);",
+             ["tests/test_network_engine.py::test_steep_rows_meet_their_target_on_the_levels"
+              "_split_at_the_turns"],
+             "the innermost table's pieces between turns weighted without their half-width"),
+    mutation("gauss-levels-turn-split-when-gentle", "templates/_gauss_levels.c.j2",
+             "if (turned != NULL && turned[key[f]] && fabs(L[f][j]) <= GAUSS_TURN_WIDTH) continue;",
+             "if (0) continue;",
+             ["tests/test_network_engine.py::test_gentle_rows_are_not_split"],
+             "a turn splitting a level along which its field is gentle (slower, no more exact)"),
+    mutation("gauss-levels-turn-width-tenfold", "templates/_gauss_levels.c.j2",
+             "#define GAUSS_TURN_WIDTH 0.7", "#define GAUSS_TURN_WIDTH 7.0",
+             ["tests/test_network_engine.py::test_steep_rows_meet_their_target_on_the_levels"
+              "_split_at_the_turns"],
+             "turns taken ten times wider than they are (a steep level left unsplit)"),
+    mutation("field-no-activation-turns", "hierarchy/models/network/field.py",
+             "                         for t in expectation_engine.turn_points(formula.expression)}))",
+             "                         for t in () if formula is None}))",
+             ["tests/test_network_field.py::test_a_steep_tanh_field_meets_its_target"],
+             "a network's engine without the activations' turns (steep rows on the trapezoid)"),
     mutation("turn-points-off-by-a-grid-step", "hierarchy/models/network/engine.py",
              "    a, b = x[max(k - 1, 0)], x[min(k + 1, len(x) - 1)]",
              "    a, b = x[max(k, 0)], x[min(k + 2, len(x) - 1)]",
@@ -555,8 +584,8 @@ MUTATIONS = (
               "order_at_any_tighter_target"],
              "the engine's memo integrating again a row at its highest order (a lost saving)"),
     mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
-             "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, j, m, "
-             "bp, nb);\n", "",
+             "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, turned, j, "
+             "m, bp,\n                                 nb);\n", "",
              ["tests/test_network_engine.py::test_three_steps_on_a_nearly_singular_covariance"
               "_against_the_orthant_probability"],
              "a level not split where two kinks of the next level cross (a corner missed by "

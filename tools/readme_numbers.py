@@ -139,11 +139,13 @@ CLAIMS = (
           (("figure_network_plateau (s)", r"wrote .* \(([0-9]+) s\)"),), slow=True),
     Claim("bench-network", "field 16.7x at K = M = 8 (0.433 ms against 7.218 ms); SGD ensemble "
                            "24,842 against 3,298 samples/s, 7.5x (14.3-16.8x, 4.2-7.5x); relu/erf "
-                           "K = M = 3 9.6 ms per field call against 428 ms, solve to alpha = 300 "
-                           "7.3 s CPU, certified; tanh K = M = 3 174 ms per field call, 4.2x "
-                           "faster than the uniform rules, 1.7x than one thread; tanh K = M = 1 "
-                           "stated error 2.0e-13, solve 4.6 s CPU, certified; relu/erf K = M = 2 "
-                           "solve 5.5 s CPU, certified; logistic K = 2 86 ms per field call, 1.34x "
+                           "K = M = 3 6.4 ms per field call against 448 ms, solve to alpha = 300 "
+                           "7.1 s CPU, certified; tanh K = M = 3 140 ms per field call, 3.0x "
+                           "faster than the uniform rules, 1.2x than one thread, at the steep "
+                           "state 1.71 s split at the turns, stated 3.9e-13, the trapezoid "
+                           "alone 1.8e-7 (ratio 0.82); tanh K = M = 1 "
+                           "stated error 1.2e-13, solve 3.6 s CPU, certified; relu/erf K = M = 2 "
+                           "solve 4.1 s CPU, certified; logistic K = 2 86 ms per field call, 1.34x "
                            "faster than one thread, solve 138 s wall, certified",
           tool("bench_network.py"),
           (("field K = M = 8 compiled (ms)", r"field K = M = 8 .*compiled ([0-9.]+) ms"),
@@ -170,8 +172,20 @@ CLAIMS = (
             r"tanh/tanh K = M = 3 mse: .*\n  the engine's uniform rules .*ratio uniform/new "
             r"([0-9.]+)"),
            ("tanh K = M = 3 one thread / every CPU",
-            r"tanh/tanh K = M = 3 mse: .*\n.*\n  the same engine on one thread: .*threads "
-            r"([0-9.]+)"),
+            r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the same engine on one thread: "
+            r".*threads ([0-9.]+)"),
+           ("tanh K = M = 3 steep state, split at the turns (ms)",
+            r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the engine at a steep state .*: split "
+            r"at the turns ([0-9.]+) ms"),
+           ("tanh K = M = 3 steep state, split: stated error",
+            r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the engine at a steep state .*: split "
+            r"at the turns [0-9.]+ ms, stated error ([0-9.e+-]+)"),
+           ("tanh K = M = 3 steep state, trapezoid alone: stated error",
+            r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the engine at a steep state .*the "
+            r"trapezoid alone [0-9.]+ ms, stated error ([0-9.e+-]+)"),
+           ("tanh K = M = 3 steep state, trapezoid / split",
+            r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the engine at a steep state .*ratio "
+            r"trapezoid/split ([0-9.]+)"),
            ("logistic K = 2 field call (ms)", r"erf/erf K = M = 2 logistic: field call new "
                                               r"([0-9.]+) ms"),
            ("logistic K = 2 one thread / every CPU",
@@ -193,6 +207,17 @@ CLAIMS = (
                                                 r"([0-9.]+) s CPU"),
            ("relu/erf K = M = 2 certified", r"relu/erf K = M = 2 mse" + SOLVED + r" alpha = "
                                             r"300 .*certified (\w+)")), slow=True),
+    Claim("bench-engine-turns", "docs/network.md: tanh K = M = 3 at Q_kk = 9.8, split 2.95 s "
+                                "stated 2.4e-11, trapezoid 2.57 s stated 5.5e-7; honesty rows "
+                                "missed: trapezoid 4, width 0.7 none",
+          tool("bench_engine_turns.py", "--widths", "0.7"),
+          (("Q_kk 9.8: split (s)", r"Q_kk up to 9\.\d+: split at the turns ([0-9.]+) s"),
+           ("Q_kk 9.8: split stated error", r"Q_kk up to 9\.\d+: .*?stated error ([0-9.e+-]+)"),
+           ("Q_kk 9.8: trapezoid stated error", r"Q_kk up to 9\.\d+: .*trapezoid alone "
+                                                r"[0-9.]+ s \(stated error ([0-9.e+-]+)"),
+           ("honesty rows missed, trapezoid", r"the trapezoid alone: ([0-9]+) of"),
+           ("honesty rows missed, width 0.7", r"GAUSS_TURN_WIDTH 0\.7: ([0-9]+) of")),
+          slow=True),
     Claim("network-structured-logistic", "structured_logistic.toml (logistic on a power law, "
                                          "joint engine): certified, field error 1.4e-10, "
                                          "118 s wall",

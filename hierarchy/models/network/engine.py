@@ -18,6 +18,11 @@ jointly Gaussian local fields. The engine evaluates it in C
   and ramp, ``abs``, a hinge: ``Heaviside``, ``Max``, ``Min``, ``Abs``, ``sign`` with arguments
   linear in ``x``) is split at the kinks of those fields, exact locations in ``xi_j`` given
   the outer levels, and each smooth piece gets Gauss-Legendre;
+- **turns**: every smooth function that is not a polynomial is split at the network's
+  saturating activations' turns (:func:`engine_source` with ``turns``) like a kink, along
+  the levels where it is steep (its own level when its field moves faster than
+  ``GAUSS_TURN_WIDTH`` with it; a deeper level's narrow band at its centre; the innermost
+  table's rule), so that the Gauss-Legendre nodes crowd where a steep tanh or sigmoid turns;
 - **the ball**: only nodes with ``|xi| <= U`` are visited (every node dropped lies outside it,
   of probability ``P(chi2_4 > 81) = 1.1e-16``);
 - **a rule per level**: a smooth level along which the fields move less than along the widest
@@ -221,27 +226,48 @@ def c_function(expr):
     return Printer().doprint(expr)
 
 
-def engine_source(expressions, uniform=False):
-    """The Cython source of the engine for the single-field functions ``expressions``
-    (``uniform``: every level on its order's rule, over the whole cube, the baseline
-    ``tools/bench_network.py`` measures the per-level rules and the ball against)."""
+def function_points(expr, turns=()):
+    """``(points, turned)``: where the engine splits the levels of ``expr``: its kinks
+    (``turned`` false), else, for a smooth function that is not a polynomial, ``turns``
+    (``turned`` true; see :func:`engine_source`), else none."""
+    from hierarchy.models.network.activations import X
+    points = kinks(expr)
+    if points or not turns or not expr.has(X) or expr.is_polynomial(X):
+        return points, False
+    return tuple(float(t) for t in turns), True
+
+
+def engine_source(expressions, uniform=False, turns=()):
+    """The Cython source of the engine for the single-field functions ``expressions``.
+
+    ``uniform``: every level on its order's rule, over the whole cube, the baseline
+    ``tools/bench_network.py`` measures the per-level rules and the ball against.
+    ``turns``: where the network's saturating activations turn (:func:`turn_points`); every
+    smooth function that is not a polynomial (``g^a g'^b x^c`` of such an activation) is
+    split there, at its own level and, where its band is narrow, at the outer levels
+    (``templates/_gauss_levels.c.j2``): on a field of large variance it goes from plateau to
+    plateau within a small fraction of the standard variable, which the trapezoid rule
+    resolves only at many points.
+    """
     from hierarchy.jit.render import render_template
-    bodies, kink_start, points = [], [0], []
+    bodies, kink_start, points, turned = [], [0], [], []
     for expr in expressions:
         bodies.append(c_function(expr))
-        points.extend(repr(float(k)) for k in kinks(expr))
+        where, is_turn = function_points(expr, turns)
+        points.extend(repr(float(k)) for k in where)
         kink_start.append(len(points))
+        turned.append(int(is_turn))
     return render_template(TEMPLATE, functions=bodies, kink_start=kink_start, kinks=points,
-                           max_order=MAX_ORDER, max_order_table=MAX_ORDER_TABLE,
+                           turned=turned, max_order=MAX_ORDER, max_order_table=MAX_ORDER_TABLE,
                            uniform=uniform)
 
 
-def engine_for(expressions, uniform=False):
+def engine_for(expressions, uniform=False, turns=()):
     """An :class:`Engine` of the single-field functions ``expressions``, or None (with a
-    :class:`RuntimeWarning` naming the reason, once) when it cannot be had (``uniform``: see
-    :func:`engine_source`)."""
+    :class:`RuntimeWarning` naming the reason, once) when it cannot be had (``uniform``,
+    ``turns``: see :func:`engine_source`)."""
     expressions = tuple(expressions)
-    source, fallback = source_or_fallback(expressions, uniform)
+    source, fallback = source_or_fallback(expressions, uniform, turns)
     if fallback:
         warn_fallback(fallback)
         return None
@@ -249,18 +275,19 @@ def engine_for(expressions, uniform=False):
     return None if module is None else Engine(module, expressions)
 
 
-def source_or_fallback(expressions, uniform=False):
-    """``(engine_source(expressions, uniform), None)``, or ``(None, why)`` when the engine
-    cannot be had: a kink it cannot place, or a function sympy's C printer cannot print."""
+def source_or_fallback(expressions, uniform=False, turns=()):
+    """``(engine_source(expressions, uniform, turns), None)``, or ``(None, why)`` when the
+    engine cannot be had: a kink it cannot place, or a function sympy's C printer cannot
+    print."""
     try:
-        return engine_source(expressions, uniform), None
+        return engine_source(expressions, uniform, turns), None
     except UnsupportedFunction as error:
         return None, str(error)
     except Exception as error:  # sympy's C printer on a function it cannot print
         return None, f"its C code cannot be printed ({type(error).__name__}: {error})"
 
 
-def pattern_plan(patterns):
+def pattern_plan(patterns, turns=()):
     """What the field needs to run the engine on rows of ``patterns``, as JSON-ready data, so
     that a second run reads it from the derivation cache and prints nothing with sympy.
 
@@ -268,6 +295,8 @@ def pattern_plan(patterns):
     ----------
     patterns : list of list of sympy.Expr
         The single-field functions of each pattern's fields.
+    turns : tuple of float
+        Where the network's saturating activations turn (:func:`engine_source`).
 
     Returns
     -------
@@ -287,7 +316,7 @@ def pattern_plan(patterns):
             "terms": [[(c, pairs, positions, [functions.index(h) for h in hs])
                        for c, pairs, positions, hs in pattern] for pattern in terms]}
     if functions:
-        plan["source"], plan["fallback"] = source_or_fallback(functions)
+        plan["source"], plan["fallback"] = source_or_fallback(functions, turns=turns)
         if plan["source"] is not None:
             plan["kinked"] = [int(bool(kinks(h))) for h in functions]
     return plan

@@ -137,7 +137,7 @@ class TableField:
         lemma on linear factors), else numpy."""
         plan = table_cache.cached_json(net, "engine", lambda: expectation_engine.pattern_plan(
             [[single_field_function(net, e) for e in self.table.groups[j].pattern]
-             for j in pending]))
+             for j in pending], activation_turns(net)))
         engine = expectation_engine.engine_of_plan(plan) if plan["count"] else None
         for index, j in enumerate(pending):
             group = self.table.groups[j]
@@ -211,6 +211,16 @@ class TableField:
                      else estimate(sub))
             np.add.at(out, group.target, np.abs(row_weights(group, v)) * error)
         return out
+
+
+def activation_turns(net):
+    """Where the student's and the teacher's activations turn (:func:`.engine.turn_points`;
+    none for a kinked or unsaturating one): the engine splits the levels of every smooth,
+    non-polynomial single-field function there where it is steep
+    (:func:`.engine.engine_source`)."""
+    formulas = (net.student_formula, net.teacher_formula)
+    return tuple(sorted({t for formula in formulas if formula is not None
+                         for t in expectation_engine.turn_points(formula.expression)}))
 
 
 class EngineGroup:
