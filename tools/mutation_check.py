@@ -527,8 +527,8 @@ MUTATIONS = (
               "_split_at_the_turns"],
              "turns taken ten times wider than they are (a steep level left unsplit)"),
     mutation("field-no-activation-turns", "hierarchy/models/network/field.py",
-             "                         for t in expectation_engine.turn_points(formula.expression)}))",
-             "                         for t in () if formula is None}))",
+             "for t in expectation_engine.turn_points(formula.expression)}))",
+             "for t in () if formula is None}))",
              ["tests/test_network_field.py::test_a_steep_tanh_field_meets_its_target"],
              "a network's engine without the activations' turns (steep rows on the trapezoid)"),
     mutation("turn-points-off-by-a-grid-step", "hierarchy/models/network/engine.py",
@@ -584,8 +584,8 @@ MUTATIONS = (
               "order_at_any_tighter_target"],
              "the engine's memo integrating again a row at its highest order (a lost saving)"),
     mutation("gauss-levels-no-kink-crossings", "templates/_gauss_levels.c.j2",
-             "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, turned, j, "
-             "m, bp,\n                                 nb);\n", "",
+             "            nb = gauss_crossings(r, L, nend, ends, key, kink_start, kinks, turned, "
+             "j, m, bp,\n                                 nb);\n", "",
              ["tests/test_network_engine.py::test_three_steps_on_a_nearly_singular_covariance"
               "_against_the_orthant_probability"],
              "a level not split where two kinks of the next level cross (a corner missed by "
