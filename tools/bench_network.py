@@ -15,9 +15,11 @@
    rules over the whole cube (``engine_for(..., uniform=True)``), the same rows, the largest
    difference of the two fields printed beside; for a network whose activations turn (tanh),
    a call at a steep state (``Q_kk`` about 9) with the levels split at the turns against the
-   trapezoid alone (the engine before, ``activation_turns`` empty); and the engine on one
-   thread against its rows spread over every available CPU (:mod:`hierarchy.core.row_threads`;
-   the joint engine shares a row's outermost level among the threads). The contexts that
+   trapezoid alone (the engine before, ``activation_turns`` empty); the engines without the
+   mirror ``z -> -z`` (every node of an even row summed, :func:`no_mirror`); and the engine
+   on one thread against its rows spread over every available CPU
+   (:mod:`hierarchy.core.row_threads`; the joint engine shares a row's outermost level among
+   the threads). The contexts that
    change the engine derive its plan afresh and never store it in the derivation cache.
 
 Usage: ``python tools/bench_network.py [--quick] [--engine-only] [--only TEXT] [--limit SECONDS]``
@@ -192,6 +194,21 @@ def no_turns():
 
 
 @contextlib.contextmanager
+def no_mirror():
+    """The engines without the mirror ``z -> -z``: every node of an even row's outermost
+    level summed and its innermost table built over the whole range (the engines before)."""
+    from hierarchy.models.network import engine, joint
+    saved = engine.function_parity, joint.output_parities
+    engine.function_parity = lambda expr, points: 0
+    joint.output_parities = lambda spec: (0,) * len(spec.outputs)
+    try:
+        with fresh_engine_plan():
+            yield
+    finally:
+        engine.function_parity, joint.output_parities = saved
+
+
+@contextlib.contextmanager
 def one_thread():
     """The engine's rows on one thread (:mod:`hierarchy.core.row_threads`)."""
     saved = row_threads.THREADS
@@ -238,6 +255,21 @@ def steep_comparison(net, repeat):
           f"{t_split * 1e3:.1f} ms, stated error {e_split:.1e}; the trapezoid alone "
           f"{t_plain * 1e3:.1f} ms, stated error {e_plain:.1e}; ratio trapezoid/split "
           f"{t_plain / t_split:.2f}; largest difference {np.max(np.abs(v_split - v_plain)):.1e}")
+
+
+def mirror_comparison(net, new, states, t_new, repeat):
+    """The engine without the mirror (:func:`no_mirror`) at the bench's state: time per call,
+    ratio, and the largest difference of the two fields (rounding where the mirror applies)."""
+    from hierarchy.models.network.field import network_system
+    with no_mirror():
+        full = network_system(net, target=1e-12)
+    state = next(states)
+    full.rhs(state)
+    same = np.max(np.abs(full.rhs(state) - new.rhs(state)))
+    _, t_full = timed(lambda: full.rhs(next(states)), repeat)
+    print(f"  the engine without the mirror z -> -z (every node of an even row): "
+          f"{t_full * 1e3:.1f} ms, ratio without/with {t_full / t_new:.2f}; largest "
+          f"difference {same:.1e}")
 
 
 def solve_time(config, limit):
@@ -295,7 +327,7 @@ def bench_engine(limit, repeat, only=""):
             old = network_system(net)
         new.rhs(state)  # builds what is built once
         # a new state every call (the engine's groups keep their last evaluation)
-        states = iter(state * (1 + 1e-7 * k) for k in range(1, 4 * repeat + 2))
+        states = iter(state * (1 + 1e-7 * k) for k in range(1, 8 * repeat + 4))
         fast, t_new = timed(lambda: new.rhs(next(states)), repeat)
         slow, t_old = timed(lambda: old.rhs(next(states)), repeat)
         new_error = float(np.max(new.quadrature_error(state)[0]))
@@ -314,6 +346,8 @@ def bench_engine(limit, repeat, only=""):
                   f"ratio uniform/new {t_plain / t_new:.2f}; largest difference {same:.1e}")
         if new.engine.startswith("compiled"):
             steep_comparison(net, repeat)
+        if new.engine.startswith(("compiled", "joint")):
+            mirror_comparison(net, new, states, t_new, repeat)
         if new.engine.startswith(("compiled", "joint")):
             threads = row_threads.thread_count()
             with one_thread():

@@ -635,6 +635,42 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_levels_of_very_different_widths_against_a"
               "_dense_reference"],
              "the engine's nodes kept in a ball of radius U / sqrt 2 instead of U"),
+    mutation("engine-mirror-weight-not-doubled", "templates/network_engine.pyx.j2",
+             "return xi > 0.0 ? 2.0 : 0.0;", "return xi > 0.0 ? 1.0 : 0.0;",
+             ["tests/test_network_engine.py::test_a_mirrored_row_equals_a_row_summed_over_every"
+              "_node"],
+             "an even row's outermost level summed over xi > 0 without doubling it"),
+    mutation("engine-mirror-zero-node-twice", "templates/network_engine.pyx.j2",
+             "if (fabs(xi) <= 1e-9 * step) return 1.0;", "if (fabs(xi) <= 1e-9 * step) return 2.0;",
+             ["tests/test_network_engine.py::test_a_mirrored_row_equals_a_row_summed_over_every"
+              "_node"],
+             "the trapezoid's node at 0 counted twice in an even row"),
+    mutation("engine-table-mirror-sign", "templates/network_engine.pyx.j2",
+             "            sign = (double)c->tparity;", "            sign = 1.0;",
+             ["tests/test_network_engine.py::test_a_mirrored_row_equals_a_row_summed_over_every"
+              "_node"],
+             "the innermost table of an odd function mirrored as if even"),
+    mutation("engine-parity-ignores-asymmetric-points", "hierarchy/models/network/engine.py",
+             "    return sign if sorted(points) == sorted(-p for p in points) else 0",
+             "    return sign",
+             ["tests/test_network_engine.py::test_a_function_has_a_parity_only_where_its_split"
+              "_points_are_symmetric"],
+             "a parity claimed for a function split at points not symmetric about 0"),
+    mutation("parity-even-and-odd-swapped", "hierarchy/models/network/activations.py",
+             "    if sympy.expand(mirrored - expr) == 0:\n        return 1",
+             "    if sympy.expand(mirrored - expr) == 0:\n        return -1",
+             ["tests/test_network_engine.py::test_a_function_has_a_parity_only_where_its_split"
+              "_points_are_symmetric"],
+             "an even function taken for odd (its rows set to zero)"),
+    mutation("joint-mirror-weight-not-doubled", "templates/network_joint.pyx.j2",
+             "w[k] = xi[i] > 1e-9 * GAUSS_U ? 2.0 * w[i] : w[i];",
+             "w[k] = xi[i] > 1e-9 * GAUSS_U ? w[i] : w[i];",
+             ["tests/test_network_joint.py::test_a_mirrored_row_against_the_dense_reference"],
+             "the joint engine's even row summed over xi > 0 without doubling it"),
+    mutation("joint-odd-outputs-kept", "templates/network_joint.pyx.j2",
+             "if (joint_parity[o] < 0) c->acc[o] = 0.0;", "if (0) c->acc[o] = 0.0;",
+             ["tests/test_network_joint.py::test_a_mirrored_row_against_the_dense_reference"],
+             "odd outputs of a mirrored row left at their half-sum instead of 0"),
 )
 
 

@@ -139,14 +139,15 @@ CLAIMS = (
           (("figure_network_plateau (s)", r"wrote .* \(([0-9]+) s\)"),), slow=True),
     Claim("bench-network", "field 16.7x at K = M = 8 (0.433 ms against 7.218 ms); SGD ensemble "
                            "24,842 against 3,298 samples/s, 7.5x (14.3-16.8x, 4.2-7.5x); relu/erf "
-                           "K = M = 3 6.4 ms per field call against 448 ms, solve to alpha = 300 "
-                           "7.1 s CPU, certified; tanh K = M = 3 140 ms per field call, 3.0x "
-                           "faster than the uniform rules, 1.2x than one thread, at the steep "
-                           "state 1.71 s split at the turns, stated 3.9e-13, the trapezoid "
-                           "alone 1.8e-7 (ratio 0.82); tanh K = M = 1 "
-                           "stated error 1.2e-13, solve 3.6 s CPU, certified; relu/erf K = M = 2 "
-                           "solve 4.1 s CPU, certified; logistic K = 2 86 ms per field call, 1.34x "
-                           "faster than one thread, solve 138 s wall, certified",
+                           "K = M = 3 10.6 ms per field call against 529 ms, solve to alpha = 300 "
+                           "8.0 s CPU, certified; tanh K = M = 3 80 ms per field call, 4.3x "
+                           "faster than the uniform rules, 1.25x than one thread, 1.65x than "
+                           "without the mirror, at the steep state 0.90 s split at the turns, "
+                           "stated 3.9e-13, the trapezoid alone 1.8e-7 (ratio 0.82); tanh "
+                           "K = M = 1 stated error 1.2e-13, solve 2.6 s CPU, certified; relu/erf "
+                           "K = M = 2 solve 4.4 s CPU, certified; logistic K = 2 42 ms per field "
+                           "call, 1.99x faster than one thread, 1.76x than without the mirror, "
+                           "solve 85 s wall, certified",
           tool("bench_network.py"),
           (("field K = M = 8 compiled (ms)", r"field K = M = 8 .*compiled ([0-9.]+) ms"),
            ("field K = M = 8 numpy (ms)", r"field K = M = 8 .*numpy closed forms ([0-9.]+) ms"),
@@ -174,6 +175,9 @@ CLAIMS = (
            ("tanh K = M = 3 one thread / every CPU",
             r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the same engine on one thread: "
             r".*threads ([0-9.]+)"),
+           ("tanh K = M = 3 without the mirror / with",
+            r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the engine without the mirror "
+            r".*ratio without/with ([0-9.]+)"),
            ("tanh K = M = 3 steep state, split at the turns (ms)",
             r"tanh/tanh K = M = 3 mse: .*\n(?:  .*\n)*?  the engine at a steep state .*: split "
             r"at the turns ([0-9.]+) ms"),
@@ -189,8 +193,11 @@ CLAIMS = (
            ("logistic K = 2 field call (ms)", r"erf/erf K = M = 2 logistic: field call new "
                                               r"([0-9.]+) ms"),
            ("logistic K = 2 one thread / every CPU",
-            r"erf/erf K = M = 2 logistic: .*\n  the same engine on one thread: .*threads "
-            r"([0-9.]+)"),
+            r"erf/erf K = M = 2 logistic: .*\n(?:  .*\n)*?  the same engine on one thread: "
+            r".*threads ([0-9.]+)"),
+           ("logistic K = 2 without the mirror / with",
+            r"erf/erf K = M = 2 logistic: .*\n(?:  .*\n)*?  the engine without the mirror "
+            r".*ratio without/with ([0-9.]+)"),
            ("logistic K = 2 solve wall (s)", r"erf/erf K = M = 2 logistic" + SOLVED + r" alpha "
                                              r"= 300 \(eta = [^)]*\): ([0-9.]+) s wall"),
            ("logistic K = 2 certified", r"erf/erf K = M = 2 logistic" + SOLVED + r" alpha = "
@@ -207,8 +214,8 @@ CLAIMS = (
                                                 r"([0-9.]+) s CPU"),
            ("relu/erf K = M = 2 certified", r"relu/erf K = M = 2 mse" + SOLVED + r" alpha = "
                                             r"300 .*certified (\w+)")), slow=True),
-    Claim("bench-engine-turns", "docs/network.md: tanh K = M = 3 at Q_kk = 9.8, split 2.95 s "
-                                "stated 2.4e-11, trapezoid 2.57 s stated 5.5e-7; honesty rows "
+    Claim("bench-engine-turns", "docs/network.md: tanh K = M = 3 at Q_kk = 9.8, split 1.33 s "
+                                "stated 2.4e-11, trapezoid 0.89 s stated 5.5e-7; honesty rows "
                                 "missed: trapezoid 4, width 0.7 none",
           tool("bench_engine_turns.py", "--widths", "0.7"),
           (("Q_kk 9.8: split (s)", r"Q_kk up to 9\.\d+: split at the turns ([0-9.]+) s"),

@@ -227,3 +227,15 @@ def vector_loss(name, width):
 def is_polynomial(expr, *symbols):
     """True when ``expr`` is a polynomial in ``symbols`` (Wick's theorem applies)."""
     return bool(expr.is_polynomial(*symbols))
+
+
+def parity(expr):
+    """``+1`` (even), ``-1`` (odd) or ``0`` (neither, or not shown by expansion) of an
+    expression in ``X``."""
+    x = _read("X")
+    mirrored = expr.subs(x, -x)
+    if sympy.expand(mirrored - expr) == 0:
+        return 1
+    if sympy.expand(mirrored + expr) == 0:
+        return -1
+    return 0

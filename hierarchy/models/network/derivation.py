@@ -153,16 +153,6 @@ def _xi_moment(p):
 
 # ----------------------------------------------------------------------------- the table
 
-def parity(expr):
-    """``+1`` (even), ``-1`` (odd) or ``0`` (neither) of an expression in ``x``."""
-    mirrored = expr.subs(activations.X, -activations.X)
-    if sympy.expand(mirrored - expr) == 0:
-        return 1
-    if sympy.expand(mirrored + expr) == 0:
-        return -1
-    return 0
-
-
 @dataclasses.dataclass(frozen=True)
 class TableSize:
     """What :func:`term_table` holds and does, predicted before it runs.
@@ -342,6 +332,7 @@ def derive_term_table(net):
 
 def _tabulate(net, rows, n):
     """Group the monomials of ``rows`` by pattern (``xi`` integrated, odd terms dropped)."""
+    parity = activations.parity
     parities = {"G": parity(net.student_activation),
                 "D": parity(derivative(net.student_activation)), "L": -1,
                 "H": parity(net.teacher_activation), "N": -1}

@@ -25,6 +25,11 @@ no numpy and no Python per node. A mixture's ``E[d_i nu_m]`` follows from ``E[d_
 so its engine integrates over the ``K`` student fields only; a noiseless mixture
 (``snr = inf``) is a point mass per cluster, evaluated exactly at any ``K``.
 
+A centred row (teacher data) whose outputs are each even or odd under ``z -> -z``
+(:func:`output_parities`: a tanh or erf network and a loss even under
+``(y, yhat) -> (-y, -yhat)``, such as the logistic) sums its outermost level's nodes
+``xi > 0`` twice and skips ``xi < 0``, and its odd outputs are 0 exactly: half the work.
+
 A row's outermost level is shared among threads (a logistic teacher-student field is one
 row): its nodes are cut into ``JOINT_CHUNKS`` fixed chunks, each summed on its own by
 whichever thread takes it, and the chunks' sums are added in order, so the values are the
@@ -262,6 +267,40 @@ def _printer():
     return Printer()
 
 
+def output_parities(spec):
+    """Per output of ``spec``, ``+1`` (even) or ``-1`` (odd) under ``z -> -z``, or all 0.
+
+    Teacher data only (a mixture component has a mean), and only when every field's
+    breakpoints are symmetric about 0, every atom has a parity (:func:`.activations.parity`)
+    and so has every output: the outputs with their atoms replaced by ``+-`` themselves and
+    their fields negated, expanded, equal to ``+-`` themselves. The compiled module then sums
+    half of a mean-0 row's outermost level (``templates/network_joint.pyx.j2``).
+    """
+    from hierarchy.models.network.activations import parity
+    none = (0,) * len(spec.outputs)
+    if spec.kind != "teacher":
+        return none
+    flip = {f: -f for f in spec.fields}
+    for f, pairs in zip(spec.fields, spec.atoms):
+        points = spec.breakpoints(spec.fields.index(f))
+        if sorted(points) != sorted(-p for p in points):
+            return none
+        for atom, expr in pairs:
+            sign = parity(expr.subs(f, X))
+            if sign == 0:
+                return none
+            flip[atom] = sign * atom
+    out = []
+    for expr in spec.expressions:
+        mirrored = expr.xreplace(flip)  # every replacement at once
+        sign = (1 if mirrored == expr or sympy.expand(mirrored - expr) == 0 else
+                -1 if mirrored == -expr or sympy.expand(mirrored + expr) == 0 else 0)
+        if sign == 0:
+            return none
+        out.append(sign)
+    return tuple(out)
+
+
 def joint_source(spec):
     """The Cython source of the engine of ``spec``."""
     from hierarchy.jit.render import render_template
@@ -277,7 +316,7 @@ def joint_source(spec):
                            atom_width=atom_width(spec), atom_cases=atom_cases(spec),
                            kink_start=starts, kinks=points, max_order=orders,
                            max_legendre=max(LEGENDRE_POINTS), lower=len(LEGENDRE_LOWER),
-                           narrow=NARROW_PIECES, capped=CAPPED)
+                           narrow=NARROW_PIECES, capped=CAPPED, parities=output_parities(spec))
 
 
 def rule_tables():
