@@ -214,6 +214,14 @@ CLAIMS = (
                                                 r"([0-9.]+) s CPU"),
            ("relu/erf K = M = 2 certified", r"relu/erf K = M = 2 mse" + SOLVED + r" alpha = "
                                             r"300 .*certified (\w+)")), slow=True),
+    Claim("network-tanh-solve", "committee_tanh.toml (tanh K = M = 3, default tolerances): "
+                                "certified in 40 min, integration 702 s, re-solve moved the "
+                                "states by 3.4e-12, field error 8.8e-13",
+          hierarchy("solve", str(CONFIGS / "committee_tanh.toml"), "--out", "{out}"),
+          (("field error", r"largest quadrature error of the field ([0-9.e+-]+)"),
+           ("re-solve moved the states by", r"moved the states by ([0-9.e+-]+)"),
+           ("certified", r"\((certified) at every output time")),
+          slow=True, wall=True),
     Claim("bench-engine-turns", "docs/network.md: tanh K = M = 3 at Q_kk = 9.8, split 1.33 s "
                                 "stated 2.4e-11, trapezoid 0.89 s stated 5.5e-7; honesty rows "
                                 "missed: trapezoid 4, width 0.7 none",
