@@ -281,8 +281,8 @@ def output_parities(spec):
     if spec.kind != "teacher":
         return none
     flip = {f: -f for f in spec.fields}
-    for f, pairs in zip(spec.fields, spec.atoms):
-        points = spec.breakpoints(spec.fields.index(f))
+    for index, (f, pairs) in enumerate(zip(spec.fields, spec.atoms)):
+        points = spec.breakpoints(index)
         if sorted(points) != sorted(-p for p in points):
             return none
         for atom, expr in pairs:
