@@ -258,8 +258,13 @@ def function_parity(expr, points):
     or returns 0 for an odd row.
     """
     from hierarchy.models.network.activations import parity
-    sign = parity(expr)
-    return sign if sorted(points) == sorted(-p for p in points) else 0
+    return parity(expr) if symmetric_about_zero(points) else 0
+
+
+def symmetric_about_zero(points):
+    """True when the set of split ``points`` is its own negative (exactly: the engines'
+    breakpoints are then exact mirror images)."""
+    return sorted(points) == sorted(-p for p in points)
 
 
 def engine_source(expressions, uniform=False, turns=()):

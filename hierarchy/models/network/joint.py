@@ -282,8 +282,7 @@ def output_parities(spec):
         return none
     flip = {f: -f for f in spec.fields}
     for index, (f, pairs) in enumerate(zip(spec.fields, spec.atoms)):
-        points = spec.breakpoints(index)
-        if sorted(points) != sorted(-p for p in points):
+        if not single_engine.symmetric_about_zero(spec.breakpoints(index)):
             return none
         for atom, expr in pairs:
             sign = parity(expr.subs(f, X))
