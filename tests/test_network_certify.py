@@ -178,6 +178,46 @@ def test_gram_layout_is_model_gram():
     assert np.array_equal(GramLayout(net)(u), gram(net, u))
 
 
+def test_rows_short_of_their_target_are_checked_one_order_lower(tmp_path, capsys):
+    """tanh K = M = 1 at ``atol = 1e-15``, the lowest allowed (an engine target of
+    ``1e-17``, which rows miss: they run to their highest order, where the tighter re-solve
+    cannot move them):
+    the coarse re-solve runs, with every row one order lower, and moves the states, by
+    about the stated errors times the time span, and its line says so. At the default
+    tolerances (the test above) no row is short and it does not run."""
+    path = write(tmp_path, "tanh", "tanh", t_final=1.0)
+    path.write_text(path.read_text() + "atol = 1e-15\nrtol = 1e-8\n")
+    main(["solve", str(path), "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    error = json.loads((tmp_path / "o" / "result.json").read_text())["summary"][
+        "quadrature_error"]
+    assert error["check_changed_nothing"] is True
+    assert 0.0 < error["coarse_trajectory"] and 0.0 < error["coarse_eg_trajectory"]
+    assert error["coarse_trajectory"] > 0.01 * error["field"]
+    assert "one order lower" in out
+    default = write(tmp_path, "tanh", "tanh")
+    main(["solve", str(default), "--out", str(tmp_path / "d")])
+    assert "coarse_trajectory" not in json.loads(
+        (tmp_path / "d" / "result.json").read_text())["summary"]["quadrature_error"]
+
+
+def test_the_two_re_solves_changes_add_up_against_the_tolerance():
+    """The tightened and the coarse re-solve move different rows, so their changes add up:
+    each moving the states by 0.6 of ``atol + rtol |u|`` is not certified, though either
+    alone would be."""
+    from hierarchy.models.network.family import certification_line, certify
+    states = _Rows([[0.0, 0.0], [0.0, 0.0]])
+    config = {"solve": {"atol": 1e-6, "rtol": 1e-8}}
+    moved = _Rows(states.y + 0.6e-6)
+    eg = np.zeros(2)
+    assert certify(config, states, states, eg, check=(moved, eg))["certified"] is True
+    assert certify(config, states, states, eg, coarse=(moved, eg))["certified"] is True
+    both = certify(config, states, states, eg, check=(moved, eg), coarse=(moved, eg))
+    assert both["certified"] is False and both["coarse_trajectory"] == 0.6e-6
+    line = certification_line({"engine": "joint", "quadrature_error": both})
+    assert "one order lower" in line and "NOT CERTIFIED" in line
+
+
 class _Rows:
     """A stand-in for a solved trajectory and a system whose stated errors are zero."""
 

@@ -159,6 +159,24 @@ def test_stated_error_bounds_the_coarser_orders(compiled):
         assert error[0] <= target
 
 
+def test_one_order_below_the_top_gives_the_value_its_stated_error_away(compiled):
+    """The certification's coarse re-solve (``below_top = 1``): a row that ran to its
+    highest order short of its target gives the order below, which is exactly its stated
+    error away from the row's value (the same passes, one fewer); a row that met its target
+    below its highest order gives the same bits; the engine counts the rows short."""
+    c = np.array([[[4.0, 1.5], [1.5, 2.0]], [[1.0, 0.2], [0.2, 0.5]]])
+    short_before = compiled.rows_short
+    value, error, order = compiled.expectation((0, 0), c, 1e-30)  # no row meets it
+    assert compiled.rows_short - short_before == 2 and np.all(error > 0)
+    lower, _, lower_order = compiled.expectation((0, 0), c, 1e-30, below_top=1)
+    assert np.array_equal(np.abs(lower - value), error)
+    assert np.all(lower_order == order - 1)
+    met, met_error, met_order = compiled.expectation((0, 0), c, 1e-6)
+    assert np.all(met_error <= 1e-6) and np.all(met_order < order - 1)
+    again, _, _ = compiled.expectation((0, 0), c, 1e-6, below_top=1)
+    assert np.array_equal(again, met)
+
+
 def test_stein_terms_lower_the_dimension_and_keep_the_value(compiled):
     """``E[z_a tanh(z_b) tanh'(z_c)]`` by Stein's lemma (two two-field integrals) equals the
     three-field integral; a factor 2 or a dropped term would not."""

@@ -451,6 +451,24 @@ def test_memo_serves_a_row_that_ran_to_its_highest_order_at_any_tighter_target(n
     assert engine.memo.hits - served >= flagged   # (and rows met exactly, error 0)
 
 
+@pytest.mark.parametrize("name", ["tanh/logistic", "relu xor logistic"])
+def test_one_order_below_the_top_gives_each_row_its_stated_error_away(name):
+    """The certification's coarse re-solve (``below_top = 1``): rows that ran to their
+    highest order give the order below, exactly their stated errors away, output by
+    output, from a memo of their own (the solve's memo would give the top order back);
+    the engine counts the rows short of a target."""
+    net = CASES[name]()
+    engine = joint.joint_engine(net)
+    means, covs, params = memo_rows(engine, net, count=4)
+    short_before = engine.rows_short
+    values, errors, orders = engine.expectation(means, covs, params, 0.0)  # none meets 0
+    assert engine.rows_short - short_before == len(means)
+    lower, _, lower_orders = engine.expectation(means, covs, params, 0.0, below_top=1)
+    assert np.array_equal(np.abs(lower - values), errors)
+    assert np.all(lower_orders == orders - 1)
+    assert np.array_equal(engine.expectation(means, covs, params, 0.0)[0], values)
+
+
 # ----------------------------------------------------------------------------- the field
 
 def z_scores(net, u, count=4096):

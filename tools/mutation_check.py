@@ -673,6 +673,39 @@ MUTATIONS = (
              "if (joint_parity[o] < 0) c->acc[o] = 0.0;", "if (0) c->acc[o] = 0.0;",
              ["tests/test_network_joint.py::test_a_mirrored_row_against_the_dense_reference"],
              "odd outputs of a mirrored row left at their half-sum instead of 0"),
+    mutation("joint-below-top-ignored", "templates/network_joint.pyx.j2",
+             "if (pmax > joint_max_order[c.r] - below_top) pmax = joint_max_order[c.r] - "
+             "below_top;",
+             "if (pmax > joint_max_order[c.r]) pmax = joint_max_order[c.r];",
+             ["tests/test_network_joint.py::test_one_order_below_the_top_gives_each_row_its_"
+              "stated_error_away"],
+             "the joint engine's coarse re-solve at the top order (it would check nothing)"),
+    mutation("engine-below-top-ignored", "templates/network_engine.pyx.j2",
+             "            - below_top;", "            - 0;",
+             ["tests/test_network_engine.py::test_one_order_below_the_top_gives_the_value_its_"
+              "stated_error_away"],
+             "the single-field engine's coarse re-solve at the top order"),
+    mutation("joint-coarse-shares-the-memo", "hierarchy/models/network/joint.py",
+             "memo = self.memo if below_top == 0 else self.coarse_memo",
+             "memo = self.memo",
+             ["tests/test_network_joint.py::test_one_order_below_the_top_gives_each_row_its_"
+              "stated_error_away"],
+             "the coarse re-solve served the solve's rows (at their top order) by the memo"),
+    mutation("certify-coarse-not-run", "hierarchy/models/network/family.py",
+             'short = getattr(system, "rows_short", 0) > short_before',
+             'short = getattr(system, "rows_short", 0) < short_before',
+             ["tests/test_network_certify.py::test_rows_short_of_their_target_are_checked_one_"
+              "order_lower"],
+             "no coarse re-solve where rows ran to their highest order short of their target"),
+    mutation("certify-re-solves-not-added", "hierarchy/models/network/family.py",
+             "        moved_state[:rows] += state\n        moved_risk[:rows] += risk\n"
+             "        out.update(coarse_trajectory",
+             "        moved_state[:rows] = np.maximum(moved_state[:rows], state)\n"
+             "        moved_risk[:rows] = np.maximum(moved_risk[:rows], risk)\n"
+             "        out.update(coarse_trajectory",
+             ["tests/test_network_certify.py::test_the_two_re_solves_changes_add_up_against_the_"
+              "tolerance"],
+             "the two re-solves' changes held to the tolerance each, not their sum"),
 )
 
 

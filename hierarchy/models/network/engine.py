@@ -397,8 +397,11 @@ class Engine:
                        else tuple(int(bool(kinks(e))) for e in expressions))
         #: seconds per row of each pattern (function ids) at its last call
         self.row_seconds = {}
+        #: rows returned short of their target (they ran to their highest order), counted
+        #: over every call: the certification's coarse re-solve runs when a solve had any
+        self.rows_short = 0
 
-    def expectation(self, ids, c, targets):
+    def expectation(self, ids, c, targets, below_top=0):
         """``(values, errors, orders)`` of ``E[prod_f h_{ids[f]}(z_f)]`` for every row.
 
         Parameters
@@ -409,6 +412,9 @@ class Engine:
             Covariances (symmetric positive semi-definite).
         targets : float or numpy.ndarray, shape (rows,)
             Absolute error target of each row.
+        below_top : int
+            Every row's highest order lowered by this many (the certification's coarse
+            re-solve: 1, where a row that ran to its highest order gives the order below).
         """
         c = np.ascontiguousarray(c, dtype=float)
         rows, d = c.shape[0], c.shape[-1]
@@ -425,9 +431,10 @@ class Engine:
             self.module.expectations(
                 stop - start, d, function_ids, kinked, c[start:stop].reshape(-1),
                 targets[start:stop], top, smooth, legendre, starts, len(lx), lx, lw,
-                values[start:stop], errors[start:stop], orders[start:stop])
+                values[start:stop], errors[start:stop], orders[start:stop], below_top)
 
         self._spread(tuple(ids), d, rows, run)
+        self.rows_short += int(np.count_nonzero(~(errors <= targets)))
         return values, errors, orders
 
     def _spread(self, key, d, rows, run):
@@ -456,9 +463,10 @@ class RowIntegral:
         self.engine = engine
         self.ids = ids
 
-    def evaluate(self, c, targets):
-        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target."""
-        values, errors, _ = self.engine.expectation(self.ids, c, targets)
+    def evaluate(self, c, targets, below_top=0):
+        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target
+        (``below_top``: see :meth:`Engine.expectation`)."""
+        values, errors, _ = self.engine.expectation(self.ids, c, targets, below_top)
         return values, errors
 
 
@@ -528,8 +536,9 @@ class PatternIntegral:
         self.engine = engine
         self.terms = terms
 
-    def evaluate(self, c, targets):
-        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target."""
+    def evaluate(self, c, targets, below_top=0):
+        """``(values, errors)`` for ``C (rows, d, d)``, each row to its absolute target
+        (``below_top``: see :meth:`Engine.expectation`)."""
         values, errors = np.zeros(len(c)), np.zeros(len(c))
         for coefficient, pairs, positions, ids in self.terms:
             factor = np.full(len(c), coefficient)
@@ -540,7 +549,7 @@ class PatternIntegral:
                 continue
             sub = c[:, positions][:, :, positions]
             share = np.maximum(np.abs(factor) * len(self.terms), 1e-300)
-            v, e, _ = self.engine.expectation(ids, sub, targets / share)
+            v, e, _ = self.engine.expectation(ids, sub, targets / share, below_top)
             values = values + factor * v
             errors = errors + np.abs(factor) * e
         return values, errors

@@ -331,6 +331,7 @@ class NetworkFamily(ModelFamily):
                 atol=float(settings["atol"]), progress=progress)
 
         with interruptible():
+            short_before = getattr(system, "rows_short", 0)
             try:
                 result = solve()
             except SolveInterrupted as stop:
@@ -339,10 +340,13 @@ class NetworkFamily(ModelFamily):
                                    interrupted=stop.result.message)
                 raise
 
-            def check():  # the tightened solve: post-processing, after the trajectory is kept
-                if getattr(system, "adaptive", False) and result.status == Status.COMPLETE:
-                    return tightened_solve(system, solve)
-                return None
+            def check():  # post-processing, after the trajectory and eg are kept
+                if not (getattr(system, "adaptive", False) and result.status == Status.COMPLETE):
+                    return None, None
+                # rows short of their target in the solve or its eg: the coarse re-solve
+                short = getattr(system, "rows_short", 0) > short_before
+                return (tightened_solve(system, solve),
+                        coarse_solve(system, solve) if short else None)
             return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
@@ -429,8 +433,39 @@ def tightened_solve(system, solve):
     return tight, eg
 
 
-def certify(config, system, result, eg, check=None):
-    """The ``quadrature_error`` summary of a solved trajectory (see :func:`write_solution`)."""
+def coarse_solve(system, solve):
+    """The a-posteriori check of rows that ran to their highest order: ``solve()`` again
+    with every row's highest order one lower; returns ``(trajectory, eg along it)`` and
+    restores the orders.
+
+    A row that met its target stops where it stopped (or one order lower, a change within
+    its target); a row that ran to its highest order without meeting it gives the order
+    below, which differs from the solve's value by exactly its stated error, with its sign.
+    The tightened re-solve cannot move such rows (they are at their highest order), so this
+    is the re-solve that measures what their stated errors do to the trajectory.
+    """
+    system.set_orders_below_top(1)
+    try:
+        coarse = solve()
+        eg = np.array([system.eg(u) for u in coarse.y])
+    finally:
+        system.set_orders_below_top(0)
+    return coarse, eg
+
+
+def _moved(solved, eg, check):
+    """``(states, eg)``: the largest changes a re-solve ``check = (trajectory, eg along
+    it)`` made at each output time the two share."""
+    other, other_eg = check
+    rows = min(len(other.y), len(solved.y))
+    return (np.max(np.abs(other.y[:rows] - solved.y[:rows]), axis=1, initial=0.0),
+            np.abs(other_eg[:rows] - eg[:rows]))
+
+
+def certify(config, system, result, eg, check=None, coarse=None):
+    """The ``quadrature_error`` summary of a solved trajectory (see :func:`write_solution`):
+    ``check`` the tightened re-solve (:func:`tightened_solve`), ``coarse`` the one with the
+    rows one order lower (:func:`coarse_solve`), each ``(trajectory, eg along it)`` or None."""
     solve = config["solve"]
     atol, rtol = float(solve["atol"]), float(solve["rtol"])
     field_error = np.zeros(len(result.y))
@@ -445,17 +480,27 @@ def certify(config, system, result, eg, check=None):
     out = {"field": float(field_error.max(initial=0.0)), "eg": float(eg_error.max(initial=0.0)),
            "target": getattr(system, "quadrature_target", None),
            "times_checked": int(len(result.y))}
+    # the two re-solves move different rows (those below their highest order, and those
+    # at it): their changes add up, and the sum is held to the tolerance
+    moved_state, moved_risk = np.zeros(len(result.y)), np.zeros(len(result.y))
     if check is not None:
-        tight, tight_eg = check
-        rows = min(len(tight.y), len(result.y))
-        state = np.max(np.abs(tight.y[:rows] - result.y[:rows]), axis=1, initial=0.0)
-        risk = np.abs(tight_eg[:rows] - eg[:rows])
-        bad[:rows] |= (state > tolerance[:rows]) | (risk > tolerance[:rows])
+        state, risk = _moved(result, eg, check)
+        rows = len(state)
+        moved_state[:rows] += state
+        moved_risk[:rows] += risk
         out.update(trajectory=float(state.max(initial=0.0)), eg_trajectory=float(risk.max(
             initial=0.0)), check_factor=CHECK_FACTOR,
             # bitwise the same: every row was already at its highest order (or exact), so
             # the tighter target changed no value and the re-solve checked nothing
             check_changed_nothing=bool(rows and not state.any() and not risk.any()))
+    if coarse is not None:
+        state, risk = _moved(result, eg, coarse)
+        rows = len(state)
+        moved_state[:rows] += state
+        moved_risk[:rows] += risk
+        out.update(coarse_trajectory=float(state.max(initial=0.0)),
+                   coarse_eg_trajectory=float(risk.max(initial=0.0)))
+    bad |= (moved_state > tolerance) | (moved_risk > tolerance)
     out["certified"] = bool(not bad.any())
     out["first_uncertified"] = float(result.t[np.argmax(bad)]) if bad.any() else None
     return out
@@ -474,6 +519,10 @@ def certification_line(summary):
     elif error.get("trajectory") is not None:
         line += (f"; the solve with a {factor:g}x tighter quadrature moved the states by "
                  f"{error['trajectory']:.3g}, eg by {error['eg_trajectory']:.3g}")
+    if error.get("coarse_trajectory") is not None:
+        line += (f"; with every row one order lower (the rows short of their target move by "
+                 f"their stated error) the states moved by {error['coarse_trajectory']:.3g}, "
+                 f"eg by {error['coarse_eg_trajectory']:.3g}")
     if error.get("certified", True):
         return line + f" (certified at every output time against atol + rtol |u|)"
     return (line + f" -- NOT CERTIFIED from alpha = {error.get('first_uncertified', 0.0):.6g}: "
@@ -486,12 +535,13 @@ def write_solution(out_dir, config, system, result, interrupted=None, check=None
     The trajectory is written first, before any slow post-processing, marked incomplete
     (``stage: "post-processing"``, ``eg`` NaN): an interrupt from there on keeps every row.
     An interrupted solve stops there (``eg`` not computed). Otherwise ``eg`` is computed row
-    by row, then ``check()`` (the tightened solve, :func:`tightened_solve`, or None) and the
-    quadrature errors; an interrupt in any of them keeps the ``eg`` rows done, still
-    incomplete. The summary then adds ``eg_final``, the field's ``engine``,
-    ``teacher_overlaps`` and ``quadrature_error`` (:func:`certify`): the largest stated
-    quadrature error of the field and of ``eg`` over every output time; with the check the
-    largest change of the states and of ``eg`` it made; ``certified`` when at every output
+    by row, then ``check()`` (``(tight, coarse)``: the tightened solve,
+    :func:`tightened_solve`, and the one with every row an order lower, :func:`coarse_solve`,
+    each or both None) and the quadrature errors; an interrupt in any of them keeps the
+    ``eg`` rows done, still incomplete. The summary then adds ``eg_final``, the field's
+    ``engine``, ``teacher_overlaps`` and ``quadrature_error`` (:func:`certify`): the largest
+    stated quadrature error of the field and of ``eg`` over every output time; with the
+    checks the largest change of the states and of ``eg`` each made; ``certified`` when at every output
     time each of them is within the solve's ``atol + rtol max|u|``. ``certified`` is
     repeated at the top level and ``beyond_horizon`` is its negation (``hierarchy solve``
     exits 3). An ``eg`` that is not finite leaves the result incomplete (``not_finite``).
@@ -519,7 +569,8 @@ def write_solution(out_dir, config, system, result, interrupted=None, check=None
         for u in result.y:
             eg[done] = system.eg(u)
             done += 1
-        error = certify(config, system, result, eg, check() if check is not None else None)
+        error = certify(config, system, result, eg,
+                        *(check() if check is not None else (None, None)))
     except KeyboardInterrupt:
         with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
             write_network_result(out_dir, config, result, eg,

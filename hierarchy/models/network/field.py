@@ -113,6 +113,8 @@ class TableField:
             raise HierarchyError("model.loss: the term table does not apply to this network "
                                  "(use the quadrature field)", field="model.loss")
         self.target = expectation_engine.DEFAULT_TARGET if target is None else float(target)
+        #: orders below each engine row's highest (1 in the certification's coarse re-solve)
+        self.below_top = 0
         self.gram = GramLayout(net)
         self.evaluators, self.quadrature_groups = [], []
         pending = []
@@ -154,6 +156,19 @@ class TableField:
     def set_target(self, target):
         """The engine's target for one output's quadrature error (absolute)."""
         self.target = float(target)
+
+    def set_orders_below_top(self, below):
+        """Every engine row's highest order lowered by ``below`` (0 or 1: the coarse
+        re-solve of the certification)."""
+        self.below_top = int(below)
+
+    @property
+    def rows_short(self):
+        """Engine rows returned short of their target so far (:attr:`.engine.Engine.rows_short`
+        of this field's engine)."""
+        engines = {id(form.integral.engine): form.integral.engine for form in self.evaluators
+                   if isinstance(form, EngineGroup)}
+        return sum(engine.rows_short for engine in engines.values())
 
     @staticmethod
     def _quadrature(net, pattern):
@@ -243,12 +258,13 @@ class EngineGroup:
 
     def evaluate(self, c, v):
         """``(values, errors)`` of the rows at their covariances ``c (rows, d, d)``."""
-        key = (c.tobytes(), np.asarray(v, dtype=float).tobytes(), self.field.target)
+        key = (c.tobytes(), np.asarray(v, dtype=float).tobytes(), self.field.target,
+               self.field.below_top)
         if self._last is None or self._last[0] != key:
             targets = expectation_engine.row_targets(
                 self.field.target, row_weights(self.group, v),
                 self.field.engine_rows[self.group.target])
-            self._last = (key, self.integral.evaluate(c, targets))
+            self._last = (key, self.integral.evaluate(c, targets, self.field.below_top))
         return self._last[1]
 
     def values(self, c, v):
@@ -361,6 +377,20 @@ class EngineTarget:
         """Set the engine's target (absolute, per output); a no-op without engine rows."""
         if hasattr(self.evaluator, "set_target"):
             self.evaluator.set_target(target)
+
+    def set_orders_below_top(self, below):
+        """Lower every engine row's highest order by ``below`` (0 or 1): the coarse
+        re-solve of the certification, where a row that ran to its highest order without
+        meeting its target gives the order below, its stated error away. A no-op without
+        engine rows."""
+        if hasattr(self.evaluator, "set_orders_below_top"):
+            self.evaluator.set_orders_below_top(below)
+
+    @property
+    def rows_short(self):
+        """Engine rows returned short of their target so far (0 without engine rows)."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return getattr(field, "rows_short", 0)
 
 
 class NetworkSystem(EngineTarget):

@@ -366,6 +366,11 @@ class JointEngine:
         #: seconds per row at the last call (decides the threads of the next)
         self.row_seconds = 0.0
         self.memo = RowMemo()
+        #: the memo of the coarse re-solve (``below_top`` 1): its rows stop lower
+        self.coarse_memo = RowMemo()
+        #: rows returned short of a target (they ran to their highest order), counted over
+        #: every call: the certification's coarse re-solve runs when a solve had any
+        self.rows_short = 0
 
     def threads(self):
         """The threads a row's outermost level is shared among: every available CPU
@@ -376,7 +381,7 @@ class JointEngine:
             return thread_count()
         return 1
 
-    def expectation(self, means, covariances, parameters, targets):
+    def expectation(self, means, covariances, parameters, targets, below_top=0):
         """``(values, errors, orders)`` of ``E[F(z)]``, ``z ~ N(mean_r, C_r)``, every row.
 
         With turns (:attr:`Spec.turns`) a row is done on the levels split at them when its
@@ -392,6 +397,10 @@ class JointEngine:
         parameters : numpy.ndarray, shape (rows, len(spec.parameters))
         targets : numpy.ndarray, shape (rows, outputs)
             Absolute error target of each output.
+        below_top : int
+            Every row's highest order lowered by this many (0 or 1: the certification's
+            coarse re-solve, where a row that ran to its highest order gives the order
+            below; its rows have a memo of their own, :attr:`coarse_memo`).
 
         Returns
         -------
@@ -404,8 +413,9 @@ class JointEngine:
         covariances = np.ascontiguousarray(covariances, dtype=float)
         parameters = np.ascontiguousarray(parameters, dtype=float)
         targets = np.ascontiguousarray(np.broadcast_to(targets, (rows, outputs)), dtype=float)
+        memo = self.memo if below_top == 0 else self.coarse_memo
         keys = RowMemo.keys(means, covariances, parameters)
-        known = [self.memo.get(key, targets[j]) for j, key in enumerate(keys)]
+        known = [memo.get(key, targets[j]) for j, key in enumerate(keys)]
         todo = np.array([hit is None for hit in known], dtype=bool)
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
         orders = np.zeros(rows, dtype=np.int32)
@@ -414,19 +424,20 @@ class JointEngine:
                 values[j], errors[j], orders[j] = hit
         if np.any(todo):
             values[todo], errors[todo], reached = self._integrate(
-                means[todo], covariances[todo], parameters[todo], targets[todo])
+                means[todo], covariances[todo], parameters[todo], targets[todo], below_top)
             capped = reached >= CAPPED
             orders[todo] = np.where(capped, reached - CAPPED, reached)
             for j, at_top in zip(np.flatnonzero(todo), capped):
-                self.memo.put(keys[j], targets[j], values[j], errors[j], orders[j], at_top)
+                memo.put(keys[j], targets[j], values[j], errors[j], orders[j], at_top)
+        self.rows_short += int(np.count_nonzero(np.any(~(errors <= targets), axis=1)))
         return values, errors, orders
 
-    def _integrate(self, means, covariances, parameters, targets):
+    def _integrate(self, means, covariances, parameters, targets, below_top=0):
         """:meth:`expectation` of rows the memo does not hold (the module per row; the orders
         as the module returns them, :data:`CAPPED` added at a row's highest order)."""
         rows, outputs = targets.shape
         if self.plain is None:
-            return self._run(self.module, means, covariances, parameters, targets)
+            return self._run(self.module, means, covariances, parameters, targets, below_top)
         turned = [f for f, turns in enumerate(self.spec.turns) if turns]
         steep = np.max(covariances[:, turned, turned], axis=1) >= TURN_VARIANCE
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
@@ -435,10 +446,10 @@ class JointEngine:
             if np.any(rows_of):
                 values[rows_of], errors[rows_of], orders[rows_of] = self._run(
                     module, means[rows_of], covariances[rows_of], parameters[rows_of],
-                    targets[rows_of])
+                    targets[rows_of], below_top)
         return values, errors, orders
 
-    def _run(self, module, means, covariances, parameters, targets):
+    def _run(self, module, means, covariances, parameters, targets, below_top=0):
         """``module``'s ``(values, errors, orders)`` of every row (contiguous arrays)."""
         means, covariances, parameters, targets = (np.ascontiguousarray(a) for a in
                                                    (means, covariances, parameters, targets))
@@ -452,7 +463,7 @@ class JointEngine:
         module.expectations(rows, means.reshape(-1), covariances.reshape(-1),
                             parameters.reshape(-1), targets.reshape(-1), top, smooth, legendre,
                             starts, len(lx), lx, lw, values.reshape(-1), errors.reshape(-1),
-                            orders, threads)
+                            orders, threads, below_top)
         self.row_seconds = (time.perf_counter() - start) * threads / max(rows, 1)
         errors = np.where(np.isfinite(errors) & np.isfinite(values), errors, np.inf)
         return values, errors, orders

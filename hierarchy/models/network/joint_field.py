@@ -71,6 +71,8 @@ class JointField:
         self.spec = self.integrator.spec
         self.target = single_engine.DEFAULT_TARGET if target is None else float(target)
         self.engine_rows = np.ones(1)  # adaptive: the effort follows the target
+        #: orders below each row's highest (1 in the certification's coarse re-solve)
+        self.below_top = 0
         self._last = None
         self._slots = {name: self.spec.positions(name)
                        for name in ("a", "b", "c", "dv", "loss", "e")}
@@ -78,6 +80,16 @@ class JointField:
     def set_target(self, target):
         """The target of one output's quadrature error (absolute)."""
         self.target = float(target)
+
+    def set_orders_below_top(self, below):
+        """Every row's highest order lowered by ``below`` (0 or 1: the coarse re-solve of
+        the certification, :meth:`.joint.JointEngine.expectation`)."""
+        self.below_top = int(below)
+
+    @property
+    def rows_short(self):
+        """Rows returned short of a target so far (:attr:`.joint.JointEngine.rows_short`)."""
+        return self.integrator.rows_short
 
     # ---------------------------------------------------------------- the engine's rows
     def _rows(self, parts, v):
@@ -152,14 +164,15 @@ class JointField:
         two-order differences), at the second layer ``v``. The last call is kept: the solve
         asks the field and its error at one state."""
         key = (tuple((c.weight, c.mean.tobytes(), c.covariance.tobytes(), c.label)
-                     for c in parts), np.asarray(v, dtype=float).tobytes(), self.target)
+                     for c in parts), np.asarray(v, dtype=float).tobytes(), self.target,
+               self.below_top)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         mixture = self.spec.kind == "mixture"
         slopes = [regression(c, self.net.K) if mixture else None for c in parts]
         means, covs, params = self._rows(parts, v)
         values, errors, _ = self.integrator.expectation(
-            means, covs, params, self._targets(parts, slopes))
+            means, covs, params, self._targets(parts, slopes), self.below_top)
         moments = [(self._moments(values[j], c, slopes[j]),
                     self._moments(errors[j], c, slopes[j], absolute=True))
                    for j, c in enumerate(parts)]

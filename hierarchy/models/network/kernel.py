@@ -160,6 +160,10 @@ class CompiledField:
         """The target of the engine's rows (:meth:`~.field.TableField.set_target`)."""
         self.reference.set_target(target)
 
+    def set_orders_below_top(self, below):
+        """:meth:`~.field.TableField.set_orders_below_top` of the engine's rows."""
+        self.reference.set_orders_below_top(below)
+
 
 def compiled_field(reference, required=False):
     """A :class:`CompiledField` of ``reference.net``, or None when the kernel cannot be compiled.
