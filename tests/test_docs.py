@@ -505,6 +505,12 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "2.02), 36.3 s\n"
             "  GAUSS_TURN_WIDTH 0.7: 0 of 4500 stated errors below the true one (largest ratio "
             "0.00), 25.4 s\n"),
+        "network-xor-preset": (
+            "field: joint (compiled adaptive); largest quadrature error of the field 1.67e-08, "
+            "of eg 2.51e-08; the solve with a 100x tighter quadrature moved the states by "
+            "7.33e-06, eg by 1.12e-06; with every row one order lower (the rows short of their "
+            "target move by their stated error) the states moved by 4.39e-05, eg by 6.19e-06 "
+            "(certified at every output time against atol + rtol |u|)\n"),
     }
     expected = {"bench-gmm": ["43.48", "242.8", "5.6", "7.67", "11.46"],
                 "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
@@ -514,7 +520,9 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
                                   "1.65", "2184.5", "3.9e-13", "1.8e-07", "0.74",
                                   "119.3", "1.78", "1.94", "85.4", "False",
                                   "2.0e-13", "5.0", "True", "5.9", "True"],
-                "bench-engine-turns": ["3.31", "2.4e-11", "5.5e-07", "4", "0"]}
+                "bench-engine-turns": ["3.31", "2.4e-11", "5.5e-07", "4", "0"],
+                "network-xor-preset": ["1.67e-08", "4.39e-05",
+                                       "certified at every output time"]}
     for name, text in lines.items():
         found = [re.search(pattern, text, re.MULTILINE).group(1)
                  for _, pattern in claims[name].patterns]
