@@ -345,8 +345,15 @@ class NetworkFamily(ModelFamily):
                     return None, None
                 # rows short of their target in the solve or its eg: the coarse re-solve
                 short = getattr(system, "rows_short", 0) > short_before
-                return (tightened_solve(system, solve),
-                        coarse_solve(system, solve) if short else None)
+                progress.line(f"certification: the solve again with a {CHECK_FACTOR:g}x "
+                              "tighter quadrature target")
+                tight = tightened_solve(system, solve)
+                if not short:
+                    return tight, None
+                progress.line("certification: the solve again with every quadrature row one "
+                              "order lower (rows ran to their highest order short of their "
+                              "target)")
+                return tight, coarse_solve(system, solve)
             return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
