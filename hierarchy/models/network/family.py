@@ -431,13 +431,9 @@ def tightened_solve(system, solve):
     """The a-posteriori check: ``solve()`` again with the engine's target divided by
     :data:`CHECK_FACTOR`; returns ``(trajectory, eg along it)`` and restores the target."""
     target = system.quadrature_target
-    system.set_quadrature_target(target / CHECK_FACTOR)
-    try:
-        tight = solve()
-        eg = np.array([system.eg(u) for u in tight.y])
-    finally:
-        system.set_quadrature_target(target)
-    return tight, eg
+    return _solve_again(system, solve,
+                        lambda: system.set_quadrature_target(target / CHECK_FACTOR),
+                        lambda: system.set_quadrature_target(target))
 
 
 def coarse_solve(system, solve):
@@ -451,13 +447,20 @@ def coarse_solve(system, solve):
     The tightened re-solve cannot move such rows (they are at their highest order), so this
     is the re-solve that measures what their stated errors do to the trajectory.
     """
-    system.set_orders_below_top(1)
+    return _solve_again(system, solve, lambda: system.set_orders_below_top(1),
+                        lambda: system.set_orders_below_top(0))
+
+
+def _solve_again(system, solve, change, restore):
+    """``(trajectory, eg along it)`` of ``solve()`` after ``change()``; ``restore()`` after,
+    whatever happens."""
+    change()
     try:
-        coarse = solve()
-        eg = np.array([system.eg(u) for u in coarse.y])
+        again = solve()
+        eg = np.array([system.eg(u) for u in again.y])
     finally:
-        system.set_orders_below_top(0)
-    return coarse, eg
+        restore()
+    return again, eg
 
 
 def _moved(solved, eg, check):
