@@ -1,12 +1,15 @@
 """The stated quadrature errors of a written network trajectory against its solve's tolerance.
 
 ``hierarchy solve`` certifies a network trajectory only after its post-processing (``eg`` at
-every output time, then the solve again with a 100-fold tighter quadrature target). When that
+every output time, then the solve again with a 100-fold tighter quadrature target, and
+where rows ran to their highest order short of their target once more with every row one
+order lower). When that
 is cut short (a time limit, an interrupt), ``result.json`` says nothing about the field's
 error. This script re-evaluates the field of the result's own config at every recorded state
 and prints, for the field and ``eg``, the largest stated error against the tolerance
 ``atol + rtol max|u|`` that certification applies, and the output times where it is exceeded.
-It does not repeat the tightened solve, so it is the first half of certification only.
+It repeats neither the tightened solve nor the coarse one (every row one order lower, where
+rows ran to their highest order), so it is the first part of certification only.
 
 Usage: ``python tools/network_stated_errors.py OUT_DIR`` (exit 0 when every output time is
 within its tolerance, 1 otherwise, 2 for a result that is not a network solve).
