@@ -148,10 +148,17 @@ def test_solve_is_certified_at_every_output_time(tmp_path, capsys):
     assert "certified at every output time" in out
 
 
-def test_solve_that_cannot_be_certified_exits_3_with_one_line(tmp_path, capsys):
+def test_solve_that_cannot_be_certified_exits_3_with_one_line(tmp_path, capsys, monkeypatch):
     """A logistic loss with label noise at K = M = 2 (five jointly Gaussian fields: beyond
     the joint engine, the QMC field, errors ~1e-4) at the default tolerances: written,
-    marked not certified, exit 3 with one line on stderr naming the reason."""
+    marked not certified, exit 3 with one line on stderr naming the reason; the figure
+    shades every panel from the first time not certified and says so in its title, and so
+    does its redraw (after ``hierarchy fixed-points``)."""
+    from hierarchy.core import plotting, run_report
+    figures = []
+    saved = run_report.save_figure
+    monkeypatch.setattr(run_report, "save_figure",
+                        lambda fig, path, **kw: figures.append(fig) or saved(fig, path, **kw))
     path = write(tmp_path, "erf", "erf", loss="logistic", t_final=0.02, width=2, noise=0.3)
     code = main(["solve", str(path), "--out", str(tmp_path / "o")])
     captured = capsys.readouterr()
@@ -160,6 +167,27 @@ def test_solve_that_cannot_be_certified_exits_3_with_one_line(tmp_path, capsys):
     assert summary["certified"] is False
     lines = [line for line in captured.err.strip().splitlines() if "NOT CERTIFIED" in line]
     assert len(lines) == 1 and "atol + rtol" in lines[0]
+    labels = json.loads((tmp_path / "o" / "result.json").read_text())["labels"]
+    far = [{"u": {label: 1e3 for label in labels}}]  # a fixed point the solve passes far from
+    monkeypatch.setattr(run_report, "read_points", lambda out_dir: far)
+    run_report.replot_solved(tmp_path / "o")
+    assert len(figures) == 2
+    for fig in figures:
+        assert f"{plotting.UNCERTIFIED_SPAN_LABEL} from" in fig._suptitle.get_text()
+        panels = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+        assert len(panels) >= 5  # Q (a=b), Q (a!=b), R (a=b), R (a!=b), eg
+        for ax in panels:
+            assert plotting.UNCERTIFIED_SPAN_LABEL in ax.get_legend_handles_labels()[1]
+
+
+def test_a_certified_solve_shades_nothing():
+    """The figure of a certified solve has no "NOT CERTIFIED" span or title."""
+    from hierarchy.core import plotting
+    t = np.linspace(0.0, 1.0, 5)
+    fig = plotting.make_statistics_figure(t, np.c_[t, 2 * t], ["Q1.1", "R1.1"], "title")
+    assert plotting.UNCERTIFIED_SPAN_LABEL not in fig._suptitle.get_text()
+    assert all(plotting.UNCERTIFIED_SPAN_LABEL not in ax.get_legend_handles_labels()[1]
+               for ax in fig.axes)
 
 
 def test_gram_layout_is_model_gram():

@@ -706,6 +706,11 @@ MUTATIONS = (
              ["tests/test_network_certify.py::test_the_two_re_solves_changes_add_up_against_the_"
               "tolerance"],
              "the two re-solves' changes held to the tolerance each, not their sum"),
+    mutation("solve-figure-not-marked-uncertified", "hierarchy/models/network/family.py",
+             'uncertified_from=summary.get("beyond_from"))', "uncertified_from=None)",
+             ["tests/test_network_certify.py::test_solve_that_cannot_be_certified_exits_3_with_"
+              "one_line"],
+             "a solve that cannot be certified drawn like a certified one"),
 )
 
 

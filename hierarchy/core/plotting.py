@@ -456,8 +456,12 @@ def plot_statistics_group(ax, t, values, labels, math_label=plain_label, spread=
                     label=f"{name} of {len(labels)}")
 
 
+#: the label of the shaded times a solve could not certify (:func:`make_statistics_figure`)
+UNCERTIFIED_SPAN_LABEL = "NOT CERTIFIED"
+
+
 def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_label="t",
-                           extra_panels=(), spread=None, spread_name=""):
+                           extra_panels=(), spread=None, spread_name="", uncertified_from=None):
     """A run of many statistics: one panel per group of labels, then the family's panels.
 
     Parameters
@@ -476,6 +480,9 @@ def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_lab
     spread : (array (T, n), array (T, n)), optional
         A band about each curve of the small groups (e.g. the runs' 10 %–90 % range),
         named ``spread_name`` in the title.
+    uncertified_from : float, optional
+        The first time a solve could not certify: from there on every panel is shaded and
+        labelled :data:`UNCERTIFIED_SPAN_LABEL`, and the title says so.
 
     Returns
     -------
@@ -499,9 +506,15 @@ def make_statistics_figure(t, y, labels, title, math_label=plain_label, time_lab
             ax.plot(t, values, lw=1.4, label=curve)
         ax.set(title=name, xlabel=time_label)
     for ax in axes:
+        if uncertified_from is not None:
+            ax.axvspan(uncertified_from, np.max(t), color="tab:red", alpha=0.12, lw=0,
+                       label=UNCERTIFIED_SPAN_LABEL)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[1]:
             legend(ax)
+    if uncertified_from is not None:
+        title += (f" -- {UNCERTIFIED_SPAN_LABEL} from {time_label} = "
+                  f"{uncertified_from:.6g} (shaded)")
     heading = fit_title(fig, title + (f"\nbands: {spread_name}" if spread is not None and
                                       spread_name else ""))
     # the panels keep their size: the figure grows by the title's lines beyond the first

@@ -58,23 +58,24 @@ BAND = (10, 90)
 PAIRED_PANELS = FULL_LIMIT
 
 
-def plot_solved(out_dir, config, trajectory, family=None, extra=None):
+def plot_solved(out_dir, config, trajectory, family=None, extra=None, uncertified_from=None):
     """``observables.png`` of a solved trajectory (nothing for an empty one).
 
     ``family`` is the family that solved it (default: the one the config names); ``extra``
     maps more per-time curves to a panel of their own (the ``network`` family's ``eg``). The
     fixed points of ``fixed_points.json`` in ``out_dir`` (``hierarchy fixed-points``) that the
     trajectory passes near (:func:`visited_points`) are marked: on the ``eg`` panel at their
-    ``eg``, else as a time on every panel.
+    ``eg``, else as a time on every panel. ``uncertified_from``: the first time a solve could
+    not certify, shaded from there on and named in the title.
     """
     if len(trajectory.t) == 0:
         return None
-    fig = solved_figure(out_dir, config, trajectory, family, extra)
+    fig = solved_figure(out_dir, config, trajectory, family, extra, uncertified_from)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     return save_figure(fig, Path(out_dir) / SOLVE_PLOT)
 
 
-def solved_figure(out_dir, config, trajectory, family=None, extra=None):
+def solved_figure(out_dir, config, trajectory, family=None, extra=None, uncertified_from=None):
     """The figure of :func:`plot_solved` (not saved)."""
     family = family if family is not None else registry.family_of(config)
     time = family.time_label(config)
@@ -82,7 +83,7 @@ def solved_figure(out_dir, config, trajectory, family=None, extra=None):
     panels = [(name, {name: np.asarray(values, float)}) for name, values in (extra or {}).items()]
     fig = make_statistics_figure(trajectory.t, trajectory.y, list(trajectory.labels), title,
                                  math_label=family.math_label, time_label=time,
-                                 extra_panels=panels)
+                                 extra_panels=panels, uncertified_from=uncertified_from)
     visits = visited_points(read_points(out_dir), family, config, trajectory)
     if visits:
         mark_points(fig, visits, "eg" in (extra or {}))
@@ -107,7 +108,9 @@ def replot_solved(out_dir):
     trajectory = Trajectory(np.asarray(result["t"], float), np.asarray(states, float),
                             list(result["labels"]))
     extra = {"eg": result["eg"]} if np.shape(result.get("eg")) == np.shape(result["t"]) else None
-    return plot_solved(out_dir, config, trajectory, family, extra)
+    summary = result.get("summary", {})
+    uncertified = summary.get("beyond_from") if summary.get("certified") is False else None
+    return plot_solved(out_dir, config, trajectory, family, extra, uncertified)
 
 
 def visited_points(points, family, config, trajectory, near=NEAR):

@@ -602,7 +602,8 @@ def write_solution(out_dir, config, system, result, interrupted=None, check=None
                        f"{float(result.t[np.argmin(np.isfinite(eg))]):.6g}); the result is "
                        "kept, marked incomplete"}
     write_network_result(out_dir, config, result, eg, summary, complete, arrays)
-    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg})  # after the result
+    plot_solved(out_dir, config, result, NETWORK, extra={"eg": eg},  # after the result
+                uncertified_from=summary.get("beyond_from"))
     return summary
 
 
