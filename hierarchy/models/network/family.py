@@ -551,8 +551,9 @@ def write_solution(out_dir, config, system, result, interrupted=None, check=None
     ``eg`` rows done, still incomplete. The summary then adds ``eg_final``, the field's
     ``engine``, ``teacher_overlaps`` and ``quadrature_error`` (:func:`certify`): the largest
     stated quadrature error of the field and of ``eg`` over every output time; with the
-    checks the largest change of the states and of ``eg`` each made; ``certified`` when at every output
-    time each of them is within the solve's ``atol + rtol max|u|``. ``certified`` is
+    checks the largest change of the states and of ``eg`` each made; ``certified`` when at
+    every output time the stated errors, and the sum of the checks' changes, are within the
+    solve's ``atol + rtol max|u|``. ``certified`` is
     repeated at the top level and ``beyond_horizon`` is its negation (``hierarchy solve``
     exits 3). An ``eg`` that is not finite leaves the result incomplete (``not_finite``).
     """
