@@ -475,7 +475,8 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "  the engine's uniform rules over the whole cube: 6.1 ms, ratio uniform/new 1.29; "
             "largest difference 0.0e+00\n"
             "  solve to alpha = 300 (eta = 0.5): 5.7 s wall, 5.9 s CPU (the whole command, fresh "
-            "process), t reached 300, status 0, certified True, nfev 488\n"
+            "process), t reached 300, status 0, certified True, nfev 488; coarse re-solve "
+            "moved the states by 1.2e-09\n"
             "relu/erf K = M = 3 mse: field call new 5.6 ms (compiled, stated error 1.1e-11), "
             "old 612.2 ms (stated error 9.0e-04), ratio old/new 109.55; largest difference "
             "4.4e-04\n"
@@ -483,7 +484,8 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
             "largest difference 0.0e+00\n"
             "  the same engine on one thread: 8.0 ms, ratio one/2 threads 0.83\n"
             "  solve to alpha = 300 (eta = 0.5): 9.5 s wall, 9.6 s CPU (the whole command, fresh "
-            "process), t reached 300, status 0, certified True, nfev 645\n"
+            "process), t reached 300, status 0, certified True, nfev 645; coarse re-solve "
+            "moved the states by 1.4e-09\n"
             "erf/erf K = M = 2 logistic: field call new 119.3 ms (joint (compiled adaptive), "
             "stated error 1.6e-13), old 7.5 ms (stated error 9.2e-05), ratio old/new 0.06; "
             "largest difference 2.1e-04\n"
@@ -516,10 +518,10 @@ def test_readme_numbers_reads_the_benchmarks_own_lines():
                 "bench-spectra": ["8.27", "58.65", "7.09", "82.8"],
                 "figure-spectra-kgmm-quick": ["37.8", "17.5"],
                 "bench-network": ["0.433", "7.218", "16.7", "24,842", "3,298", "7.5", "5.6",
-                                  "612.2", "9.6", "9.5", "True", "303.8", "5.68", "1.72",
+                                  "612.2", "9.6", "9.5", "True", "1.4e-09", "303.8", "5.68", "1.72",
                                   "1.65", "2184.5", "3.9e-13", "1.8e-07", "0.74",
                                   "119.3", "1.78", "1.94", "85.4", "False",
-                                  "2.0e-13", "5.0", "True", "5.9", "True"],
+                                  "2.0e-13", "5.0", "True", "5.9", "True", "1.2e-09"],
                 "bench-engine-turns": ["3.31", "2.4e-11", "5.5e-07", "4", "0"],
                 "network-xor-preset": ["1.67e-08", "4.39e-05",
                                        "certified at every output time"]}

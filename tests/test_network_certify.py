@@ -229,6 +229,33 @@ def test_rows_short_of_their_target_are_checked_one_order_lower(tmp_path, capsys
         (tmp_path / "d" / "result.json").read_text())["summary"]["quadrature_error"]
 
 
+def test_closed_forms_off_the_ties_are_checked_by_the_coarse_re_solve(tmp_path, capsys,
+                                                                     monkeypatch):
+    """relu student, erf teacher, ``K = M = 2``: every row is a closed form taken just off the
+    ties (relu's and erf's steps), whose stated error follows no target. Their effect on the
+    trajectory is measured: the coarse re-solve runs (there is no engine row, so no
+    tightened one) and is named. With the lift raised to ``5e-10`` the stated field error, a
+    rate, stays below ``atol + rtol |u|`` at every output time, while over ``alpha = 20`` the
+    trajectory moves past it: NOT CERTIFIED, exit 3 (the rates alone certified it)."""
+    from hierarchy.models.network import closed_forms
+    path = write(tmp_path, "relu", "erf", width=2, t_final=20.0)
+    assert main(["solve", str(path), "--out", str(tmp_path / "o")]) == 0
+    captured = capsys.readouterr()
+    error = json.loads((tmp_path / "o" / "result.json").read_text())["summary"][
+        "quadrature_error"]
+    assert error["certified"] is True and "trajectory" not in error
+    assert 0.0 < error["coarse_trajectory"] < 1e-8
+    assert "one order lower" in captured.out and "closed forms" in captured.err
+    monkeypatch.setattr(closed_forms, "LIFT", 5e-10)
+    assert main(["solve", str(path), "--out", str(tmp_path / "lifted")]) == 3
+    summary = json.loads((tmp_path / "lifted" / "result.json").read_text())["summary"]
+    u = np.load(tmp_path / "lifted" / "result.npz")["u"]
+    tolerance = 1e-10 + 1e-8 * np.max(np.abs(u), axis=1)
+    error = summary["quadrature_error"]
+    assert error["field"] < tolerance.min() < tolerance.max() < error["coarse_trajectory"]
+    assert summary["certified"] is False
+
+
 def test_the_two_re_solves_changes_add_up_against_the_tolerance():
     """The tightened and the coarse re-solve move different rows, so their changes add up:
     each moving the states by 0.6 of ``atol + rtol |u|`` is not certified, though either

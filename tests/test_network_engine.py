@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import integrate, special
 from scipy.special import erf
 
-from hierarchy.models.network import engine
+from hierarchy.models.network import closed_forms, engine
 from hierarchy.models.network.activations import ACTIVATIONS, X
 from hierarchy.models.network.closed_forms import lift_error
 from hierarchy.models.network.step_moments import step_moment
@@ -417,6 +417,38 @@ def test_a_rank_one_tie_is_within_its_lift_error():
     c = covariance(267, len(plan), 1, 1.0)
     value, error = lift_error(lambda x: step_moment(plan, x), c[None])
     assert 1e-6 < abs(value[0]) <= error[0]
+
+
+@pytest.mark.parametrize("seed, rank", [(82, 3), (267, 1), (5, 4)])
+def test_the_orthants_lower_rule_is_the_stated_error_away(seed, rank):
+    """``orthant4(c, coarse=True)``, the certification's coarse re-solve: the rule below the
+    one kept, exactly the stated error away, also where the row went on to the finer rule
+    (seed 82: 24 and 48 nodes 1.7e-9 apart) and at a rank-1 tie."""
+    from hierarchy.models.network import quadrature
+    c = covariance(seed, 4, rank, 1.0)
+    value, error = quadrature.orthant4(c[None])
+    lower, same = quadrature.orthant4(c[None], coarse=True)
+    assert np.array_equal(np.abs(lower - value), error) and np.array_equal(same, error)
+
+
+@pytest.mark.parametrize("seed, rank", [(267, 1), (5, 1), (82, 3)])
+def test_a_lifted_moment_s_coarse_value_is_its_stated_error_away(seed, rank):
+    """:meth:`closed_forms.LiftedMoment.coarse` (two relu and two erf steps; a rank-1 tie,
+    where the lift moves the moment by 2e-6, and nearly singular rows): the value its stated
+    error away, on the side of a larger lift, within the orthants' own error (the only part
+    whose sign the coarse value takes from the lower rule)."""
+    plan, _ = STEP_CASES[2]
+    c = covariance(seed, len(plan), rank, 1.0)[None]
+    moment = closed_forms.LiftedMoment(lambda x, coarse: step_moment(plan, x, coarse))
+    value, stated, coarse = moment.value(c)[0], moment.error(c)[0], moment.coarse(c)[0]
+    integral = step_moment(plan, closed_forms.lifted(c, 1.0))[1][0]
+    twice = step_moment(plan, closed_forms.lifted(c, 2.0))[0][0]
+    assert stated > 10 * integral  # the lift's part dominates: the bounds below see it
+    # the three moments go through one batched call, the stated error's through another:
+    # their rounding differs by some ulps of the value (3e-17 of 6.5e-3 seen)
+    roundoff = 1000 * np.finfo(float).eps * abs(value)
+    assert stated - 2 * integral - roundoff <= abs(coarse - value) <= stated + roundoff
+    assert np.sign(coarse - value) == np.sign(twice - value)
 
 
 def test_relu_erf_step_moment_two_dimensional_against_scipy():

@@ -463,11 +463,12 @@ def test_relu_truncated_moment_at_an_exact_tie_agrees_with_monte_carlo():
     net = network(student={"width": 2, "activation": "relu"},
                   teacher={"width": 2, "activation": "relu"})
     pattern = ((0, 0, 1, 0), (0, 0, 1, 0), (1, 1, 0, 0), (1, 1, 0, 0))  # E[g'g' g*g*]
-    value, error = closed_forms.orthant_expectation(net, pattern)
+    moment = closed_forms.orthant_expectation(net, pattern)
     z = np.random.default_rng(3).normal(size=(400_000, 30)) @ weights.T
     samples = (z > 0).all(axis=1) * z[:, 2] * z[:, 3]
-    assert abs(value(c[None])[0] - samples.mean()) <= 5 * samples.std() / np.sqrt(len(samples))
-    assert error(c[None])[0] < 1e-6
+    assert abs(moment.value(c[None])[0] - samples.mean()) <= (5 * samples.std()
+                                                             / np.sqrt(len(samples)))
+    assert moment.error(c[None])[0] < 1e-6
 
 
 def test_relu_field_is_finite_a_finite_difference_step_off_the_psd_cone():

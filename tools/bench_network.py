@@ -294,6 +294,18 @@ def solve_time(config, limit):
                             else None)
 
 
+def checks(summary):
+    """``; tightened re-solve moved ...; coarse re-solve moved ...`` of a solve's summary (the
+    certification's two re-solves, where they ran)."""
+    error = summary.get("quadrature_error", {})
+    text = ""
+    if error.get("trajectory") is not None:
+        text += f"; tightened re-solve moved the states by {error['trajectory']:.2g}"
+    if error.get("coarse_trajectory") is not None:
+        text += f"; coarse re-solve moved the states by {error['coarse_trajectory']:.2g}"
+    return text
+
+
 def toml_text(config):
     lines = []
 
@@ -366,7 +378,7 @@ def bench_engine(limit, repeat, only=""):
             print(f"  solve to alpha = 300 (eta = {step:g}): {wall:.1f} s wall, {used:.1f} s "
                   f"CPU (the whole command, fresh process), t reached "
                   f"{summary['t_reached']:g}, status {summary.get('status')}, certified "
-                  f"{summary.get('certified')}, nfev {summary.get('nfev')}")
+                  f"{summary.get('certified')}, nfev {summary.get('nfev')}{checks(summary)}")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -692,8 +692,8 @@ MUTATIONS = (
               "stated_error_away"],
              "the coarse re-solve served the solve's rows (at their top order) by the memo"),
     mutation("certify-coarse-not-run", "hierarchy/models/network/family.py",
-             'short = getattr(system, "rows_short", 0) > short_before',
-             'short = getattr(system, "rows_short", 0) < short_before',
+             'if getattr(system, "rows_short", 0) > short_before:',
+             'if getattr(system, "rows_short", 0) < short_before:',
              ["tests/test_network_certify.py::test_rows_short_of_their_target_are_checked_one_"
               "order_lower"],
              "no coarse re-solve where rows ran to their highest order short of their target"),
@@ -706,6 +706,39 @@ MUTATIONS = (
              ["tests/test_network_certify.py::test_the_two_re_solves_changes_add_up_against_the_"
               "tolerance"],
              "the two re-solves' changes held to the tolerance each, not their sum"),
+    mutation("certify-coarse-reason-after-tightening", "hierarchy/models/network/family.py",
+             "                reason = coarse_reason(system, short_before)\n"
+             "                tight = None\n",
+             "                tight = None\n                reason = 'later'\n",
+             ["tests/test_network_certify.py::test_rows_short_of_their_target_are_checked_one_"
+              "order_lower"],
+             "the coarse re-solve run on every solve (or never): its reason taken after the "
+             "tightened re-solve, whose tighter target leaves rows short"),
+    mutation("certify-lifted-rows-not-checked", "hierarchy/models/network/family.py",
+             'if getattr(system, "has_lifted_rows", False):',
+             'if getattr(system, "has_lifted_rows", False) and False:',
+             ["tests/test_network_certify.py::test_closed_forms_off_the_ties_are_checked_by_the_"
+              "coarse_re_solve"],
+             "a relu/erf field certified by its closed forms' stated error alone, a rate"),
+    mutation("lifted-rows-not-moved-in-the-coarse-re-solve", "hierarchy/models/network/field.py",
+             "        if self.below_top:\n            return self.lifted[j].coarse_of(",
+             "        if False:\n            return self.lifted[j].coarse_of(",
+             ["tests/test_network_certify.py::test_closed_forms_off_the_ties_are_checked_by_the_"
+              "coarse_re_solve"],
+             "the coarse re-solve gave the lifted closed forms their own values (it checked "
+             "nothing)"),
+    mutation("lifted-coarse-without-the-lift", "hierarchy/models/network/closed_forms.py",
+             "        return values[:rows] + LIFT_ERROR_FACTOR * (values[2 * rows:]",
+             "        return values[:rows] + 0.0 * (values[2 * rows:]",
+             ["tests/test_network_engine.py::test_a_lifted_moment_s_coarse_value_is_its_stated_"
+              "error_away"],
+             "a lifted closed form's coarse value without the lift's part of its stated error"),
+    mutation("orthant4-coarse-is-the-kept-rule", "hierarchy/models/network/quadrature.py",
+             "return np.where(coarse, lower, fine), error",
+             "return fine, error",
+             ["tests/test_network_engine.py::test_the_orthants_lower_rule_is_the_stated_error_"
+              "away"],
+             "the four-dimensional orthants' coarse value on the rule kept"),
     mutation("solve-figure-not-marked-uncertified", "hierarchy/models/network/family.py",
              'uncertified_from=summary.get("beyond_from"))', "uncertified_from=None)",
              ["tests/test_network_certify.py::test_solve_that_cannot_be_certified_exits_3_with_"

@@ -305,26 +305,27 @@ def _correlation(c, a, b):
                    -1.0, 1.0)
 
 
-def orthant_probability(c):
+def orthant_probability(c, coarse=False):
     """``P(z > 0)``, ``z ~ N(0, C)``, ``C (rows, d, d)``: ``(values, errors)``, ``d <= 4``.
 
     ``1/2``; ``1/4 + asin(rho)/(2 pi)``; ``1/8 + sum asin(rho_ij)/(4 pi)`` (Sheppard); ``d = 4``
-    by :func:`~.quadrature.orthant4` (the only one with a nonzero error).
+    by :func:`~.quadrature.orthant4` (the only one with a nonzero error; ``coarse``: its
+    lower rule's values, as there).
     """
     rows, d = len(c), c.shape[-1]
     if d == 0:
         return np.ones(rows), np.zeros(rows)
     if d == 4:
         from hierarchy.models.network.quadrature import orthant4
-        return orthant4(c)
+        return orthant4(c, coarse)
     pairs = [(a, b) for a in range(d) for b in range(a + 1, d)]
     total = sum((np.arcsin(_correlation(c, a, b)) for a, b in pairs), np.zeros(rows))
     return 0.5 ** d + total / (2 * np.pi * (d - 1) if d > 1 else 1.0), np.zeros(rows)
 
 
 def _drop(c, j):
-    keep = [k for k in range(c.shape[-1]) if k != j]
-    return c[:, keep][:, :, keep]
+    keep = np.array([k for k in range(c.shape[-1]) if k != j], dtype=np.intp)
+    return c[:, keep[:, None], keep]
 
 
 def _given_zero(c, j):
@@ -335,10 +336,11 @@ def _given_zero(c, j):
     return _drop(c - outer, j)
 
 
-def truncated_moment(factors, c):
+def truncated_moment(factors, c, coarse=False):
     """``E[prod_f step(z_f)^s_f z_f^p_f]`` for ``factors = [(s_f, p_f)]``, ``z ~ N(0, C)``.
 
-    Returns ``(values, errors)`` (rows,); the error is that of four-dimensional orthants.
+    Returns ``(values, errors)`` (rows,); the error is that of four-dimensional orthants
+    (``coarse``: their lower rule, :func:`~.quadrature.orthant4`).
     """
     factors = list(factors)
     idle = [j for j, (s, p) in enumerate(factors) if not s and p == 0]
@@ -348,7 +350,7 @@ def truncated_moment(factors, c):
     rows = len(c)
     moving = next((j for j, (_, p) in enumerate(factors) if p > 0), None)
     if moving is None:
-        return orthant_probability(c)
+        return orthant_probability(c, coarse)
     lowered = list(factors)
     lowered[moving] = (factors[moving][0], factors[moving][1] - 1)
     value, error = np.zeros(rows), np.zeros(rows)
@@ -357,12 +359,12 @@ def truncated_moment(factors, c):
         if p > 0:
             inner = list(lowered)
             inner[j] = (s, p - 1)
-            v, e = truncated_moment(inner, c)
+            v, e = truncated_moment(inner, c, coarse)
             value, error = value + p * weight * v, error + p * np.abs(weight) * e
         elif s:
             density = np.divide(weight, np.sqrt(2 * np.pi * c[:, j, j]),
                                 out=np.zeros(rows), where=c[:, j, j] > 0)
-            v, e = truncated_moment(lowered[:j] + lowered[j + 1:], _given_zero(c, j))
+            v, e = truncated_moment(lowered[:j] + lowered[j + 1:], _given_zero(c, j), coarse)
             value, error = value + density * v, error + np.abs(density) * e
     return value, error
 
@@ -383,33 +385,92 @@ def lift_error(moment, c):
     """``(value, error)`` of ``moment`` (``C -> (values, errors)``) at ``C`` lifted by
     :data:`LIFT`: the error its own plus :data:`LIFT_ERROR_FACTOR` times the change when the
     lift doubles."""
-    once, integral = moment(lifted(c, 1.0))
-    twice = moment(lifted(c, 2.0))[0]
-    return once, integral + LIFT_ERROR_FACTOR * np.abs(twice - once)
+    once, twice = lifts(c)
+    return _lift_error(moment, once, twice)
 
 
-def lifted(c, scale):
-    """``C`` with negative eigenvalues clipped (a finite-difference step off the PSD cone, as
-    the quadrature's square root does), lifted by ``scale * LIFT`` on its diagonal."""
+def _lift_error(moment, once, twice):
+    """:func:`lift_error` at the covariances lifted once and twice (one call of ``moment``:
+    its cost is per call, not per row)."""
+    rows = len(once)
+    values, integrals = moment(np.concatenate([once, twice]))
+    return values[:rows], integrals[:rows] + LIFT_ERROR_FACTOR * np.abs(values[rows:]
+                                                                         - values[:rows])
+
+
+def psd_clipped(c):
+    """``C (rows, d, d)`` with negative eigenvalues clipped (a finite-difference step off the
+    PSD cone, as the quadrature's square root does)."""
     values, vectors = np.linalg.eigh(c)
-    c = (vectors * np.maximum(values, 0.0)[:, None, :]) @ np.swapaxes(vectors, 1, 2)
+    return (vectors * np.maximum(values, 0.0)[:, None, :]) @ np.swapaxes(vectors, 1, 2)
+
+
+def lifted(c, scale, clipped=None):
+    """``C`` clipped onto the PSD cone (:func:`psd_clipped`, or ``clipped`` when given), lifted
+    by ``scale * LIFT`` on its diagonal."""
+    c = psd_clipped(c) if clipped is None else clipped
     return c + scale * LIFT * np.einsum("rii->ri", c)[:, :, None] * np.eye(c.shape[-1])
 
 
-def orthant_expectation(net, pattern):
-    """``(value, error)``, functions ``C -> (rows,)`` of a relu pattern by
-    :func:`truncated_moment`, or None.
+def lifts(c):
+    """``(C lifted once, twice)`` (:func:`lifted`), clipped once."""
+    clipped = psd_clipped(c)
+    return lifted(c, 1.0, clipped), lifted(c, 2.0, clipped)
 
-    Evaluated at ``C`` lifted by :data:`LIFT` on its diagonal; the error adds the lift's
-    (:func:`lift_error`) to the four-dimensional integral's.
+
+class LiftedMoment:
+    """A closed-form moment taken just off the ties, :data:`LIFT` up the diagonal.
+
+    ``moment(C, coarse) -> (values, errors)`` (:func:`truncated_moment` or
+    :func:`~.step_moments.step_moment`; ``coarse`` a bool or one per row, as in
+    :func:`~.quadrature.orthant4`); its stated error follows no target, so the
+    certification's coarse re-solve moves it instead (:meth:`coarse`). The ``*_of`` methods
+    take the covariances already lifted (:func:`lifts`): a field lifts its whole covariance
+    once a call, not each group's.
     """
+
+    def __init__(self, moment):
+        self.moment = moment
+
+    def value(self, c):
+        """The moment at ``C (rows, d, d)`` lifted by :data:`LIFT`."""
+        return self.value_of(lifted(c, 1.0))
+
+    def error(self, c):
+        """Its stated error: the four-dimensional orthants' and the lift's
+        (:func:`lift_error`)."""
+        return self.error_of(*lifts(c))
+
+    def coarse(self, c):
+        """The value its stated error away, with its sign: the orthants' lower rule, and
+        :data:`LIFT_ERROR_FACTOR` times the change when the lift doubles added (a lift
+        further off the tie). The coarse re-solve of the certification uses it."""
+        return self.coarse_of(*lifts(c))
+
+    def value_of(self, once):
+        """:meth:`value` at ``once``, the covariances lifted once."""
+        return self.moment(once, False)[0]
+
+    def error_of(self, once, twice):
+        """:meth:`error` at the covariances lifted once and twice."""
+        return _lift_error(lambda x: self.moment(x, False), once, twice)[1]
+
+    def coarse_of(self, once, twice):
+        """:meth:`coarse` at the covariances lifted once and twice.
+
+        The three moments (the lower rule at the lift, the kept rule at the lift and at
+        twice it) go through the moment in one call, the rule chosen per row: its cost is
+        per call, not per row.
+        """
+        rows = len(once)
+        lower = np.repeat([True, False, False], rows)
+        values = self.moment(np.concatenate([once, once, twice]), lower)[0]
+        return values[:rows] + LIFT_ERROR_FACTOR * (values[2 * rows:] - values[rows:2 * rows])
+
+
+def orthant_expectation(net, pattern):
+    """The :class:`LiftedMoment` of a relu pattern by :func:`truncated_moment`, or None."""
     factors = relu_factors(net, pattern)
     if factors is None:
         return None
-
-    def value(c):
-        return truncated_moment(factors, lifted(c, 1.0))[0]
-
-    def error(c):
-        return lift_error(lambda x: truncated_moment(factors, x), c)[1]
-    return value, error
+    return LiftedMoment(lambda c, coarse: truncated_moment(factors, c, coarse))

@@ -117,6 +117,10 @@ class TableField:
         self.below_top = 0
         self.gram = GramLayout(net)
         self.evaluators, self.quadrature_groups = [], []
+        #: the closed forms taken just off the ties (relu, relu/erf), by group: their stated
+        #: error follows no target, so the coarse re-solve moves each by it
+        self.lifted = {}
+        self._lift_memo = (None, None, None)
         pending = []
         self.plans = closed_forms.table_plans(net, self.table)
         for j, group in enumerate(self.table.groups):
@@ -127,8 +131,9 @@ class TableField:
                 if exact is None:
                     pending.append(j)
                 else:
-                    form, error = exact
-                    self.quadrature_groups.append((j, error))
+                    self.lifted[j] = exact
+                    form = exact.value
+                    self.quadrature_groups.append((j, exact.error))
             self.evaluators.append(form)
         self.engine_rows = np.zeros(2 * self.table.size + 1)
         if pending:
@@ -159,8 +164,15 @@ class TableField:
 
     def set_orders_below_top(self, below):
         """Every engine row's highest order lowered by ``below`` (0 or 1: the coarse
-        re-solve of the certification)."""
+        re-solve of the certification); with 1, every lifted closed form gives its value
+        its stated error away (:meth:`~.closed_forms.LiftedMoment.coarse`)."""
         self.below_top = int(below)
+
+    @property
+    def has_lifted_rows(self):
+        """True when a group is a closed form taken just off the ties, whose stated error
+        follows no target (:class:`~.closed_forms.LiftedMoment`)."""
+        return bool(self.lifted)
 
     @property
     def rows_short(self):
@@ -188,10 +200,31 @@ class TableField:
 
     def group_values(self, j, c, v):
         """The expectations of group ``j``'s rows at the full covariance ``c``."""
-        group = self.table.groups[j]
+        if j in self.lifted:
+            return self._lifted_values(j, c)
         form = self.evaluators[j]
-        sub = sub_covariances(c, group.fields)
+        sub = sub_covariances(c, self.table.groups[j].fields)
         return form.values(sub, v) if isinstance(form, EngineGroup) else form(sub)
+
+    def _lifts(self, c):
+        """``c`` lifted once and twice (:func:`~.closed_forms.lifts`), kept for the next
+        group at the same ``c``: the whole covariance is lifted once a call, not per group
+        (its sub-blocks are the groups' lifted covariances)."""
+        key = c.tobytes()
+        if self._lift_memo[0] != key:
+            once, twice = closed_forms.lifts(c[None])
+            self._lift_memo = (key, once[0], twice[0])
+        return self._lift_memo[1:]
+
+    def _lifted_values(self, j, c):
+        """Group ``j``'s lifted closed form at ``c``, its value its stated error away when
+        :attr:`below_top` (the coarse re-solve)."""
+        fields = self.table.groups[j].fields
+        once, twice = self._lifts(c)
+        if self.below_top:
+            return self.lifted[j].coarse_of(sub_covariances(once, fields),
+                                            sub_covariances(twice, fields))
+        return self.lifted[j].value_of(sub_covariances(once, fields))
 
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
@@ -221,9 +254,14 @@ class TableField:
         out = np.zeros(2 * self.table.size + 1)
         for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
-            sub = sub_covariances(c, group.fields)
-            error = (estimate.errors(sub, v) if isinstance(estimate, EngineGroup)
-                     else estimate(sub))
+            if j in self.lifted:
+                once, twice = self._lifts(c)
+                error = self.lifted[j].error_of(sub_covariances(once, group.fields),
+                                                sub_covariances(twice, group.fields))
+            else:
+                sub = sub_covariances(c, group.fields)
+                error = (estimate.errors(sub, v) if isinstance(estimate, EngineGroup)
+                         else estimate(sub))
             np.add.at(out, group.target, np.abs(row_weights(group, v)) * error)
         return out
 
@@ -381,8 +419,8 @@ class EngineTarget:
     def set_orders_below_top(self, below):
         """Lower every engine row's highest order by ``below`` (0 or 1): the coarse
         re-solve of the certification, where a row that ran to its highest order without
-        meeting its target gives the order below, its stated error away. A no-op without
-        engine rows."""
+        meeting its target gives the order below, its stated error away, and so does every
+        lifted closed form (:attr:`has_lifted_rows`). A no-op without such rows."""
         if hasattr(self.evaluator, "set_orders_below_top"):
             self.evaluator.set_orders_below_top(below)
 
@@ -391,6 +429,13 @@ class EngineTarget:
         """Engine rows returned short of their target so far (0 without engine rows)."""
         field = getattr(self.evaluator, "reference", self.evaluator)
         return getattr(field, "rows_short", 0)
+
+    @property
+    def has_lifted_rows(self):
+        """True when the field has closed forms whose stated error follows no target
+        (:attr:`TableField.has_lifted_rows`): the coarse re-solve always checks them."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return bool(getattr(field, "has_lifted_rows", False))
 
 
 class NetworkSystem(EngineTarget):

@@ -186,18 +186,24 @@ def _orthant4_integral(r, nodes):
     return 1 / 16 + total
 
 
-def orthant4(c):
+def orthant4(c, coarse=False):
     """``P(z > 0)``, ``z ~ N(0, C)``, ``C (rows, 4, 4)``: ``(values, errors)``, the error
     ``|E_n - E_{2n}|`` of :data:`ORTHANT_NODES` Gauss-Legendre nodes; the rows where it
-    exceeds :data:`ORTHANT_REFINE` go on to ``4n`` nodes, their error ``|E_{2n} - E_{4n}|``."""
+    exceeds :data:`ORTHANT_REFINE` go on to ``4n`` nodes, their error ``|E_{2n} - E_{4n}|``.
+
+    ``coarse`` (a bool, or one per row): the values of the rule below the one kept (``E_n``,
+    or ``E_{2n}`` where ``4n`` was kept), each exactly its stated error away, with its sign
+    (the certification's coarse re-solve); the errors are the same.
+    """
     scale = np.sqrt(np.maximum(np.einsum("rii->ri", c), 1e-300))
     r = c / scale[:, :, None] / scale[:, None, :]
-    coarse = _orthant4_integral(r, ORTHANT_NODES)
+    lower = _orthant4_integral(r, ORTHANT_NODES)
     fine = _orthant4_integral(r, 2 * ORTHANT_NODES)
-    error = np.abs(fine - coarse)
+    error = np.abs(fine - lower)
     hard = error > ORTHANT_REFINE
     if hard.any():
         finer = _orthant4_integral(r[hard], 4 * ORTHANT_NODES)
         error[hard] = np.abs(finer - fine[hard])
+        lower[hard] = fine[hard]
         fine[hard] = finer
-    return fine, error
+    return np.where(coarse, lower, fine), error

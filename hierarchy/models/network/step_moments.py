@@ -24,10 +24,9 @@ from itertools import product
 import numpy as np
 
 from hierarchy.models.network.closed_forms import (
+    LiftedMoment,
     activation_formula,
     closed_form_name,
-    lift_error,
-    lifted,
     truncated_moment,
 )
 
@@ -73,8 +72,9 @@ def _augment(c, w, count):
     return out
 
 
-def step_moment(plan, c):
-    """``E[prod_f h_f(z_f)]`` of a :func:`step_plan`: ``(values, errors)`` for ``C (rows, d, d)``."""
+def step_moment(plan, c, coarse=False):
+    """``E[prod_f h_f(z_f)]`` of a :func:`step_plan`: ``(values, errors)`` for ``C (rows, d, d)``
+    (``coarse``: the four-dimensional orthants' lower rule, :func:`~.quadrature.orthant4`)."""
     scale = np.ones(len(c))
     for w, (kind, a, b, _) in enumerate(plan):
         if kind == "erf" and b:
@@ -98,14 +98,14 @@ def step_moment(plan, c):
         for (_, count), k in zip(augmented, chosen):
             weight *= math.comb(count, k) * 2.0 ** k * (-1.0) ** (count - k)
             factors += [(True, 0)] * k + [(False, 0)] * (count - k)
-        value, error = truncated_moment(factors, c)
+        value, error = truncated_moment(factors, c, coarse)
         values = values + weight * value
         errors = errors + abs(weight) * error
     return scale * values, scale * errors
 
 
 def step_expectation(net, pattern):
-    """``(value, error)`` functions of ``C`` for a relu/erf/polynomial pattern, or None.
+    """The :class:`~.closed_forms.LiftedMoment` of a relu/erf/polynomial pattern, or None.
 
     Like :func:`~.closed_forms.orthant_expectation`: evaluated at ``C`` lifted by
     :data:`~.closed_forms.LIFT` on its diagonal, the error adding the lift's
@@ -114,10 +114,4 @@ def step_expectation(net, pattern):
     plan = step_plan(net, pattern)
     if plan is None:
         return None
-
-    def value(c):
-        return step_moment(plan, lifted(c, 1.0))[0]
-
-    def error(c):
-        return lift_error(lambda x: step_moment(plan, x), c)[1]
-    return value, error
+    return LiftedMoment(lambda c, coarse: step_moment(plan, c, coarse))
