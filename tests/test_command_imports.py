@@ -96,3 +96,22 @@ def test_network_solve_imports_no_attention_dask_or_pyplot(tmp_path):
     assert forbidden(after) == []
     assert "matplotlib.backends.backend_agg" in after  # the figure was drawn, lazily
     assert (tmp_path / "out" / "observables.png").is_file()
+
+
+LOGISTIC_TOML = NETWORK_TOML.replace('family = "network"', 'family = "network"\nloss = "logistic"')
+
+
+def test_a_second_joint_engine_solve_runs_no_sympy(tmp_path):
+    """A logistic loss (the joint engine, :mod:`hierarchy.models.network.joint`): the engine's
+    plan (its fields, outputs, kinks and turns, and its module's source) is kept in the
+    derivation cache, so a second solve of the same network runs no sympy; the first one
+    fills the cache (``tests/test_network_warm_path.py`` holds the control that the probe
+    sees sympy when it runs, and ``tests/test_network_joint.py`` that the plan read back is
+    the derived one)."""
+    config = tmp_path / "logistic.toml"
+    config.write_text(LOGISTIC_TOML)
+    first = solve_probe(config, tmp_path / "first")
+    second = solve_probe(config, tmp_path / "second")
+    assert "joint" in json.loads((tmp_path / "second" / "result.json").read_text())[
+        "summary"]["engine"]
+    assert first["status"] == 0 and second["sympy"] is False

@@ -240,7 +240,7 @@ def test_a_mirrored_row_against_the_dense_reference(values):
                                         np.full((1, len(engine.spec.outputs)), 1e-10))
     # 800 nodes a level: at variance 4 the reference's 240 are 1e-8 off (the engine 1e-15)
     reference = reference_2d(net, engine.spec, np.zeros(2), c, params, nodes=800)
-    odd = np.array(joint.output_parities(engine.spec)) < 0
+    odd = np.array(joint.output_parities(joint.spec_of(net))) < 0
     assert np.all(got[0][odd] == 0.0) and np.all(errors[0][odd] == 0.0)
     assert np.all(np.abs(reference[odd]) <= 1e-12)
     assert np.all(np.abs(got[0] - reference) <= errors[0] + 1e-12), got[0] - reference
@@ -269,7 +269,7 @@ def test_steep_saturating_student_is_split_at_its_turn():
     reference = reference_2d(net, engine.spec, np.zeros(2), STEEP, params, nodes=600)
     assert np.all(errors[0] <= 1e-10), errors
     assert np.all(np.abs(values[0] - reference) <= errors[0] + 1e-12), values[0] - reference
-    spec = dataclasses.replace(engine.spec, turns=((), ()))
+    spec = dataclasses.replace(joint.spec_of(net), turns=((), ()))
     module = single_engine.compiled_module(joint.joint_source(spec), "network_joint", "")
     _, smooth_errors, _ = steep_values(joint.JointEngine(module, spec), 1e-10)
     assert np.max(smooth_errors) > 1e3 * np.max(errors)
@@ -628,3 +628,27 @@ def test_solve_field_quadrature_is_the_qmc_field_and_exits_3(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "solve.field" in err[0] and "auto | quadrature" in err[0]
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("net", [teacher_net("erf", "erf", "logistic"),
+                                 teacher_net("tanh", "relu", "tanh(yhat - y)", K=2),
+                                 mixture_net()], ids=["logistic", "relu teacher", "mixture"])
+def test_the_joint_plan_read_back_equals_the_derived_one(net):
+    """:func:`joint.engine_plan` (what a second run builds its engine from, with no sympy)
+    equals the plan derived afresh, and its spec has the derived spec's outputs, parameters,
+    kinks and turns, the names as strings."""
+    plan = joint.engine_plan(net)
+    assert plan == json.loads(json.dumps(joint._derive_plan(net)))
+    spec, back = joint.spec_of(net), joint.Spec.from_summary(plan["spec"])
+    assert (back.kind, back.outputs, back.kinks, back.turns, back.d) == (
+        spec.kind, spec.outputs, spec.kinks, spec.turns, spec.d)
+    assert back.parameters == tuple(str(p) for p in spec.parameters)
+    assert plan["source"] == joint.joint_source(spec)
+
+
+def test_a_network_beyond_the_joint_engine_is_planned_unsupported():
+    """Five jointly Gaussian fields (``K = M = 2`` and label noise): the plan holds the
+    reason, and :func:`joint.joint_engine` returns None."""
+    net = teacher_net("erf", "erf", "logistic", K=2, M=2, noise=0.3)
+    assert "jointly Gaussian fields" in joint.unsupported(net)
+    assert joint.joint_engine(net, warn=False) is None

@@ -739,6 +739,13 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_the_orthants_lower_rule_is_the_stated_error_"
               "away"],
              "the four-dimensional orthants' coarse value on the rule kept"),
+    mutation("joint-plan-drops-the-turns", "hierarchy/models/network/joint.py",
+             '"turns": [list(t) for t in self.turns]}',
+             '"turns": [[] for t in self.turns]}',
+             ["tests/test_network_joint.py::test_the_joint_plan_read_back_equals_the_derived_"
+              "one"],
+             "the joint engine's cached plan without the turns (a second run would place the "
+             "rows on the wrong module)"),
     mutation("solve-figure-not-marked-uncertified", "hierarchy/models/network/family.py",
              'uncertified_from=summary.get("beyond_from"))', "uncertified_from=None)",
              ["tests/test_network_certify.py::test_solve_that_cannot_be_certified_exits_3_with_"

@@ -107,6 +107,14 @@ CLAIMS = (
     Claim("multiclass-solve", "solve to t = 50: 7 s (4.8 s CPU)",
           hierarchy("--quiet", "solve", str(CONFIGS / "gmm_multiclass.toml"), "--out", "{out}"),
           wall=True),
+    Claim("network-joint-command-time",
+          "network_mixture_binary.toml (the joint engine) warm: no sympy imported on the warm "
+          "run; the derivation cache (the joint engine's plan) saves 0.32-0.40 s CPU",
+          tool("bench_command_time.py", str(CONFIGS / "network_mixture_binary.toml"),
+               "--repeat", "3"),
+          (("derivation cache saves (s CPU)", r"the cache saves (-?[0-9.]+) s CPU"),
+           ("sympy imported on the warm run", r"sympy imported: (yes|no) with the derivation"),
+           ("bench's own load, start", r"\Aload average ([0-9.]+)"))),
     Claim("network-command-time",
           "committee_erf.toml warm: CPU 1.29-1.70 s against 0.58-0.87 s for import numpy, "
           "scipy.integrate (CPU ratio 1.90-2.44, wall 2.17-2.86; target 2); parts: imports "

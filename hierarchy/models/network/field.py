@@ -526,11 +526,10 @@ def joint_applies(net):
     """True when the joint engine covers ``net`` and compiles (else QMC, with a warning naming
     why when the reason is not the dimension)."""
     from hierarchy.models.network import joint
-    try:
-        joint.spec_of(net)
-    except joint.Unsupported as error:
-        if "jointly Gaussian fields" not in str(error):
-            expectation_engine.warn_fallback(f"the joint engine does not apply: {error}")
+    reason = joint.unsupported(net)
+    if reason is not None:
+        if "jointly Gaussian fields" not in reason:
+            expectation_engine.warn_fallback(f"the joint engine does not apply: {reason}")
         return False
     return joint.joint_engine(net) is not None
 

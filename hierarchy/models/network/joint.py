@@ -49,13 +49,17 @@ import functools
 import time
 
 import numpy as np
-import sympy
 
+from hierarchy.core.lazy_import import lazy_module
 from hierarchy.core.row_threads import thread_count
 from hierarchy.models.network import engine as single_engine
-from hierarchy.models.network.activations import VECTOR_LOSSES, X
+from hierarchy.models.network import table_cache
+from hierarchy.models.network import activations
+from hierarchy.models.network.activations import VECTOR_LOSSES
 from hierarchy.models.network.gradients import derivative, symbolic_derivatives
 from hierarchy.models.network.row_memo import RowMemo
+
+sympy = lazy_module("sympy")
 
 TEMPLATE = "network_joint.pyx.j2"
 #: the most jointly Gaussian fields the engine integrates over
@@ -96,9 +100,14 @@ TURN_VARIANCE = 1.0
 #: the module adds this to the order of a row that ran to its highest order
 #: (:class:`~.row_memo.RowMemo`)
 CAPPED = 100
-#: the nodes whose kinks split a level (sympy classes)
-KINKED = (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
-          sympy.DiracDelta)
+
+
+@functools.cache
+def kinked():
+    """The nodes whose kinks split a level (sympy classes; a function, so that importing this
+    module imports no sympy)."""
+    return (sympy.Heaviside, sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise,
+            sympy.DiracDelta)
 
 
 class Unsupported(ValueError):
@@ -144,16 +153,36 @@ class Spec:
         """``{(i, k): output position}`` of the outputs called ``name``."""
         return {(i, k): j for j, (n, i, k) in enumerate(self.outputs) if n == name}
 
+    def summary(self):
+        """What the engine needs at run time, as JSON-ready data: the names of the fields and
+        parameters, the outputs, the kinks and turns (no expressions)."""
+        return {"kind": self.kind, "fields": [str(f) for f in self.fields],
+                "outputs": [list(o) for o in self.outputs],
+                "parameters": [str(p) for p in self.parameters],
+                "kinks": [list(k) for k in self.kinks],
+                "turns": [list(t) for t in self.turns]}
+
+    @classmethod
+    def from_summary(cls, data):
+        """The :class:`Spec` of a :meth:`summary`: the names as strings, no expressions or
+        atoms (enough to run the compiled module; :func:`spec_of` derives the rest)."""
+        return cls(kind=data["kind"], fields=tuple(data["fields"]),
+                   outputs=tuple((n, int(i), int(k)) for n, i, k in data["outputs"]),
+                   parameters=tuple(data["parameters"]),
+                   kinks=tuple(tuple(float(x) for x in k) for k in data["kinks"]),
+                   expressions=(),
+                   turns=tuple(tuple(float(x) for x in t) for t in data["turns"]))
+
 
 def _has_kink(expr):
-    return any(expr.has(kind) for kind in KINKED)
+    return any(expr.has(kind) for kind in kinked())
 
 
 def _field_kinks(expr, symbol):
     """The kinks of ``expr`` along ``symbol`` alone (:func:`.engine.kinks`); a kink whose
     argument mixes ``symbol`` with another field raises :class:`Unsupported`."""
     try:
-        return single_engine.kinks(expr.subs(symbol, X))
+        return single_engine.kinks(expr.subs(symbol, activations.X))
     except (single_engine.UnsupportedFunction, TypeError) as error:
         raise Unsupported(f"a kink of {expr} is not on the axis of one field ({error})") from None
 
@@ -179,11 +208,11 @@ def spec_of(net):
     g = net.student_activation
     atoms = {}
     for k in range(K):
-        atoms[sym["G"][k]] = g.subs(X, sym["L"][k])
-        atoms[sym["D"][k]] = derivative(g).subs(X, sym["L"][k])
+        atoms[sym["G"][k]] = g.subs(activations.X, sym["L"][k])
+        atoms[sym["D"][k]] = derivative(g).subs(activations.X, sym["L"][k])
     if not mixture and net.target is None:
         for n in range(M):
-            atoms[sym["H"][n]] = net.teacher_activation.subs(X, sym["N"][n])
+            atoms[sym["H"][n]] = net.teacher_activation.subs(activations.X, sym["N"][n])
     constants = {a: e for a, e in atoms.items() if not e.free_symbols}  # linear g: g' = 1
     constants[sym["sigma"]] = sympy.Float(net.noise)
     constants.update({s: sympy.Float(value) for s, value in
@@ -253,7 +282,7 @@ def atom_width(spec):
 def atom_cases(spec):
     """Per field, the C statements ``a[k] = <atom k at x>;`` of its atoms."""
     printer = _printer()
-    return [[f"a[{k}] = {printer.doprint(e.subs(f, X))};" for k, (_, e) in enumerate(pairs)]
+    return [[f"a[{k}] = {printer.doprint(e.subs(f, activations.X))};" for k, (_, e) in enumerate(pairs)]
             for f, pairs in zip(spec.fields, spec.atoms)]
 
 
@@ -285,7 +314,7 @@ def output_parities(spec):
         if not single_engine.symmetric_about_zero(spec.breakpoints(index)):
             return none
         for atom, expr in pairs:
-            sign = parity(expr.subs(f, X))
+            sign = parity(expr.subs(f, activations.X))
             if sign == 0:
                 return none
             flip[atom] = sign * atom
@@ -325,26 +354,54 @@ def rule_tables():
     return single_engine.rule_tables(SMOOTH_POINTS, LEGENDRE_LOWER + LEGENDRE_POINTS)
 
 
+def engine_plan(net):
+    """What :func:`joint_engine` builds ``net``'s engine from, kept in the derivation cache
+    (:func:`~.table_cache.cached_json`), so that a second run derives nothing and imports no
+    sympy: ``{"unsupported": reason}``, or ``{"spec": Spec.summary(), "source": ...,
+    "plain": ...}`` (the module's Cython source, and that of the same spec without its turns,
+    or None)."""
+    mixture = getattr(net, "mixture", None)
+    kind = "joint-" + ("structured" if net.inputs is not None else
+                       "noiseless" if mixture is not None and mixture.noiseless else "plain")
+    return table_cache.cached_json(net, kind, lambda: _derive_plan(net))
+
+
+def _derive_plan(net):
+    """:func:`engine_plan` derived with sympy."""
+    try:
+        spec = spec_of(net)
+    except Unsupported as error:
+        return {"unsupported": str(error)}
+    plain = None
+    if any(spec.turns):
+        plain = joint_source(dataclasses.replace(spec, turns=tuple(() for _ in spec.fields)))
+    return {"spec": spec.summary(), "source": joint_source(spec), "plain": plain}
+
+
+def unsupported(net):
+    """Why the joint engine does not apply to ``net`` (:class:`Unsupported`'s words), or None
+    (read from :func:`engine_plan`: no sympy on a second run)."""
+    return engine_plan(net).get("unsupported")
+
+
 def joint_engine(net, warn=True):
     """The :class:`JointEngine` of ``net``, or None (a :class:`RuntimeWarning` naming the
     reason, once, when ``warn``) when the network is beyond it."""
-    try:
-        spec = spec_of(net)
-        source = joint_source(spec)
-    except Unsupported as error:
+    plan = engine_plan(net)
+    if "unsupported" in plan:
         if warn:
-            single_engine.warn_fallback(f"the joint engine does not apply: {error}")
+            single_engine.warn_fallback(f"the joint engine does not apply: "
+                                        f"{plan['unsupported']}")
         return None
-    module = single_engine.compiled_module(source, "network_joint",
+    module = single_engine.compiled_module(plan["source"], "network_joint",
                                            "compiling the joint engine failed")
     if module is None:
         return None
     plain = None
-    if any(spec.turns):
-        plain_spec = dataclasses.replace(spec, turns=tuple(() for _ in spec.fields))
-        plain = single_engine.compiled_module(joint_source(plain_spec), "network_joint",
+    if plan["plain"] is not None:
+        plain = single_engine.compiled_module(plan["plain"], "network_joint",
                                               "compiling the joint engine failed")
-    return JointEngine(module, spec, plain)
+    return JointEngine(module, Spec.from_summary(plan["spec"]), plain)
 
 
 class JointEngine:
