@@ -739,6 +739,12 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_the_orthants_lower_rule_is_the_stated_error_"
               "away"],
              "the four-dimensional orthants' coarse value on the rule kept"),
+    mutation("lift-the-whole-covariance-off-the-cone", "hierarchy/models/network/field.py",
+             "if np.linalg.eigvalsh(c)[0] >= 0:", "if True:",
+             ["tests/test_network_field.py::test_the_field_s_lifted_groups_equal_each_group_"
+              "lifted_on_its_own"],
+             "a state just off the PSD cone clipped as a whole, not group by group as the "
+             "moments are defined"),
     mutation("joint-plan-drops-the-turns", "hierarchy/models/network/joint.py",
              '"turns": [list(t) for t in self.turns]}',
              '"turns": [[] for t in self.turns]}',

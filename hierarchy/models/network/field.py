@@ -120,7 +120,7 @@ class TableField:
         #: the closed forms taken just off the ties (relu, relu/erf), by group: their stated
         #: error follows no target, so the coarse re-solve moves each by it
         self.lifted = {}
-        self._lift_memo = (None, None, None)
+        self._lift_memo = (None, None)
         pending = []
         self.plans = closed_forms.table_plans(net, self.table)
         for j, group in enumerate(self.table.groups):
@@ -208,23 +208,32 @@ class TableField:
 
     def _lifts(self, c):
         """``c`` lifted once and twice (:func:`~.closed_forms.lifts`), kept for the next
-        group at the same ``c``: the whole covariance is lifted once a call, not per group
-        (its sub-blocks are the groups' lifted covariances)."""
+        group at the same ``c``: a positive semi-definite covariance is lifted once a call,
+        not per group (its sub-blocks are the groups' lifted covariances, to rounding); None
+        when ``c`` has a negative eigenvalue (a state just off the PSD cone), where each
+        group's covariance is clipped on its own, as the moments were defined first."""
         key = c.tobytes()
         if self._lift_memo[0] != key:
-            once, twice = closed_forms.lifts(c[None])
-            self._lift_memo = (key, once[0], twice[0])
-        return self._lift_memo[1:]
+            lifts = None
+            if np.linalg.eigvalsh(c)[0] >= 0:
+                once, twice = closed_forms.lifts(c[None])
+                lifts = (once[0], twice[0])
+            self._lift_memo = (key, lifts)
+        return self._lift_memo[1]
 
     def _lifted_values(self, j, c):
         """Group ``j``'s lifted closed form at ``c``, its value its stated error away when
         :attr:`below_top` (the coarse re-solve)."""
-        fields = self.table.groups[j].fields
-        once, twice = self._lifts(c)
+        fields, moment = self.table.groups[j].fields, self.lifted[j]
+        lifts = self._lifts(c)
+        if lifts is None:
+            sub = sub_covariances(c, fields)
+            return moment.coarse(sub) if self.below_top else moment.value(sub)
+        once, twice = lifts
         if self.below_top:
-            return self.lifted[j].coarse_of(sub_covariances(once, fields),
-                                            sub_covariances(twice, fields))
-        return self.lifted[j].value_of(sub_covariances(once, fields))
+            return moment.coarse_of(sub_covariances(once, fields),
+                                    sub_covariances(twice, fields))
+        return moment.value_of(sub_covariances(once, fields))
 
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
@@ -254,10 +263,12 @@ class TableField:
         out = np.zeros(2 * self.table.size + 1)
         for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
-            if j in self.lifted:
+            if j in self.lifted and self._lifts(c) is not None:
                 once, twice = self._lifts(c)
                 error = self.lifted[j].error_of(sub_covariances(once, group.fields),
                                                 sub_covariances(twice, group.fields))
+            elif j in self.lifted:
+                error = self.lifted[j].error(sub_covariances(c, group.fields))
             else:
                 sub = sub_covariances(c, group.fields)
                 error = (estimate.errors(sub, v) if isinstance(estimate, EngineGroup)
