@@ -715,8 +715,8 @@ MUTATIONS = (
              "the coarse re-solve run on every solve (or never): its reason taken after the "
              "tightened re-solve, whose tighter target leaves rows short"),
     mutation("certify-lifted-rows-not-checked", "hierarchy/models/network/family.py",
-             'if getattr(system, "has_lifted_rows", False):',
-             'if getattr(system, "has_lifted_rows", False) and False:',
+             "    if untargeted:\n        reasons.append(untargeted)",
+             "    if untargeted and False:\n        reasons.append(untargeted)",
              ["tests/test_network_certify.py::test_closed_forms_off_the_ties_are_checked_by_the_"
               "coarse_re_solve"],
              "a relu/erf field certified by its closed forms' stated error alone, a rate"),

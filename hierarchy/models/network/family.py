@@ -441,12 +441,14 @@ def coarse_reason(system, short_before):
     """Why the coarse re-solve runs (:func:`coarse_solve`), or None when it need not: engine
     rows that ran to their highest order short of their target (more of them than
     ``short_before``, the engines' count before the solve), or closed forms taken just off
-    the ties, whose stated error follows no target (they are always checked)."""
+    the ties, whose stated error follows no target (they are always checked:
+    :attr:`~.field.EngineTarget.untargeted_rows`)."""
     reasons = []
     if getattr(system, "rows_short", 0) > short_before:
         reasons.append("rows ran to their highest order short of their target")
-    if getattr(system, "has_lifted_rows", False):
-        reasons.append("the closed forms taken off the ties state an error no target follows")
+    untargeted = getattr(system, "untargeted_rows", None)
+    if untargeted:
+        reasons.append(untargeted)
     return "; ".join(reasons) or None
 
 

@@ -169,10 +169,13 @@ class TableField:
         self.below_top = int(below)
 
     @property
-    def has_lifted_rows(self):
-        """True when a group is a closed form taken just off the ties, whose stated error
-        follows no target (:class:`~.closed_forms.LiftedMoment`)."""
-        return bool(self.lifted)
+    def untargeted_rows(self):
+        """Why some rows' stated error follows no target, in words, or None: the closed forms
+        taken just off the ties (:class:`~.closed_forms.LiftedMoment`). The coarse re-solve
+        of the certification always checks them."""
+        if self.lifted:
+            return "the closed forms taken off the ties state an error no target follows"
+        return None
 
     @property
     def rows_short(self):
@@ -431,7 +434,8 @@ class EngineTarget:
         """Lower every engine row's highest order by ``below`` (0 or 1): the coarse
         re-solve of the certification, where a row that ran to its highest order without
         meeting its target gives the order below, its stated error away, and so does every
-        lifted closed form (:attr:`has_lifted_rows`). A no-op without such rows."""
+        row whose stated error follows no target (:attr:`untargeted_rows`). A no-op without
+        such rows."""
         if hasattr(self.evaluator, "set_orders_below_top"):
             self.evaluator.set_orders_below_top(below)
 
@@ -442,11 +446,12 @@ class EngineTarget:
         return getattr(field, "rows_short", 0)
 
     @property
-    def has_lifted_rows(self):
-        """True when the field has closed forms whose stated error follows no target
-        (:attr:`TableField.has_lifted_rows`): the coarse re-solve always checks them."""
+    def untargeted_rows(self):
+        """Why some of the field's stated errors follow no target (closed forms taken off the
+        ties, :attr:`TableField.untargeted_rows`), or None: the coarse re-solve always checks
+        them. (The QMC field is not among them: see ``docs/network.md``, Certification.)"""
         field = getattr(self.evaluator, "reference", self.evaluator)
-        return bool(getattr(field, "has_lifted_rows", False))
+        return getattr(field, "untargeted_rows", None)
 
 
 class NetworkSystem(EngineTarget):
