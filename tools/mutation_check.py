@@ -721,8 +721,8 @@ MUTATIONS = (
               "coarse_re_solve"],
              "a relu/erf field certified by its closed forms' stated error alone, a rate"),
     mutation("lifted-rows-not-moved-in-the-coarse-re-solve", "hierarchy/models/network/field.py",
-             "        if self.below_top:\n            return moment.coarse_of(",
-             "        if False:\n            return moment.coarse_of(",
+             "        if self.below_top:\n            return self.lifted[j].coarse_of(",
+             "        if False:\n            return self.lifted[j].coarse_of(",
              ["tests/test_network_certify.py::test_closed_forms_off_the_ties_are_checked_by_the_"
               "coarse_re_solve"],
              "the coarse re-solve gave the lifted closed forms their own values (it checked "

@@ -209,34 +209,31 @@ class TableField:
         sub = sub_covariances(c, self.table.groups[j].fields)
         return form.values(sub, v) if isinstance(form, EngineGroup) else form(sub)
 
-    def _lifts(self, c):
-        """``c`` lifted once and twice (:func:`~.closed_forms.lifts`), kept for the next
-        group at the same ``c``: a positive semi-definite covariance is lifted once a call,
-        not per group (its sub-blocks are the groups' lifted covariances, to rounding); None
-        when ``c`` has a negative eigenvalue (a state just off the PSD cone), where each
-        group's covariance is clipped on its own, as the moments were defined first."""
+    def _lifted_covariances(self, j, c):
+        """Group ``j``'s covariances lifted once and twice (:func:`~.closed_forms.lifts`). A
+        positive semi-definite ``c`` is lifted once a call, kept for the next group at the
+        same ``c``, and each group reads its sub-blocks (its own lifted covariances, to
+        rounding); off the PSD cone (a state a step outside it) each group's covariance is
+        clipped and lifted on its own, as the moments were defined first."""
         key = c.tobytes()
         if self._lift_memo[0] != key:
-            lifts = None
+            whole = None
             if np.linalg.eigvalsh(c)[0] >= 0:
                 once, twice = closed_forms.lifts(c[None])
-                lifts = (once[0], twice[0])
-            self._lift_memo = (key, lifts)
-        return self._lift_memo[1]
+                whole = (once[0], twice[0])
+            self._lift_memo = (key, whole)
+        fields, whole = self.table.groups[j].fields, self._lift_memo[1]
+        if whole is None:
+            return closed_forms.lifts(sub_covariances(c, fields))
+        return tuple(sub_covariances(lifted, fields) for lifted in whole)
 
     def _lifted_values(self, j, c):
         """Group ``j``'s lifted closed form at ``c``, its value its stated error away when
         :attr:`below_top` (the coarse re-solve)."""
-        fields, moment = self.table.groups[j].fields, self.lifted[j]
-        lifts = self._lifts(c)
-        if lifts is None:
-            sub = sub_covariances(c, fields)
-            return moment.coarse(sub) if self.below_top else moment.value(sub)
-        once, twice = lifts
+        once, twice = self._lifted_covariances(j, c)
         if self.below_top:
-            return moment.coarse_of(sub_covariances(once, fields),
-                                    sub_covariances(twice, fields))
-        return moment.value_of(sub_covariances(once, fields))
+            return self.lifted[j].coarse_of(once, twice)
+        return self.lifted[j].value_of(once)
 
     def outputs(self, u):
         """``[f (n), g (n), eg]`` of the table (without the ridge)."""
@@ -266,12 +263,8 @@ class TableField:
         out = np.zeros(2 * self.table.size + 1)
         for j, estimate in self.quadrature_groups:
             group = self.table.groups[j]
-            if j in self.lifted and self._lifts(c) is not None:
-                once, twice = self._lifts(c)
-                error = self.lifted[j].error_of(sub_covariances(once, group.fields),
-                                                sub_covariances(twice, group.fields))
-            elif j in self.lifted:
-                error = self.lifted[j].error(sub_covariances(c, group.fields))
+            if j in self.lifted:
+                error = self.lifted[j].error_of(*self._lifted_covariances(j, c))
             else:
                 sub = sub_covariances(c, group.fields)
                 error = (estimate.errors(sub, v) if isinstance(estimate, EngineGroup)
