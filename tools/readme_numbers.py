@@ -150,8 +150,8 @@ CLAIMS = (
           (("figure_network_plateau (s)", r"wrote .* \(([0-9]+) s\)"),), slow=True),
     Claim("bench-network", "field 16.7x at K = M = 8 (0.433 ms against 7.218 ms); SGD ensemble "
                            "24,842 against 3,298 samples/s, 7.5x (14.3-16.8x, 4.2-7.5x); relu/erf "
-                           "K = M = 3 10.6 ms per field call against 529 ms (3.9-4.2 ms in the --only relu "
-                           "runs), solve to alpha = 300 8.0 s CPU (7.9-9.5 s with the coarse "
+                           "K = M = 3 10.6 ms per field call against 529 ms (3.9-4.3 ms in the --only relu "
+                           "runs), solve to alpha = 300 8.0 s CPU (7.9-10.3 s with the coarse "
                            "re-solve, moved 1.4e-9), certified; tanh K = M = 3 80 ms per field call, 4.3x "
                            "faster than the uniform rules, 1.25x than one thread, 1.65x than "
                            "without the mirror, at the steep state 0.90 s split at the turns, "
