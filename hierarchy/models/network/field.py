@@ -131,9 +131,8 @@ class TableField:
                 if exact is None:
                     pending.append(j)
                 else:
-                    self.lifted[j] = exact
-                    form = exact.value
-                    self.quadrature_groups.append((j, exact.error))
+                    self.lifted[j] = form = exact  # its values and errors: _lifted_values
+                    self.quadrature_groups.append((j, exact))
             self.evaluators.append(form)
         self.engine_rows = np.zeros(2 * self.table.size + 1)
         if pending:

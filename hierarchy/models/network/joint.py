@@ -52,9 +52,8 @@ import numpy as np
 
 from hierarchy.core.lazy_import import lazy_module
 from hierarchy.core.row_threads import thread_count
+from hierarchy.models.network import activations, table_cache
 from hierarchy.models.network import engine as single_engine
-from hierarchy.models.network import table_cache
-from hierarchy.models.network import activations
 from hierarchy.models.network.activations import VECTOR_LOSSES
 from hierarchy.models.network.gradients import derivative, symbolic_derivatives
 from hierarchy.models.network.row_memo import RowMemo
@@ -282,7 +281,8 @@ def atom_width(spec):
 def atom_cases(spec):
     """Per field, the C statements ``a[k] = <atom k at x>;`` of its atoms."""
     printer = _printer()
-    return [[f"a[{k}] = {printer.doprint(e.subs(f, activations.X))};" for k, (_, e) in enumerate(pairs)]
+    return [[f"a[{k}] = {printer.doprint(e.subs(f, activations.X))};"
+             for k, (_, e) in enumerate(pairs)]
             for f, pairs in zip(spec.fields, spec.atoms)]
 
 
