@@ -18,6 +18,7 @@ import pytest
 from scipy import integrate
 
 from hierarchy.cli.main import main
+from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network import onestep
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.gradients import SampleGradients
@@ -254,6 +255,39 @@ def test_closed_forms_off_the_ties_are_checked_by_the_coarse_re_solve(tmp_path, 
     error = summary["quadrature_error"]
     assert error["field"] < tolerance.min() < tolerance.max() < error["coarse_trajectory"]
     assert summary["certified"] is False
+
+
+def test_the_numpy_fallbacks_rows_are_checked_by_the_coarse_re_solve(tmp_path, capsys,
+                                                                    monkeypatch):
+    """No compiler: tanh K = M = 1 on the numpy fallback's fixed-order Gauss-Hermite rules,
+    whose stated error no target follows and no tightened re-solve moves. The coarse
+    re-solve runs and is named, and moves the states (each row exactly its stated error
+    away, ``tests/test_network_engine.py``) by no more than the field's stated rate over the
+    time span (the dynamics contract here). Its rate, about ``3e-5`` (two Gauss-Hermite
+    orders of a tanh integrand), is above the default tolerances: not certified, exit 3."""
+    from hierarchy.jit import cache
+    from hierarchy.models.network import engine, kernel
+
+    def fail(*args, **kwargs):
+        raise HierarchyError("no C compiler", field="compiler")
+
+    for forget in (kernel.forget, engine.forget):
+        forget()
+    monkeypatch.setattr(cache, "compile_pyx", fail)
+    path = write(tmp_path, "tanh", "tanh", t_final=2.0)
+    try:
+        with pytest.warns(RuntimeWarning, match="no C compiler"):
+            code = main(["solve", str(path), "--out", str(tmp_path / "o")])
+    finally:
+        for forget in (kernel.forget, engine.forget):
+            forget()
+    captured = capsys.readouterr()
+    summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
+    error = summary["quadrature_error"]
+    assert summary["engine"] == "numpy" and "trajectory" not in error
+    assert 0.0 < error["coarse_trajectory"] <= error["field"] * 2.0  # the rate over t = 2
+    assert "one order lower" in captured.out and "numpy fallback" in captured.err
+    assert code == 3 and summary["certified"] is False
 
 
 def test_the_two_re_solves_changes_add_up_against_the_tolerance():

@@ -703,3 +703,25 @@ def test_the_honesty_tool_counts_misses_on_its_draws(capsys):
     tool.main(["--draws", "40"])
     out = capsys.readouterr().out
     assert "0 of 120 rows (40 draws x 3 targets)" in out and "largest ratio 0.00" in out
+
+
+@pytest.mark.parametrize("moment", ["HermiteMoment", "QmcMoment"])
+def test_the_numpy_fallbacks_coarse_value_is_its_stated_error_away(moment):
+    """The numpy fallback's rows (no compiler) in the coarse re-solve: each value exactly its
+    stated error away (Gauss-Hermite: towards the doubled order; QMC: one standard error
+    up), at tanh rows of two and three fields, a singular covariance among them."""
+    from hierarchy.models.network import quadrature
+
+    # not odd (an odd product is 0 on the antithetic QMC points, with no error to test)
+    functions = [np.tanh, lambda z: np.tanh(2.0 * z + 0.3), lambda z: z * np.tanh(z)]
+    rng = np.random.default_rng(5)
+    for d in (2, 3):
+        a = rng.normal(size=(6, d, d)) * 0.7
+        c = a @ np.transpose(a, (0, 2, 1))
+        c[0] = np.outer(c[0][0], c[0][0]) / c[0][0, 0]  # rank one
+        rule = getattr(quadrature, moment)(functions[:d])
+        value, error, coarse = rule.value(c), rule.error(c), rule.coarse(c)
+        finite = np.isfinite(error)
+        assert np.sum(error[finite] > 0) >= 3
+        np.testing.assert_allclose(np.abs(coarse - value)[finite], error[finite],
+                                   rtol=1e-9, atol=1e-15)

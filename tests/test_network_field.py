@@ -252,9 +252,9 @@ def test_quadratic_wick_field_equals_gauss_hermite_field():
     hermite = TableField(net)
     from hierarchy.models.network.derivation import single_field_function
     from hierarchy.models.network.gradients import numpy_function
-    hermite.evaluators = [TableField._hermite([numpy_function(single_field_function(net, e), X)
-                                               for e in group.pattern])
-                          for group in hermite.table.groups]
+    hermite.evaluators = [quadrature.HermiteMoment(
+        [numpy_function(single_field_function(net, e), X) for e in group.pattern]).value
+        for group in hermite.table.groups]
     np.testing.assert_allclose(wick.outputs(u), hermite.outputs(u), rtol=1e-11, atol=1e-11)
 
 

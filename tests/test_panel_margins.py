@@ -83,3 +83,31 @@ def test_one_panel_and_many_rows(tmp_path):
         fig = make_statistics_figure(T, y, labels, "network: settings", extra_panels=extra)
         check_laid_out(fig)
         save_figure(fig, tmp_path / f"panels{n}.png")
+
+
+def pixels(fig, path):
+    from PIL import Image
+
+    save_figure(fig, path)
+    with Image.open(path) as image:
+        return np.asarray(image).astype(int)
+
+
+@pytest.mark.parametrize("scale, offset", [(1.0, 0.0), (1e-5, 0.0), (1e-3, 1e4)])
+def test_fixed_titles_are_where_matplotlib_would_put_them(tmp_path, monkeypatch, scale, offset):
+    """``fix_titles`` skips matplotlib's measuring of every y tick label to place each panel's
+    title: the same pixels as matplotlib's own placement, with panels whose offset text
+    (``1e-5``, ``+1e4``) may lift their titles and panels without."""
+    from hierarchy.core import panel_margins
+
+    y, labels = statistics(scale, offset)
+    # no offset text whatever the others have; then an offset text under a title long enough
+    # to meet it, which matplotlib lifts above it
+    panels = [("eg", {"eg": np.tanh(T / 100.0)}),
+              ("a title as wide as its panel, over the offset", {"r": 1e4 + 1e-3 * T})]
+    fixed = pixels(make_statistics_figure(T, y, labels, "titles", extra_panels=panels),
+                   tmp_path / "fixed.png")
+    monkeypatch.setattr(panel_margins, "fix_titles", lambda fig: None)
+    placed = pixels(make_statistics_figure(T, y, labels, "titles", extra_panels=panels),
+                    tmp_path / "placed.png")
+    assert fixed.shape == placed.shape and np.array_equal(fixed, placed)

@@ -3,12 +3,15 @@
 In one run, each in a fresh process, best of ``--repeat``:
 
 1. the baseline: ``python -c "import numpy, scipy.integrate"``;
-2. the command, warm (its compiled modules already cached): ``hierarchy solve CONFIG``;
+2. the command, warm (its compiled modules already cached): ``hierarchy solve CONFIG``,
+   which draws its figure in the second process it starts
+   (:mod:`hierarchy.core.figure_process`), and the same command drawing it in its own
+   process (``HIERARCHY_FIGURE_PROCESS=0``);
 3. the command's parts, in one process: the imports (``hierarchy.cli.main`` and the
    config's family) with the config (load, validate), the derivation (the field's system and
    the start), the integration with its certification and result files (``run_solve``), and
-   the figure ``observables.png`` (``run_report.solved_figure`` and ``save_figure``, matplotlib's
-   import included);
+   the figure ``observables.png`` (``run_report.solved_figure_spec`` and
+   ``save_solved_figure``, matplotlib's import included), all in that one process;
 4. the same parts with every read of the derivation cache a miss
    (:mod:`hierarchy.models.network.table_cache`: the term table, its size and each group's
    closed form derived with sympy), so the difference of the derivation parts is what that
@@ -73,8 +76,8 @@ def timed(function):
     return run
 
 
-run_report.solved_figure = timed(run_report.solved_figure)
-run_report.save_figure = timed(run_report.save_figure)
+run_report.solved_figure_spec = timed(run_report.solved_figure_spec)
+run_report.save_solved_figure = timed(run_report.save_solved_figure)
 family.run_solve(config, sys.argv[2], None)
 t3, c3 = time.perf_counter(), time.process_time()
 print(json.dumps({"imports": t1 - t0, "derivation": t2 - t1,
@@ -161,13 +164,15 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(command, repeat):
-    """Best wall-clock and best CPU seconds of ``repeat`` runs of ``command``."""
+def timed(command, repeat, **environment):
+    """Best wall-clock and best CPU seconds of ``repeat`` runs of ``command`` (the CPU of the
+    processes it waits for included: the figure process)."""
     best, best_cpu = float("inf"), float("inf")
     for _ in range(repeat):
         cpu = children_cpu()
         start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True, env=os.environ.copy())
+        subprocess.run(command, check=True, capture_output=True,
+                       env={**os.environ, **environment})
         best = min(best, time.perf_counter() - start)
         best_cpu = min(best_cpu, children_cpu() - cpu)
     return best, best_cpu
@@ -204,6 +209,7 @@ def main():
         print(load())
         bare = timed([python, "-c", "import numpy, scipy.integrate"], args.repeat)
         command = timed(solve, args.repeat)
+        in_process = timed(solve, args.repeat, HIERARCHY_FIGURE_PROCESS="0")
         parts = best_parts(python, args.config, out, args.repeat, "warm")
         cold = best_parts(python, args.config, out, args.repeat, "cold table")
         tables = table_costs(python, folder)
@@ -212,11 +218,15 @@ def main():
         figures = json.loads(redrawn.stdout.strip().splitlines()[-1])
         print(load())
     (bare, bare_cpu), (command, command_cpu) = bare, command
+    alone, alone_cpu = in_process
     print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
           f"(CPU {bare_cpu:.2f} s)")
     print(f"hierarchy solve {Path(args.config).name} (warm): {command:.2f} s, ratio "
           f"{command / bare:.2f} (target <= 2); CPU {command_cpu:.2f} s, ratio "
           f"{command_cpu / bare_cpu:.2f}")
+    print(f"  the figure drawn in the command's own process (HIERARCHY_FIGURE_PROCESS=0): "
+          f"{alone:.2f} s, ratio {alone / bare:.2f}; CPU {alone_cpu:.2f} s, ratio "
+          f"{alone_cpu / bare_cpu:.2f}")
     imported = {"warm": parts.pop("sympy imported"), "cold": cold.pop("sympy imported")}
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
     print(f"sympy imported: {'yes' if imported['warm'] else 'no'} with the derivation cache "

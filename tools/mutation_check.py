@@ -757,6 +757,42 @@ MUTATIONS = (
              ["tests/test_network_certify.py::test_solve_that_cannot_be_certified_exits_3_with_"
               "one_line"],
              "a solve that cannot be certified drawn like a certified one"),
+    mutation("fallback-coarse-not-applied", "hierarchy/models/network/field.py",
+             "if self.below_top and j in self.fallback:",
+             "if False and j in self.fallback:",
+             ["tests/test_network_certify.py::test_the_numpy_fallbacks_rows_are_checked_by_"
+              "the_coarse_re_solve"],
+             "the numpy fallback's rows keep their values in the coarse re-solve"),
+    mutation("fallback-rows-never-checked", "hierarchy/models/network/field.py",
+             "        if self.fallback:\n", "        if False:\n",
+             ["tests/test_network_certify.py::test_the_numpy_fallbacks_rows_are_checked_by_"
+              "the_coarse_re_solve"],
+             "the numpy fallback's stated errors compared with the tolerance as rates only"),
+    mutation("fallback-hermite-coarse-unscaled", "hierarchy/models/network/quadrature.py",
+             "return kept + SAFETY * (hermite_expectation(",
+             "return kept + (hermite_expectation(",
+             ["tests/test_network_engine.py::test_the_numpy_fallbacks_coarse_value_is_its_"
+              "stated_error_away"],
+             "the Gauss-Hermite fallback's coarse value short of its stated error"),
+    mutation("figure-process-failure-dropped", "hierarchy/core/figure_process.py",
+             "    if failure is not None:\n        raise FigureProcessError",
+             "    if failure is None:\n        raise FigureProcessError",
+             ["tests/test_figure_process.py::test_a_failure_there_fails_the_call_with_its_"
+              "traceback",
+              "tests/test_figure_process.py::test_the_second_process_draws_the_same_pixels"],
+             "a figure that failed in the second process reported as drawn"),
+    mutation("figure-process-never-started", "hierarchy/cli/main.py",
+             "            figure_process.start()", "            pass",
+             ["tests/test_figure_process.py::test_the_command_returns_with_its_figure_"
+              "written"],
+             "the command draws its figure itself, matplotlib's import on its path"),
+    mutation("titles-fixed-over-the-offset-text", "hierarchy/core/panel_margins.py",
+             "if not ax.get_visible() or ax.yaxis.get_major_formatter().get_offset() or \\",
+             "if not ax.get_visible() or \\",
+             ["tests/test_panel_margins.py::test_fixed_titles_are_where_matplotlib_would_put_"
+              "them"],
+             "a panel's title fixed on its top edge over an offset text that matplotlib "
+             "lifts it above"),
 )
 
 

@@ -75,6 +75,9 @@ def main(argv=None, *, exiting=None):
     """
     exiting = argv is None if exiting is None else exiting
     try:
+        if exiting and draws_solved_figure(sys.argv[1:] if argv is None else argv):
+            from hierarchy.core import figure_process  # noqa: PLC0415  (light: no matplotlib)
+            figure_process.start()
         return run_command(argv, exiting)
     except KeyboardInterrupt:  # while starting: importing, parsing (no work done yet)
         if exiting:
@@ -84,6 +87,15 @@ def main(argv=None, *, exiting=None):
     finally:
         if exiting:
             skip_final_collections()
+
+
+def draws_solved_figure(argv):
+    """Whether the command is a ``solve`` (it ends with ``observables.png``), read from the
+    arguments before any parsing: such a command starts the figure process of
+    :mod:`hierarchy.core.figure_process` first, so that matplotlib is imported beside the
+    command's own imports and work."""
+    words = [word for word in argv if not word.startswith("-")]
+    return bool(words) and words[0] == "solve" and not {"-h", "--help"} & set(argv)
 
 
 def skip_final_collections():

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hierarchy.core import registry
+from hierarchy.core import figure_process, registry
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.fixed_point_report import read_points
 from hierarchy.core.io import read_result
@@ -67,27 +67,62 @@ def plot_solved(out_dir, config, trajectory, family=None, extra=None, uncertifie
     trajectory passes near (:func:`visited_points`) are marked: on the ``eg`` panel at their
     ``eg``, else as a time on every panel. ``uncertified_from``: the first time a solve could
     not certify, shaded from there on and named in the title.
+
+    The figure is drawn from :func:`solved_figure_spec` by :func:`save_solved_figure`, in the
+    second process of :mod:`hierarchy.core.figure_process` when the command started one.
     """
     if len(trajectory.t) == 0:
         return None
-    fig = solved_figure(out_dir, config, trajectory, family, extra, uncertified_from)
+    spec = solved_figure_spec(out_dir, config, trajectory, family, extra, uncertified_from)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    return save_figure(fig, Path(out_dir) / SOLVE_PLOT)
+    path = Path(out_dir) / SOLVE_PLOT
+    figure_process.call(save_solved_figure, spec, str(path))
+    return path
 
 
 def solved_figure(out_dir, config, trajectory, family=None, extra=None, uncertified_from=None):
     """The figure of :func:`plot_solved` (not saved)."""
+    return draw_solved(solved_figure_spec(out_dir, config, trajectory, family, extra,
+                                          uncertified_from))
+
+
+def solved_figure_spec(out_dir, config, trajectory, family=None, extra=None,
+                       uncertified_from=None):
+    """What :func:`plot_solved` draws, as plain data (no matplotlib; it pickles).
+
+    Everything that needs the family is decided here: the title, the time axis's name, each
+    statistic's math label and the fixed points visited.
+    """
     family = family if family is not None else registry.family_of(config)
     time = family.time_label(config)
-    title = settings_title(config, f"the ODE to {time} = {significant(trajectory.t[-1])}")
-    panels = [(name, {name: np.asarray(values, float)}) for name, values in (extra or {}).items()]
-    fig = make_statistics_figure(trajectory.t, trajectory.y, list(trajectory.labels), title,
-                                 math_label=family.math_label, time_label=time,
-                                 extra_panels=panels, uncertified_from=uncertified_from)
-    visits = visited_points(read_points(out_dir), family, config, trajectory)
-    if visits:
-        mark_points(fig, visits, "eg" in (extra or {}))
+    labels = [str(label) for label in trajectory.labels]
+    return {
+        "t": np.asarray(trajectory.t, float), "y": np.asarray(trajectory.y, float),
+        "labels": labels, "math_labels": {label: family.math_label(label) for label in labels},
+        "title": settings_title(config, f"the ODE to {time} = {significant(trajectory.t[-1])}"),
+        "time_label": time,
+        "panels": [(name, {name: np.asarray(values, float)})
+                   for name, values in (extra or {}).items()],
+        "uncertified_from": uncertified_from,
+        "visits": visited_points(read_points(out_dir), family, config, trajectory),
+        "on_risk": "eg" in (extra or {}),
+    }
+
+
+def draw_solved(spec):
+    """The figure of a :func:`solved_figure_spec`."""
+    fig = make_statistics_figure(spec["t"], spec["y"], spec["labels"], spec["title"],
+                                 math_label=spec["math_labels"].__getitem__,
+                                 time_label=spec["time_label"], extra_panels=spec["panels"],
+                                 uncertified_from=spec["uncertified_from"])
+    if spec["visits"]:
+        mark_points(fig, spec["visits"], spec["on_risk"])
     return fig
+
+
+def save_solved_figure(spec, path):
+    """Draw a :func:`solved_figure_spec` and save it at ``path``."""
+    save_figure(draw_solved(spec), path)
 
 
 def replot_solved(out_dir):

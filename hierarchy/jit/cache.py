@@ -49,8 +49,6 @@ import tempfile
 import threading
 from pathlib import Path
 
-from filelock import FileLock
-
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import atomic_write
 from hierarchy.jit.compiler import (
@@ -421,6 +419,8 @@ class Cache:
             entry = self.find(name)
             if entry is not None:
                 return _import_extension(name, entry)
+        from filelock import FileLock  # noqa: PLC0415  (only a build takes the lock)
+
         folder = self.writable_root()
         entry = folder / name
         with FileLock(str(folder / f".{name}.lock"), timeout=LOCK_TIMEOUT_S):

@@ -1,17 +1,17 @@
 """The kernel templates: ``templates/*.j2``, read and rendered with jinja2.
 
 The templates live in the top-level ``templates/`` folder of the checkout and ship as the
-package data ``hierarchy.templates``. :data:`ENVIRONMENT` is the one jinja2 environment:
+package data ``hierarchy.templates``. :func:`environment` is the one jinja2 environment:
 strict (an undefined name is an error), with ``trim_blocks``/``lstrip_blocks`` so that block
 tags leave no blank lines in the generated Cython. It reads every template through
 :func:`template_text` at render time and caches nothing, so the text rendered is always the
-text whose hash enters the build keys.
+text whose hash enters the build keys. jinja2 is imported on the first render: a command
+whose kernels are all in the cache renders nothing.
 """
 
+import functools
 import importlib.resources
 from pathlib import Path
-
-import jinja2
 
 from hierarchy.core.errors import HierarchyError
 
@@ -54,13 +54,18 @@ def _current_template_text(name):
     return template_text(name)
 
 
-ENVIRONMENT = jinja2.Environment(
-    loader=jinja2.FunctionLoader(_current_template_text), undefined=jinja2.StrictUndefined,
-    trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, cache_size=0)
+@functools.cache
+def environment():
+    """The jinja2 environment of every template (made on first use)."""
+    import jinja2  # noqa: PLC0415  (only a render needs it)
+
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(_current_template_text), undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, cache_size=0)
 
 
 def render_template(template_name, **context):
-    """Render ``templates/<template_name>`` with :data:`ENVIRONMENT`.
+    """Render ``templates/<template_name>`` with :func:`environment`.
 
     Parameters
     ----------
@@ -73,4 +78,4 @@ def render_template(template_name, **context):
     str
         The generated source.
     """
-    return ENVIRONMENT.get_template(template_name).render(**context)
+    return environment().get_template(template_name).render(**context)

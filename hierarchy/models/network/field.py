@@ -120,6 +120,9 @@ class TableField:
         #: the closed forms taken just off the ties (relu, relu/erf), by group: their stated
         #: error follows no target, so the coarse re-solve moves each by it
         self.lifted = {}
+        #: the groups on the numpy fallback's fixed-order rules (no compiler), by group: their
+        #: stated error follows no target either (:class:`~.quadrature.HermiteMoment`)
+        self.fallback = {}
         self._lift_memo = (None, None)
         pending = []
         self.plans = closed_forms.table_plans(net, self.table)
@@ -148,7 +151,8 @@ class TableField:
         for index, j in enumerate(pending):
             group = self.table.groups[j]
             if engine is None and plan["count"]:
-                form, error = self._quadrature(net, group.pattern)
+                self.fallback[j] = moment = self._quadrature(net, group.pattern)
+                form, error = moment.value, moment.error
             else:
                 integral = expectation_engine.PatternIntegral(
                     engine, expectation_engine.plan_terms(plan, index))
@@ -163,18 +167,24 @@ class TableField:
 
     def set_orders_below_top(self, below):
         """Every engine row's highest order lowered by ``below`` (0 or 1: the coarse
-        re-solve of the certification); with 1, every lifted closed form gives its value
-        its stated error away (:meth:`~.closed_forms.LiftedMoment.coarse`)."""
+        re-solve of the certification); with 1, every lifted closed form and every row of
+        the numpy fallback gives its value its stated error away
+        (:meth:`~.closed_forms.LiftedMoment.coarse`, :meth:`~.quadrature.HermiteMoment.coarse`)."""
         self.below_top = int(below)
 
     @property
     def untargeted_rows(self):
         """Why some rows' stated error follows no target, in words, or None: the closed forms
-        taken just off the ties (:class:`~.closed_forms.LiftedMoment`). The coarse re-solve
-        of the certification always checks them."""
+        taken just off the ties (:class:`~.closed_forms.LiftedMoment`), the numpy fallback's
+        fixed-order rules. The coarse re-solve of the certification always checks them."""
+        reasons = []
         if self.lifted:
-            return "the closed forms taken off the ties state an error no target follows"
-        return None
+            reasons.append("the closed forms taken off the ties state an error no target "
+                           "follows")
+        if self.fallback:
+            reasons.append("the numpy fallback's fixed-order rules (no compiled engine) state "
+                           "an error no target follows")
+        return "; ".join(reasons) or None
 
     @property
     def rows_short(self):
@@ -186,19 +196,14 @@ class TableField:
 
     @staticmethod
     def _quadrature(net, pattern):
-        """``(value, error)`` functions of ``C`` for a pattern without a closed form, in numpy
-        (when the engine cannot be had): Gauss-Hermite for smooth functions, else QMC."""
+        """The moment (value, error and coarse value as functions of ``C``) of a pattern
+        without a closed form, in numpy (when the engine cannot be had): Gauss-Hermite for
+        smooth functions, else QMC."""
         expressions = [single_field_function(net, e) for e in pattern]
         functions = [numpy_function(h, activations.X) for h in expressions]
         if not any(h.has(sympy.Heaviside, sympy.Max, sympy.Min) for h in expressions):
-            return (TableField._hermite(functions),
-                    lambda c: quadrature.hermite_error(functions, c))
-        return (lambda c: quadrature.qmc_expectation(functions, c),
-                lambda c: quadrature.qmc_error(functions, c))
-
-    @staticmethod
-    def _hermite(functions):
-        return lambda c: quadrature.hermite_expectation(functions, c)
+            return quadrature.HermiteMoment(functions)
+        return quadrature.QmcMoment(functions)
 
     def group_values(self, j, c, v):
         """The expectations of group ``j``'s rows at the full covariance ``c``."""
@@ -206,6 +211,8 @@ class TableField:
             return self._lifted_values(j, c)
         form = self.evaluators[j]
         sub = sub_covariances(c, self.table.groups[j].fields)
+        if self.below_top and j in self.fallback:
+            return self.fallback[j].coarse(sub)
         return form.values(sub, v) if isinstance(form, EngineGroup) else form(sub)
 
     def _lifted_covariances(self, j, c):

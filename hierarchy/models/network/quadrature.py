@@ -149,6 +149,52 @@ def qmc_error(functions, c):
     return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
 
 
+class HermiteMoment:
+    """``E[prod_f h_f(z_f)]`` by :func:`hermite_expectation` (the numpy fallback, when the
+    compiled engine cannot be had): its value, its stated error (:func:`hermite_error`) and
+    its coarse value.
+
+    The order is fixed, so no target moves the stated error: the certification's coarse
+    re-solve takes :meth:`coarse`, the value moved by its whole stated error towards the
+    doubled order, ``E_n + SAFETY (E_2n - E_n)``, and measures what that does to the
+    trajectory.
+    """
+
+    def __init__(self, functions):
+        self.functions = functions
+
+    def value(self, c):
+        return hermite_expectation(self.functions, c)
+
+    def error(self, c):
+        return hermite_error(self.functions, c)
+
+    def coarse(self, c):
+        order = ORDERS[c.shape[-1]]
+        kept = hermite_expectation(self.functions, c, order)
+        return kept + SAFETY * (hermite_expectation(self.functions, c, FACTOR * order) - kept)
+
+
+class QmcMoment:
+    """``E[prod_f h_f(z_f)]`` by :func:`qmc_expectation` (the numpy fallback for a kinked row):
+    its value, its standard error (:func:`qmc_error`, calibrated, not a bound) and its coarse
+    value, the value one standard error higher (fixed scrambles: a deterministic shift), for
+    the certification's coarse re-solve."""
+
+    def __init__(self, functions):
+        self.functions = functions
+
+    def value(self, c):
+        return qmc_expectation(self.functions, c)
+
+    def error(self, c):
+        return qmc_error(self.functions, c)
+
+    def coarse(self, c):
+        reps = qmc_replicates(self.functions, c)
+        return reps.mean(axis=0) + reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+
+
 @functools.cache
 def qmc_points(dimension, replicates=REPLICATES, count=QMC_POINTS):
     """``(replicates, 2 count, dimension)`` standard-normal points (antithetic Sobol scrambles)."""
