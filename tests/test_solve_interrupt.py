@@ -153,3 +153,51 @@ def test_interrupt_during_the_truncation_check_keeps_the_full_trajectory(tmp_pat
     assert record["complete"] is False
     assert record["summary"]["interrupted"] == "during the truncation check"
     assert read_result(tmp_path)["t"].size == 11
+
+
+def session_processes(session):
+    """The processes still alive in ``session`` (Linux's /proc)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == session:
+                    alive.append(int(entry.name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads /proc")
+def test_ctrl_c_to_the_process_group_ends_the_figure_process_too(tmp_path):
+    """A terminal's Ctrl-C goes to the whole foreground process group: the command and the
+    second process it started to draw its figure (``core/figure_process.py``). The command
+    exits 130 with its one message; the figure process, which ignores SIGINT, prints
+    nothing and ends with the command (its pipe closes)."""
+    config = tmp_path / "slow.toml"
+    config.write_text(SLOW_CONFIG)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hierarchy", "solve", str(config), "--out", str(out)]
+    # SIGINT back to its default in the command (a test runner's worker may ignore it)
+    start = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+             f"os.execv(sys.executable, {command!r})")
+    env = {key: value for key, value in os.environ.items() if key != "HIERARCHY_FIGURE_PROCESS"}
+    child = subprocess.Popen([sys.executable, "-c", start], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, cwd=REPO, env=env, start_new_session=True)
+    reader = StderrReader(child.stderr)
+    try:
+        reader.wait_for(r"t = ([0-9.e+-]+) / 100", timeout=300)
+        assert len(session_processes(child.pid)) == 2  # the command and its figure process
+        os.killpg(child.pid, signal.SIGINT)
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    stderr = reader.finish()
+    assert child.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert len([line for line in stderr.splitlines() if line.startswith("hierarchy:")]) == 1
+    deadline = time.monotonic() + 30
+    while session_processes(child.pid):
+        assert time.monotonic() < deadline, "the figure process outlived the command"
+        time.sleep(0.1)

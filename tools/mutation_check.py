@@ -781,6 +781,12 @@ MUTATIONS = (
               "traceback",
               "tests/test_figure_process.py::test_the_second_process_draws_the_same_pixels"],
              "a figure that failed in the second process reported as drawn"),
+    mutation("figure-process-dies-on-ctrl-c", "hierarchy/core/figure_process.py",
+             "    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's",
+             "    pass  # Ctrl-C is the command's",
+             ["tests/test_solve_interrupt.py::test_ctrl_c_to_the_process_group_ends_the_figure_"
+              "process_too"],
+             "Ctrl-C prints the figure process's KeyboardInterrupt traceback"),
     mutation("figure-process-never-started", "hierarchy/cli/main.py",
              "            figure_process.start()", "            pass",
              ["tests/test_figure_process.py::test_the_command_returns_with_its_figure_"
