@@ -4,6 +4,7 @@ replaced by drawing here, and only a ``solve`` starts one."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,22 +87,50 @@ def test_only_a_solve_starts_the_second_process(argv, expected):
     assert draws_solved_figure(argv) is expected
 
 
-def test_the_command_returns_with_its_figure_written(tmp_path):
-    """The command as a user runs it: the figure is on disk when it exits, drawn by the second
-    process (the command itself never imports matplotlib: ``-X importtime`` lists what it
-    imports, not what its child does), and nothing is printed about that process."""
+NETWORK_CONFIG = """[model]
+family = "network"
+loss = "mse"
+[model.student]
+width = 1
+activation = "erf"
+[model.teacher]
+width = 1
+activation = "erf"
+[solve]
+t_final = 2.0
+points = 5
+"""
+
+
+def solve_command(config, out, figure_process_on):
+    env = {key: value for key, value in os.environ.items()
+           if key != figure_process.ENVIRONMENT}
+    if not figure_process_on:
+        env[figure_process.ENVIRONMENT] = "0"
+    return subprocess.run([sys.executable, "-X", "importtime", "-m", "hierarchy", "solve",
+                           str(config), "--out", str(out), "--quiet"], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("family_name", ["network", "attention"])
+def test_the_command_returns_with_its_figure_written(tmp_path, family_name):
+    """The command as a user runs it, a network and an attention solve: the figure is on
+    disk when it exits, drawn by the second process (the command itself never imports
+    matplotlib: ``-X importtime`` lists what it imports, not what its child does), the same
+    pixels as the command drawing it itself (``HIERARCHY_FIGURE_PROCESS=0``), and nothing is
+    printed about the second process."""
     config = tmp_path / "c.toml"
-    config.write_text('[model]\nfamily = "network"\nloss = "mse"\n'
-                      '[model.student]\nwidth = 1\nactivation = "erf"\n'
-                      '[model.teacher]\nwidth = 1\nactivation = "erf"\n'
-                      '[solve]\nt_final = 2.0\npoints = 5\n')
-    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "hierarchy", "solve", str(config), "--out",
-                          str(tmp_path / "o"), "--quiet"], capture_output=True, text=True,
-                         timeout=300, env={key: value for key, value in os.environ.items()
-                                           if key != figure_process.ENVIRONMENT})
-    assert run.returncode == 0, run.stderr
-    assert (tmp_path / "o" / run_report.SOLVE_PLOT).is_file()
-    assert "figure process" not in run.stderr and "Traceback" not in run.stderr
-    imported = [line.split("|")[-1].strip() for line in run.stderr.splitlines()
-                if line.startswith("import time:")]
-    assert "numpy" in imported and "matplotlib" not in imported
+    if family_name == "network":
+        config.write_text(NETWORK_CONFIG)
+    else:
+        config = Path(__file__).resolve().parent.parent / "tools" / "configs" / \
+            "tied_quadratic.toml"
+    runs = {on: solve_command(config, tmp_path / f"o{on}", on) for on in (True, False)}
+    for on, run in runs.items():
+        assert run.returncode == 0, run.stderr
+        assert "figure process" not in run.stderr and "Traceback" not in run.stderr
+        imported = [line.split("|")[-1].strip() for line in run.stderr.splitlines()
+                    if line.startswith("import time:")]
+        assert "numpy" in imported and ("matplotlib" in imported) is not on
+    assert np.array_equal(pixels(tmp_path / "oTrue" / run_report.SOLVE_PLOT),
+                          pixels(tmp_path / "oFalse" / run_report.SOLVE_PLOT))

@@ -6,7 +6,10 @@ process as it starts (:func:`start`, from :func:`hierarchy.cli.main.main` when t
 with the command): it imports matplotlib and the plotting modules and draws a throw-away
 panel (:data:`PRELOAD`, :func:`warm_up`) while the command imports its family, derives and
 integrates. The command then sends it the figure as plain data (:func:`call`: a function of
-this package and its arguments, pickled through a pipe) and waits for its answer, so that
+this package and its arguments, pickled through a pipe; the statistics families' figure,
+:func:`hierarchy.core.run_report.save_solved_figure`, and the attention family's,
+:func:`hierarchy.models.attention.plotting.save_observables_figure`) and waits for its
+answer, so that
 
 - the figure is on disk when the command returns, the same pixels as drawn in one process;
 - a figure that fails fails the command, with the second process's traceback in the error
@@ -68,8 +71,8 @@ def running():
     return _process is not None and _process.poll() is None
 
 
-def call(function, *args):
-    """``function(*args)``, in the second process when one runs, else here.
+def call(function, *args, **kwargs):
+    """``function(*args, **kwargs)``, in the second process when one runs, else here.
 
     ``function`` is a module-level function of this package; its arguments must pickle.
     In the second process its return value is dropped (None is returned).
@@ -80,15 +83,15 @@ def call(function, *args):
         The function raised in the second process (its traceback is the message).
     """
     if not running():
-        return function(*args)
-    request = (function.__module__, function.__qualname__, args)
+        return function(*args, **kwargs)
+    request = (function.__module__, function.__qualname__, args, kwargs)
     try:
         pickle.dump(request, _process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
         _process.stdin.flush()
         failure = pickle.load(_process.stdout)
     except (OSError, EOFError, pickle.UnpicklingError):
         stop()  # it died (killed, out of memory): draw here instead
-        return function(*args)
+        return function(*args, **kwargs)
     if failure is not None:
         raise FigureProcessError(f"{function.__qualname__} failed in the figure process:\n"
                                  f"{failure}")
@@ -132,8 +135,8 @@ def warm_up():
 def serve(requests, replies):
     """The second process: preload, then answer each request until the pipe closes.
 
-    Each request is ``(module, name, args)`` naming a function of this package; the reply is
-    None when it returned, else its traceback as text.
+    Each request is ``(module, name, args, kwargs)`` naming a function of this package; the
+    reply is None when it returned, else its traceback as text.
     """
     try:
         for module in PRELOAD:
@@ -143,13 +146,13 @@ def serve(requests, replies):
         return
     while True:
         try:
-            module, name, args = pickle.load(requests)
+            module, name, args, kwargs = pickle.load(requests)
         except EOFError:
             return
         try:
             if module.split(".")[0] != "hierarchy":
                 raise ValueError(f"not a function of this package: {module}.{name}")
-            getattr(importlib.import_module(module), name)(*args)
+            getattr(importlib.import_module(module), name)(*args, **kwargs)
             failure = None
         except Exception:  # noqa: BLE001  (any failure goes back to the command)
             failure = traceback.format_exc()

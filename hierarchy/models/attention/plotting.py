@@ -179,6 +179,13 @@ def make_observables_figure(t, series, parameterization=None, **options):
                                             **options)
 
 
+def save_observables_figure(path, t, series, parameterization=None, **options):
+    """:func:`make_observables_figure` saved at ``path``; returns the figure."""
+    fig = make_observables_figure(t, series, parameterization, **options)
+    save_figure(fig, path)
+    return fig
+
+
 def make_sgd_figure(t, mu_seeds, loss_seeds, labels, parameterization=None, max_panels=6):
     """:func:`hierarchy.core.plotting.make_sgd_figure` with attention labels and time."""
     parameterization = parameterization or labels_parameterization(labels)

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hierarchy.core import figure_process
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.extrapolation import (
     LADDER_BLOWUP,
@@ -62,7 +63,7 @@ from hierarchy.models.attention.coefficients import coefficients_from_config
 from hierarchy.models.attention.compiled import build
 from hierarchy.models.attention.initial import initial_matrices, initial_moments
 from hierarchy.models.attention.ladder import extrapolated_ladder
-from hierarchy.models.attention.plotting import make_observables_figure, save_figure
+from hierarchy.models.attention.plotting import save_observables_figure
 from hierarchy.models.attention.variants import TIME_VARIABLE, VARIANTS
 from hierarchy.ode.integrate import SolveInterrupted
 
@@ -87,7 +88,8 @@ def observable_labels(solver, max_degree=2):
 
 def plot_observables(path, result, labels, time_name="t", title="", curves=None,
                      curve_t=None, beyond_from=None, unchecked=False):
-    """Write a PNG of the given words' trajectories and return its figure.
+    """Write a PNG of the given words' trajectories and return its figure (None when the
+    command's figure process drew it: :mod:`hierarchy.core.figure_process`).
 
     Drawn by :func:`hierarchy.core.plotting.make_observables_figure`: math labels, constant
     observables (a fixed teacher's) in their own panel, a dotted line where a stopped run
@@ -97,13 +99,11 @@ def plot_observables(path, result, labels, time_name="t", title="", curves=None,
     horizon", and ``unchecked`` shades all of it as "unchecked (no error estimate)".
     """
     stopped = result.status != 0 and result.t.size
-    fig = make_observables_figure(result.t, {label: result[label] for label in labels},
-                                  time_name=time_name, title=title,
-                                  stop_time=result.t[-1] if stopped else None,
-                                  curves=curves, curve_t=curve_t, beyond_from=beyond_from,
-                                  unchecked=unchecked)
-    save_figure(fig, path)
-    return fig
+    return figure_process.call(
+        save_observables_figure, str(path), np.asarray(result.t, float),
+        {label: np.asarray(result[label]) for label in labels}, time_name=time_name,
+        title=title, stop_time=result.t[-1] if stopped else None, curves=curves,
+        curve_t=curve_t, beyond_from=beyond_from, unchecked=unchecked)
 
 
 def plot_solve(path, solver, result, t_eval, summary, found, cont):
