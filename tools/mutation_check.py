@@ -774,6 +774,11 @@ MUTATIONS = (
              ["tests/test_network_engine.py::test_the_numpy_fallbacks_coarse_value_is_its_"
               "stated_error_away"],
              "the Gauss-Hermite fallback's coarse value short of its stated error"),
+    mutation("relabelling-ignores-pairwise-q", "hierarchy/models/network/relabelling.py",
+             "            if assigned:\n                cost = max(cost, float(",
+             "            if False:\n                cost = max(cost, float(",
+             ["tests/test_network_relabelling.py"],
+             "two states called one point up to a relabelling that moves their Q_ik"),
     mutation("figure-process-failure-dropped", "hierarchy/core/figure_process.py",
              "    if failure is not None:\n        raise FigureProcessError",
              "    if failure is None:\n        raise FigureProcessError",

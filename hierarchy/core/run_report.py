@@ -153,8 +153,8 @@ def visited_points(points, family, config, trajectory, near=NEAR):
     distance)]``.
 
     Near means every statistic within ``near`` of the point, or of a state the family holds
-    equivalent to it (``family.equivalent_states``: the ``network`` family's permutations of
-    the student units), at some output time.
+    equivalent to it (``family.distances_to_state``: the ``network`` family's relabellings
+    of the student units), at some output time.
     """
     labels = list(trajectory.labels)
     y = np.asarray(trajectory.y, float)
@@ -163,9 +163,9 @@ def visited_points(points, family, config, trajectory, near=NEAR):
         if set(point["u"]) != set(labels):
             continue
         u = np.array([point["u"][label] for label in labels], dtype=float)
-        same = getattr(family, "equivalent_states", None)
-        candidates = same(config, labels, u) if same is not None else [u]
-        distance = np.min([np.max(np.abs(y - state), axis=1) for state in candidates], axis=0)
+        distances = getattr(family, "distances_to_state", None)
+        distance = (distances(config, labels, y, u, near) if distances is not None
+                    else np.max(np.abs(y - u), axis=1))
         row = int(np.nanargmin(distance))
         if distance[row] < near:
             found.append((point, float(trajectory.t[row]), float(distance[row])))

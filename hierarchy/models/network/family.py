@@ -403,15 +403,18 @@ class NetworkFamily(ModelFamily):
         end, _ = network_study.ode_solution(config, system, start, self.output_times(config))
         return network_fixed_points.fixed_points(self.network(config), system, end[-1, :-1])
 
-    def equivalent_states(self, config, labels, u):
-        """``u`` under every permutation of the student units (the same point of the dynamics:
-        the ODE does not tell its student units apart), for states ordered like ``labels``."""
-        from hierarchy.models.network import fixed_points as network_fixed_points
+    def distances_to_state(self, config, labels, y, u, near):
+        """``(T,)``: each row of ``y`` ``(T, n)``'s least ``max |y_t - P u|`` over the student
+        relabellings ``P`` of ``u`` (the same point of the dynamics: the ODE does not tell its
+        student units apart), states ordered like ``labels``; exact below ``near``
+        (:func:`~.relabelling.relabelled_distance`, any ``K``)."""
+        from hierarchy.models.network import relabelling
         net = self.network(config)
-        order = [net.labels.index(label) for label in labels]
-        state = np.empty(net.size)
-        state[order] = u
-        return [permuted[order] for permuted in network_fixed_points.permutations_of(net, state)]
+        y, u = np.atleast_2d(np.asarray(y, dtype=float)), np.asarray(u, dtype=float)
+        if not relabelling.students_exchangeable(net) or set(labels) != set(net.labels):
+            return np.max(np.abs(y - u), axis=1, initial=0.0)
+        columns = relabelling.UnitColumns(net, labels)
+        return np.array([relabelling.relabelled_distance(columns, row, u, near) for row in y])
 
     # 13
     def show(self, config, format="text"):

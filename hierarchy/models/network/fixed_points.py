@@ -40,14 +40,18 @@ law to describe. The ``eta -> 0`` points (the roots of the
 drift alone, ``f / eta``) come from :func:`committee_points` with ``vanishing_step=True``.
 """
 
-import itertools
-
 import numpy as np
 from scipy.optimize import root
 
 from hierarchy.models.network.diffusion import diffusive_limit
 from hierarchy.models.network.linearisation import H, field_function, jacobian
 from hierarchy.models.network.model import check_plain_sgd
+from hierarchy.models.network.relabelling import (  # noqa: F401  (permutations_of: its API)
+    UnitColumns,
+    permutations_of,
+    relabelled_distance,
+    students_exchangeable,
+)
 from hierarchy.ode.integrate import integrate
 
 #: eigenvalues above ``-TOL`` are not contracting
@@ -58,9 +62,6 @@ NEUTRAL_FACTOR = 10.0
 RESIDUAL = 1e-9
 #: two roots closer than this are the same point (modulo a permutation of the student units)
 SAME = 1e-6
-#: most student units whose permutations are enumerated (``K!`` states); wider students are
-#: compared unpermuted
-MAX_PERMUTED = 6
 #: ``eg`` is computed to about this many units of rounding (``eps``) of its largest term
 #: (``max(1, |u|, |T|, v*^2)``): a smaller ``|eg|`` is printed as 0 with this bound stated
 EG_ROUNDING_ULPS = 64
@@ -275,7 +276,7 @@ def distinct(net, points):
         u = np.array(list(point["u"].values()))
         same = next((k for k, first in enumerate(kept) if first.get("found") is not False
                      and distance_modulo_permutation(
-                         net, u, np.array(list(first["u"].values()))) < SAME), None)
+                         net, u, np.array(list(first["u"].values())), SAME) < SAME), None)
         if same is None:
             kept.append(point)
             continue
@@ -285,42 +286,14 @@ def distinct(net, points):
     return kept
 
 
-def distance_modulo_permutation(net, u, other):
-    """The least ``max |u - P other|`` over the student relabellings ``P`` of ``other``."""
-    return min(float(np.max(np.abs(u - permuted))) for permuted in permutations_of(net, other))
-
-
-def students_exchangeable(net):
-    """Whether relabelling the student units maps solutions to solutions (a trained second
-    layer, or equal fixed values)."""
-    return bool(net.trained_second_layer or np.allclose(net.second_layer, net.second_layer[0]))
-
-
-def permutations_of(net, u):
-    """``u`` with its student units relabelled in every order (``u`` alone when they are not
-    exchangeable or wider than :data:`MAX_PERMUTED`); ``u`` first."""
-    u = np.asarray(u, dtype=float)
-    if not students_exchangeable(net) or net.K > MAX_PERMUTED:
-        return [u]
-    position = {label: j for j, label in enumerate(net.labels)}
-    states = []
-    for order in itertools.permutations(range(1, net.K + 1)):
-        target = [position[relabelled(label, order)] for label in net.labels]
-        permuted = np.empty_like(u)
-        permuted[target] = u
-        states.append(permuted)
-    return states
-
-
-def relabelled(label, order):
-    """The label of ``label``'s statistic after student ``i`` becomes ``order[i - 1]``."""
-    if label[0] == "v":
-        return f"v{order[int(label[1:]) - 1]}"
-    i, n = (int(x) for x in label[1:].split("."))
-    if label[0] == "Q":
-        i, n = sorted((order[i - 1], order[n - 1]))
-        return f"Q{i}.{n}"
-    return f"R{order[i - 1]}.{n}"
+def distance_modulo_permutation(net, u, other, limit=np.inf):
+    """The least ``max |u - P other|`` over the student relabellings ``P`` of ``other``
+    (:func:`~.relabelling.relabelled_distance`, any ``K``, exact below ``limit``; ``other``
+    itself when the units are not exchangeable)."""
+    u, other = np.asarray(u, dtype=float), np.asarray(other, dtype=float)
+    if not students_exchangeable(net):
+        return float(np.max(np.abs(u - other), initial=0.0))
+    return relabelled_distance(UnitColumns(net, net.labels), u, other, limit)
 
 
 def fixed_points(net, system, end=None):
