@@ -167,7 +167,7 @@ def test_solve_that_cannot_be_certified_exits_3_with_one_line(tmp_path, capsys, 
     summary = json.loads((tmp_path / "o" / "result.json").read_text())["summary"]
     assert summary["certified"] is False
     lines = [line for line in captured.err.strip().splitlines() if "NOT CERTIFIED" in line]
-    assert len(lines) == 1 and "atol + rtol" in lines[0]
+    assert len(lines) == 1 and "standard errors (calibrated, not bounds)" in lines[0]
     labels = json.loads((tmp_path / "o" / "result.json").read_text())["labels"]
     far = [{"u": {label: 1e3 for label in labels}}]  # a fixed point the solve passes far from
     monkeypatch.setattr(run_report, "read_points", lambda out_dir: far)
@@ -250,6 +250,10 @@ def test_closed_forms_off_the_ties_are_checked_by_the_coarse_re_solve(tmp_path, 
     monkeypatch.setattr(closed_forms, "LIFT", 5e-10)
     assert main(["solve", str(path), "--out", str(tmp_path / "lifted")]) == 3
     summary = json.loads((tmp_path / "lifted" / "result.json").read_text())["summary"]
+    lines = [line for line in capsys.readouterr().err.splitlines() if "NOT CERTIFIED" in line]
+    assert len(lines) == 1 and (f"NOT CERTIFIED from alpha = "
+                                f"{summary['quadrature_error']['first_uncertified']:.6g}: the "
+                                "quadrature error exceeds atol + rtol |u|") in lines[0]
     u = np.load(tmp_path / "lifted" / "result.npz")["u"]
     tolerance = 1e-10 + 1e-8 * np.max(np.abs(u), axis=1)
     error = summary["quadrature_error"]

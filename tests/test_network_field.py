@@ -516,3 +516,24 @@ def test_the_field_s_lifted_groups_equal_each_group_lifted_on_its_own(off_cone):
             else:
                 assert np.allclose(got, alone, rtol=1e-12, atol=1e-15)
     field.set_orders_below_top(0)
+
+
+@pytest.mark.parametrize("student, teacher, uncertifiable", [
+    ("relu", "tanh", True), ("tanh", "tanh", False)])
+def test_the_numpy_fallbacks_qmc_rows_make_a_field_uncertifiable(monkeypatch, student, teacher,
+                                                                 uncertifiable):
+    """Without the compiled engine, a relu student learning a tanh teacher has kinked rows
+    without a closed form: numpy's QMC, whose stated errors are standard errors, so no solve
+    on that field is certified (``uncertifiable`` names why); tanh alone is on Gauss-Hermite,
+    whose coarse re-solve checks it."""
+    from hierarchy.models.network import engine
+    monkeypatch.setattr(engine, "engine_of_plan", lambda plan: None)
+    from hierarchy.models.network import field as field_module
+    monkeypatch.setattr(field_module, "step_expectation", lambda net, pattern: None)
+    field = TableField(network(student={"width": 1, "activation": student},
+                               teacher={"width": 1, "activation": teacher}))
+    assert field.fallback
+    reason = field.uncertifiable
+    assert (reason is not None) is uncertifiable
+    if uncertifiable:
+        assert "standard errors" in reason

@@ -779,6 +779,12 @@ MUTATIONS = (
              "            if False:\n                cost = max(cost, float(",
              ["tests/test_network_relabelling.py"],
              "two states called one point up to a relabelling that moves their Q_ik"),
+    mutation("qmc-certified-by-its-rates", "hierarchy/models/network/family.py",
+             "    if reason:  # standard errors, not bounds",
+             "    if False:  # standard errors, not bounds",
+             ["tests/test_network_joint.py::test_a_qmc_solve_is_never_certified_whatever_the_"
+              "tolerances"],
+             "a QMC solve certified at loose tolerances by its standard errors"),
     mutation("figure-process-failure-dropped", "hierarchy/core/figure_process.py",
              "    if failure is not None:\n        raise FigureProcessError",
              "    if failure is None:\n        raise FigureProcessError",

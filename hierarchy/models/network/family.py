@@ -533,6 +533,10 @@ def certify(config, system, result, eg, check=None, coarse=None):
         out.update(coarse_trajectory=float(state.max(initial=0.0)),
                    coarse_eg_trajectory=float(risk.max(initial=0.0)))
     bad |= (moved_state > tolerance) | (moved_risk > tolerance)
+    reason = getattr(system, "uncertifiable", None)
+    if reason:  # standard errors, not bounds: never held to a tolerance as if they were
+        out["not_certifiable"] = reason
+        bad[:] = True
     out["certified"] = bool(not bad.any())
     out["first_uncertified"] = float(result.t[np.argmax(bad)]) if bad.any() else None
     return out
@@ -557,6 +561,8 @@ def certification_line(summary):
                  f"{error['coarse_trajectory']:.3g}, eg by {error['coarse_eg_trajectory']:.3g}")
     if error.get("certified", True):
         return line + f" (certified at every output time against atol + rtol |u|)"
+    if error.get("not_certifiable"):
+        return line + f" -- NOT CERTIFIED: {error['not_certifiable']}"
     return (line + f" -- NOT CERTIFIED from alpha = {error.get('first_uncertified', 0.0):.6g}: "
             "the quadrature error exceeds atol + rtol |u| of the solve")
 

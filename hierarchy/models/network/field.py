@@ -187,6 +187,15 @@ class TableField:
         return "; ".join(reasons) or None
 
     @property
+    def uncertifiable(self):
+        """Why no solve on this field is certified, or None: rows on the numpy fallback's QMC
+        (a kinked row without a compiler), whose stated errors are standard errors."""
+        if any(isinstance(moment, quadrature.QmcMoment) for moment in self.fallback.values()):
+            return ("the numpy fallback's QMC rows state standard errors (calibrated, not "
+                    "bounds)")
+        return None
+
+    @property
     def rows_short(self):
         """Engine rows returned short of their target so far (:attr:`.engine.Engine.rows_short`
         of this field's engine)."""
@@ -341,6 +350,9 @@ class QuadratureField:
     """
 
     engine = "quadrature"
+    #: why no solve on this field is certified (:attr:`EngineTarget.uncertifiable`)
+    uncertifiable = ("randomised QMC states standard errors (calibrated, not bounds), which no "
+                     "re-solve checks")
 
     def __init__(self, net, replicates=quadrature.REPLICATES, count=quadrature.QMC_POINTS):
         self.net = net
@@ -448,9 +460,17 @@ class EngineTarget:
     def untargeted_rows(self):
         """Why some of the field's stated errors follow no target (closed forms taken off the
         ties, :attr:`TableField.untargeted_rows`), or None: the coarse re-solve always checks
-        them. (The QMC field is not among them: see ``docs/network.md``, Certification.)"""
+        them."""
         field = getattr(self.evaluator, "reference", self.evaluator)
         return getattr(field, "untargeted_rows", None)
+
+    @property
+    def uncertifiable(self):
+        """Why no solve on this field can be certified, or None: a field whose stated errors
+        are standard errors, not bounds (randomised QMC, :attr:`QuadratureField.uncertifiable`),
+        is never certified, whatever the tolerances."""
+        field = getattr(self.evaluator, "reference", self.evaluator)
+        return getattr(field, "uncertifiable", None)
 
 
 class NetworkSystem(EngineTarget):
