@@ -173,7 +173,7 @@ def test_ctrl_c_to_the_process_group_ends_the_figure_process_too(tmp_path):
     """A terminal's Ctrl-C goes to the whole foreground process group: the command and the
     second process it started to draw its figure (``core/figure_process.py``). The command
     exits 130 with its one message; the figure process, which ignores SIGINT, prints
-    nothing and ends with the command (its pipe closes)."""
+    nothing and ends with the command (which kills it as it exits)."""
     config = tmp_path / "slow.toml"
     config.write_text(SLOW_CONFIG)
     out = tmp_path / "out"
