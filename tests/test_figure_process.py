@@ -116,21 +116,26 @@ def solve_command(config, out, figure_process_on):
 def test_the_command_returns_with_its_figure_written(tmp_path, family_name):
     """The command as a user runs it, a network and an attention solve: the figure is on
     disk when it exits, drawn by the second process (the command itself never imports
-    matplotlib: ``-X importtime`` lists what it imports, not what its child does), the same
-    pixels as the command drawing it itself (``HIERARCHY_FIGURE_PROCESS=0``), and nothing is
-    printed about the second process."""
+    matplotlib: ``-X importtime`` lists what it imports, not what its child does), and
+    nothing is printed about the second process. The network's is the same pixels as the
+    command drawing it itself (``HIERARCHY_FIGURE_PROCESS=0``); the attention family's
+    figure goes through the same call (its own drawing function and arguments)."""
     config = tmp_path / "c.toml"
     if family_name == "network":
         config.write_text(NETWORK_CONFIG)
+        modes = (True, False)
     else:
         config = Path(__file__).resolve().parent.parent / "tools" / "configs" / \
             "tied_quadratic.toml"
-    runs = {on: solve_command(config, tmp_path / f"o{on}", on) for on in (True, False)}
+        modes = (True,)
+    runs = {on: solve_command(config, tmp_path / f"o{on}", on) for on in modes}
     for on, run in runs.items():
         assert run.returncode == 0, run.stderr
         assert "figure process" not in run.stderr and "Traceback" not in run.stderr
         imported = [line.split("|")[-1].strip() for line in run.stderr.splitlines()
                     if line.startswith("import time:")]
         assert "numpy" in imported and ("matplotlib" in imported) is not on
-    assert np.array_equal(pixels(tmp_path / "oTrue" / run_report.SOLVE_PLOT),
-                          pixels(tmp_path / "oFalse" / run_report.SOLVE_PLOT))
+        assert (tmp_path / f"o{on}" / run_report.SOLVE_PLOT).is_file()
+    if family_name == "network":
+        assert np.array_equal(pixels(tmp_path / "oTrue" / run_report.SOLVE_PLOT),
+                              pixels(tmp_path / "oFalse" / run_report.SOLVE_PLOT))

@@ -76,7 +76,8 @@ def plot_solved(out_dir, config, trajectory, family=None, extra=None, uncertifie
     spec = solved_figure_spec(out_dir, config, trajectory, family, extra, uncertified_from)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     path = Path(out_dir) / SOLVE_PLOT
-    figure_process.call(save_solved_figure, spec, str(path))
+    # absolute: the figure process keeps the working folder it was started in
+    figure_process.call(save_solved_figure, spec, str(path.resolve()))
     return path
 
 

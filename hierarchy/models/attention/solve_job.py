@@ -100,7 +100,7 @@ def plot_observables(path, result, labels, time_name="t", title="", curves=None,
     """
     stopped = result.status != 0 and result.t.size
     return figure_process.call(
-        save_observables_figure, str(path), np.asarray(result.t, float),
+        save_observables_figure, str(Path(path).resolve()), np.asarray(result.t, float),
         {label: np.asarray(result[label]) for label in labels}, time_name=time_name,
         title=title, stop_time=result.t[-1] if stopped else None, curves=curves,
         curve_t=curve_t, beyond_from=beyond_from, unchecked=unchecked)

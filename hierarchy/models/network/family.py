@@ -556,8 +556,8 @@ def certification_line(summary):
         line += (f"; the solve with a {factor:g}x tighter quadrature moved the states by "
                  f"{error['trajectory']:.3g}, eg by {error['eg_trajectory']:.3g}")
     if error.get("coarse_trajectory") is not None:
-        line += (f"; with every row one order lower (the rows short of their target, and the "
-                 f"closed forms off the ties, move by their stated error) the states moved by "
+        line += (f"; with every row one order lower (the rows short of their target, and "
+                 f"those whose stated error no target follows, move by it) the states moved by "
                  f"{error['coarse_trajectory']:.3g}, eg by {error['coarse_eg_trajectory']:.3g}")
     if error.get("certified", True):
         return line + f" (certified at every output time against atol + rtol |u|)"
