@@ -118,7 +118,7 @@ CLAIMS = (
     Claim("network-command-time",
           "committee_erf.toml warm: 0.85-1.06 s against 0.39-0.64 s for import numpy, "
           "scipy.integrate (wall ratio 1.54-2.19, target 2; 1.90-2.77 with the figure drawn "
-          "in the command's own process; CPU ratio 1.82-2.35 against 1.72-2.25); parts: "
+          "in the command's own process; CPU ratio 1.82-2.35 against 1.71-2.25); parts: "
           "imports 0.54-0.73, derivation 0.01-0.03, integration 0.04-0.05, figure 0.51-0.67 "
           "s CPU; no sympy imported on the warm run; the derivation cache saves 0.21-0.39 s CPU",
           tool("bench_command_time.py", "--repeat", "5"),
