@@ -139,3 +139,11 @@ def test_the_command_returns_with_its_figure_written(tmp_path, family_name):
     if family_name == "network":
         assert np.array_equal(pixels(tmp_path / "oTrue" / run_report.SOLVE_PLOT),
                               pixels(tmp_path / "oFalse" / run_report.SOLVE_PLOT))
+
+
+def test_arguments_that_cannot_travel_are_drawn_here(tmp_path, second_process):
+    """An argument that does not pickle (a lambda) is no error: the call runs here, and the
+    second process is still there for the next one."""
+    seen = []
+    figure_process.call(seen.append, lambda: None)
+    assert len(seen) == 1 and figure_process.running()

@@ -58,7 +58,7 @@ def start():
     try:
         _process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE)
-    except OSError:
+    except (OSError, ValueError, TypeError):  # no process to be had (an embedded Python...)
         _process = None
         return
     atexit.register(stop)
@@ -82,9 +82,13 @@ def call(function, *args, **kwargs):
     """
     if not running():
         return function(*args, **kwargs)
-    request = (function.__module__, function.__qualname__, args, kwargs)
     try:
-        pickle.dump(request, _process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        request = pickle.dumps((function.__module__, function.__qualname__, args, kwargs),
+                               protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):  # cannot travel: drawn here
+        return function(*args, **kwargs)
+    try:
+        _process.stdin.write(request)
         _process.stdin.flush()
         failure = pickle.load(_process.stdout)
     except (OSError, EOFError, pickle.UnpicklingError):
