@@ -31,6 +31,12 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: The ``hierarchy`` commands the suite starts draw their figures in their own process: a
+#: figure process (``hierarchy/core/figure_process.py``) per command cost the suite about
+#: 15 s on its two cores (a fresh clone's ``.ci/run``: 322 s against 307 s). The tests of
+#: that process, and the Ctrl-C test of a process group, start commands with it on.
+os.environ.setdefault("HIERARCHY_FIGURE_PROCESS", "0")
+
 #: CI (``CI=true``) draws hypothesis's examples from a fixed seed, so a CI run is
 #: reproducible and a failure there is one that a local ``CI=true python -m pytest`` repeats;
 #: a plain local run keeps exploring new examples.
