@@ -339,3 +339,40 @@ def test_a_tightened_solve_that_changed_nothing_is_not_reported_as_a_check(shift
     assert error["certified"] is (shift == 0.0)  # a move of 0.125 is past atol + rtol |u|
     line = certification_line({"engine": "joint", "quadrature_error": error})
     assert says in line and ("checks nothing" in line) is (shift == 0.0)
+
+
+def test_a_solve_that_blew_up_is_not_certified_by_unchecked_estimates(tmp_path, capsys):
+    """A solve that blows up (exit 1, the trajectory so far kept) is not re-solved: the
+    re-solves would stop at the same place. Where the field's stated errors are estimates
+    that only the re-solves check (engine rows: ``x + tanh(x)/2``), the kept numbers are NOT
+    CERTIFIED and the line says why; where the field is exact (a linear network's Wick
+    rows), they are certified."""
+    body = """[model]
+family = "network"
+loss = "mse"
+[model.student]
+width = 1
+activation = "{student}"
+[model.teacher]
+width = 1
+activation = "linear"
+[sgd]
+step = 5.0
+[solve]
+t_final = 20
+points = 11
+"""
+    verdicts = {}
+    for name, student in (("engine", "x + 0.5*tanh(x)"), ("exact", "linear")):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(body.format(student=student))
+        assert main(["solve", str(path), "--out", str(tmp_path / name)]) == 1
+        result = json.loads((tmp_path / name / "result.json").read_text())
+        assert result["complete"] is False and "blew up" in result["summary"]["message"]
+        verdicts[name] = result["summary"]
+    out = capsys.readouterr().out
+    assert verdicts["engine"]["certified"] is False
+    assert "re-solves" in verdicts["engine"]["quadrature_error"]["not_certifiable"]
+    assert verdicts["engine"]["quadrature_error"]["field"] < 1e-10  # small, but unchecked
+    assert verdicts["exact"]["certified"] is True
+    assert "NOT CERTIFIED: the solve stopped before its end" in out

@@ -785,6 +785,12 @@ MUTATIONS = (
              ["tests/test_network_joint.py::test_a_qmc_solve_is_never_certified_whatever_the_"
               "tolerances"],
              "a QMC solve certified at loose tolerances by its standard errors"),
+    mutation("blown-up-solve-certified-unchecked", "hierarchy/models/network/family.py",
+             "                    return None, None, UNCHECKED if needed else None",
+             "                    return None, None, None",
+             ["tests/test_network_certify.py::test_a_solve_that_blew_up_is_not_certified_by_"
+              "unchecked_estimates"],
+             "a solve that blew up certified by stated errors no re-solve checked"),
     mutation("figure-process-failure-dropped", "hierarchy/core/figure_process.py",
              "    if failure is not None:\n        raise FigureProcessError",
              "    if failure is None:\n        raise FigureProcessError",

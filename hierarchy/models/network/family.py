@@ -341,20 +341,21 @@ class NetworkFamily(ModelFamily):
                 raise
 
             def check():  # post-processing, after the trajectory and eg are kept
-                if result.status != Status.COMPLETE:
-                    return None, None
                 # before the tightened re-solve, whose tighter target leaves rows short
                 reason = coarse_reason(system, short_before)
+                if result.status != Status.COMPLETE:  # a re-solve would stop there too
+                    needed = getattr(system, "adaptive", False) or reason is not None
+                    return None, None, UNCHECKED if needed else None
                 tight = None
                 if getattr(system, "adaptive", False):
                     progress.line(f"certification: the solve again with a {CHECK_FACTOR:g}x "
                                   "tighter quadrature target")
                     tight = tightened_solve(system, solve)
                 if reason is None:
-                    return tight, None
+                    return tight, None, None
                 progress.line("certification: the solve again with every quadrature row one "
                               f"order lower ({reason})")
-                return tight, coarse_solve(system, solve)
+                return tight, coarse_solve(system, solve), None
             return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
@@ -431,6 +432,12 @@ class NetworkFamily(ModelFamily):
         return note + "\n\n" + render(dataclasses.replace(net, inputs=None), format)
 
 
+#: why a solve that stopped early (it blew up) is not certified when its field needs the
+#: re-solves: they would stop at the same place, and the stated errors alone are estimates
+UNCHECKED = ("the solve stopped before its end, so the re-solves that check the field's "
+             "stated errors did not run")
+
+
 def tightened_solve(system, solve):
     """The a-posteriori check: ``solve()`` again with the engine's target divided by
     :data:`CHECK_FACTOR`; returns ``(trajectory, eg along it)`` and restores the target."""
@@ -494,10 +501,12 @@ def _moved(solved, eg, check):
             np.abs(other_eg[:rows] - eg[:rows]))
 
 
-def certify(config, system, result, eg, check=None, coarse=None):
+def certify(config, system, result, eg, check=None, coarse=None, unchecked=None):
     """The ``quadrature_error`` summary of a solved trajectory (see :func:`write_solution`):
     ``check`` the tightened re-solve (:func:`tightened_solve`), ``coarse`` the one with the
-    rows one order lower (:func:`coarse_solve`), each ``(trajectory, eg along it)`` or None."""
+    rows one order lower (:func:`coarse_solve`), each ``(trajectory, eg along it)`` or None;
+    ``unchecked``: why the re-solves the field needs did not run (:data:`UNCHECKED`), which
+    leaves the result not certified."""
     solve = config["solve"]
     atol, rtol = float(solve["atol"]), float(solve["rtol"])
     field_error = np.zeros(len(result.y))
@@ -533,8 +542,8 @@ def certify(config, system, result, eg, check=None, coarse=None):
         out.update(coarse_trajectory=float(state.max(initial=0.0)),
                    coarse_eg_trajectory=float(risk.max(initial=0.0)))
     bad |= (moved_state > tolerance) | (moved_risk > tolerance)
-    reason = getattr(system, "uncertifiable", None)
-    if reason:  # standard errors, not bounds: never held to a tolerance as if they were
+    reason = getattr(system, "uncertifiable", None) or unchecked
+    if reason:  # standard errors, not bounds, or estimates no re-solve checked
         out["not_certifiable"] = reason
         bad[:] = True
     out["certified"] = bool(not bad.any())
