@@ -707,9 +707,9 @@ MUTATIONS = (
               "tolerance"],
              "the two re-solves' changes held to the tolerance each, not their sum"),
     mutation("certify-coarse-reason-after-tightening", "hierarchy/models/network/family.py",
-             "                reason = coarse_reason(system, short_before)\n"
-             "                tight = None\n",
-             "                tight = None\n                reason = 'later'\n",
+             "                    tight = tightened_solve(system, solve)\n",
+             "                    tight = tightened_solve(system, solve)\n"
+             "                    reason = coarse_reason(system, short_before)\n",
              ["tests/test_network_certify.py::test_rows_short_of_their_target_are_checked_one_"
               "order_lower"],
              "the coarse re-solve run on every solve (or never): its reason taken after the "
