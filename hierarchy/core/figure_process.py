@@ -169,7 +169,7 @@ def main():
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     serve(sys.stdin.buffer, replies)
     replies.close()
-    os._exit(0)  # nothing to clean up: skip the interpreter's shutdown the command waits for
+    os._exit(0)  # nothing to clean up: skip the interpreter's shutdown
 
 
 if __name__ == "__main__":
