@@ -28,7 +28,8 @@ load beside the timings, for the wall-clock time and for the CPU time (user + sy
 child process, best of ``--repeat``): on a loaded machine the wall-clock time measures the
 queue for a core as much as the command, the CPU time much less so.
 
-Usage: ``python tools/bench_command_time.py [CONFIG] [--repeat 3]``
+Usage: ``python tools/bench_command_time.py [CONFIG] [--repeat 3] [--command-only]``
+(``--command-only``: items 1 and 2 alone, for any family's config)
 """
 import argparse
 import json
@@ -192,6 +193,20 @@ def best_parts(python, config, out, repeat, table):
     return best
 
 
+def print_command(config, bare, command, in_process):
+    """Items 1 and 2: the baseline, the command, and the command drawing its own figure."""
+    (bare, bare_cpu), (command, command_cpu), (alone, alone_cpu) = bare, command, in_process
+    print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
+          f"(CPU {bare_cpu:.2f} s)")
+    target = " (target <= 2)" if Path(config).resolve() == DEFAULT_CONFIG.resolve() else ""
+    print(f"hierarchy solve {Path(config).name} (warm): {command:.2f} s, ratio "
+          f"{command / bare:.2f}{target}; CPU {command_cpu:.2f} s, ratio "
+          f"{command_cpu / bare_cpu:.2f}")
+    print(f"  the figure drawn in the command's own process (HIERARCHY_FIGURE_PROCESS=0): "
+          f"{alone:.2f} s, ratio {alone / bare:.2f}; CPU {alone_cpu:.2f} s, ratio "
+          f"{alone_cpu / bare_cpu:.2f}")
+
+
 def load():
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -200,6 +215,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG))
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--command-only", action="store_true",
+                        help="only items 1 and 2 (any family's config; the parts are the "
+                             "network family's)")
     args = parser.parse_args()
     python = sys.executable
     with tempfile.TemporaryDirectory() as folder:
@@ -210,6 +228,10 @@ def main():
         bare = timed([python, "-c", "import numpy, scipy.integrate"], args.repeat)
         command = timed(solve, args.repeat)
         in_process = timed(solve, args.repeat, HIERARCHY_FIGURE_PROCESS="0")
+        if args.command_only:
+            print(load())
+            print_command(args.config, bare, command, in_process)
+            return
         parts = best_parts(python, args.config, out, args.repeat, "warm")
         cold = best_parts(python, args.config, out, args.repeat, "cold table")
         tables = table_costs(python, folder)
@@ -217,16 +239,7 @@ def main():
                                  check=True, capture_output=True, text=True)
         figures = json.loads(redrawn.stdout.strip().splitlines()[-1])
         print(load())
-    (bare, bare_cpu), (command, command_cpu) = bare, command
-    alone, alone_cpu = in_process
-    print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
-          f"(CPU {bare_cpu:.2f} s)")
-    print(f"hierarchy solve {Path(args.config).name} (warm): {command:.2f} s, ratio "
-          f"{command / bare:.2f} (target <= 2); CPU {command_cpu:.2f} s, ratio "
-          f"{command_cpu / bare_cpu:.2f}")
-    print(f"  the figure drawn in the command's own process (HIERARCHY_FIGURE_PROCESS=0): "
-          f"{alone:.2f} s, ratio {alone / bare:.2f}; CPU {alone_cpu:.2f} s, ratio "
-          f"{alone_cpu / bare_cpu:.2f}")
+    print_command(args.config, bare, command, in_process)
     imported = {"warm": parts.pop("sympy imported"), "cold": cold.pop("sympy imported")}
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
     print(f"sympy imported: {'yes' if imported['warm'] else 'no'} with the derivation cache "
