@@ -35,6 +35,7 @@ from hierarchy.core.plotting import make_statistics_figure
 from hierarchy.core.progress import Progress
 from hierarchy.core.registry import family
 from hierarchy.models.network import fixed_points as fp
+from hierarchy.models.network import relabelling
 from hierarchy.models.network.field import network_system
 from hierarchy.models.network.model import network_from_config
 from hierarchy.ode.default_job import trajectory_summary
@@ -154,7 +155,7 @@ def test_the_permuted_specialised_point_is_listed_once_with_eg_zero():
     swapped = permuted_by_matrices(net, teacher, (2, 1))   # R1.2 = R2.1 = 1: the old "end"
     assert swapped[net.labels.index("R1.2")] == 1.0
     assert fp.distance_modulo_permutation(net, swapped, teacher) == 0.0
-    assert any(np.array_equal(state, swapped) for state in fp.permutations_of(net, teacher))
+    assert any(np.array_equal(state, swapped) for state in relabelling.permutations_of(net, teacher))
     points = fp.fixed_points(net, system, end=swapped)
     kinds = [point["kind"] for point in points]
     assert kinds.count("specialised") == 1 and "end of the solve" not in kinds
@@ -170,7 +171,7 @@ def test_the_permuted_specialised_point_is_listed_once_with_eg_zero():
 def test_permutations_match_an_independent_relabelling_through_the_matrices():
     config, net, system = committee(3, trained=True)
     u = np.random.default_rng(0).normal(size=net.size)
-    states = fp.permutations_of(net, u)
+    states = relabelling.permutations_of(net, u)
     assert len(states) == 6 and np.array_equal(states[0], u)
     expected = permuted_by_matrices(net, u, (3, 1, 2))
     v_rows = [j for j, label in enumerate(net.labels) if label[0] == "v"]

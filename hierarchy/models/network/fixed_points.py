@@ -46,9 +46,8 @@ from scipy.optimize import root
 from hierarchy.models.network.diffusion import diffusive_limit
 from hierarchy.models.network.linearisation import H, field_function, jacobian
 from hierarchy.models.network.model import check_plain_sgd
-from hierarchy.models.network.relabelling import (  # noqa: F401  (permutations_of: its API)
+from hierarchy.models.network.relabelling import (
     UnitColumns,
-    permutations_of,
     relabelled_distance,
     students_exchangeable,
 )
