@@ -369,11 +369,9 @@ MUTATIONS = (
              "return reps.std(axis=0, ddof=1)",
              [f"{ESTIMATES}::test_qmc_standard_error_is_calibrated_against_relu_closed_forms"],
              "QMC error: the replicates' spread, not the standard error of their mean (2.8x)"),
-    mutation("quadrature-field-error-third", "hierarchy/models/network/field.py",
-             "reps = self.replicate_outputs(u)\n        return reps.std(axis=0, ddof=1) / "
-             "np.sqrt(len(reps))",
-             "reps = self.replicate_outputs(u)\n        return reps.std(axis=0, ddof=1) / "
-             "len(reps)",
+    mutation("quadrature-field-error-third", "hierarchy/models/network/quadrature.py",
+             "    return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))",
+             "    return reps.std(axis=0, ddof=1) / len(reps)",
              [f"{ESTIMATES}::test_quadrature_field_standard_error_is_calibrated_against_the_term"
               "_table"],
              "quadrature field's standard error divided by R for sqrt(R) (2.8x too small)"),

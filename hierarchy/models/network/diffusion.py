@@ -132,7 +132,7 @@ def diffusion(net, u, replicates=quadrature.REPLICATES, count=quadrature.QMC_POI
         standard error of each entry over the replicates.
     """
     reps = replicate_diffusions(net, u, replicates, count, corrector)
-    return reps.mean(axis=0), reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+    return reps.mean(axis=0), quadrature.replicate_error(reps)
 
 
 def stationary_covariance(drift, sigma):

@@ -405,7 +405,7 @@ class QuadratureField:
         """:meth:`quadrature_error` of one centred component of covariance ``c``."""
         part = Component(1.0, np.zeros(len(c)), np.asarray(c, dtype=float))
         reps = self.replicate_outputs_of([part], v)
-        return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+        return quadrature.replicate_error(reps)
 
     def field_outputs(self, u):
         """:meth:`outputs` without the risk (its entry 0), at a lower cost."""
@@ -416,7 +416,7 @@ class QuadratureField:
         z-scores against the closed-form table have an RMS within [0.6, 1.8] (1.18 expected
         for ``t`` with ``replicates - 1`` degrees of freedom; tests/test_error_estimates.py)."""
         reps = self.replicate_outputs(u)
-        return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+        return quadrature.replicate_error(reps)
 
 
 class EngineTarget:

@@ -139,14 +139,18 @@ def qmc_expectation(functions, c):
     return qmc_replicates(functions, c).mean(axis=0)
 
 
+def replicate_error(reps):
+    """The standard error of the mean of ``reps`` ``(replicates, ...)`` over its first axis."""
+    return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+
+
 def qmc_error(functions, c):
     """The standard error of :func:`qmc_expectation` over its replicates (``rows,``).
 
     Calibrated, not a bound: over many covariances the z-scores ``(estimate - truth) / error``
     have an RMS within [0.6, 1.8] (Student ``t`` with ``REPLICATES - 1`` degrees of freedom:
     1.18 expected; tested against relu closed forms in ``tests/test_error_estimates.py``)."""
-    reps = qmc_replicates(functions, c)
-    return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+    return replicate_error(qmc_replicates(functions, c))
 
 
 class HermiteMoment:
@@ -192,7 +196,7 @@ class QmcMoment:
 
     def coarse(self, c):
         reps = qmc_replicates(self.functions, c)
-        return reps.mean(axis=0) + reps.std(axis=0, ddof=1) / np.sqrt(len(reps))
+        return reps.mean(axis=0) + replicate_error(reps)
 
 
 @functools.cache
