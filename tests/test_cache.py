@@ -299,3 +299,71 @@ def test_index_is_best_effort(tmp_cache, tmp_path):
     with pytest.raises(HierarchyError, match="no writable folder"):
         unwritable.writable_root()
     unwritable.index_record("cd" * 32, "anything")  # a read-only cache only loses the shortcut
+
+
+# ----------------------------------------------------------------------------- templates
+
+TINY_TEMPLATE = "def triple(double x):\n    return {{ factor }} * x\n"
+
+
+@pytest.fixture
+def tiny_template(monkeypatch):
+    """A template ``tiny.pyx.j2`` among the real ones; ``edit(text)`` changes its text."""
+    texts = {"tiny.pyx.j2": TINY_TEMPLATE}
+    real_text, real_names = render.template_text, render.template_names()
+    monkeypatch.setattr(render, "template_text",
+                        lambda name: texts[name] if name in texts else real_text(name))
+    monkeypatch.setattr(render, "template_names", lambda: sorted([*real_names, *texts]))
+    return lambda text: texts.update({"tiny.pyx.j2": text})
+
+
+def test_a_template_module_is_found_again_without_rendering(only_tmp_cache, tiny_template,
+                                                            monkeypatch, build_listener):
+    from hierarchy.jit.fallback import CompiledModules
+
+    built = []
+    build_listener(built.append)
+    first = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", {"factor": 3.0})
+    assert first.triple(2.0) == 6.0 and len(built) == 1
+    renders = []
+    real_render = render.render_template
+    monkeypatch.setattr(render, "render_template",
+                        lambda *a, **k: renders.append(a) or real_render(*a, **k))
+    again = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", {"factor": 3.0})
+    assert again is first and not renders and len(built) == 1  # a new process's path
+    other = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", {"factor": 5.0})
+    assert other.triple(2.0) == 10.0 and len(renders) == 1 and len(built) == 2
+    tiny_template("def triple(double x):\n    return {{ factor }} * x + 1.0\n")
+    edited = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", {"factor": 3.0})
+    assert edited.triple(2.0) == 7.0 and len(renders) == 2 and len(built) == 3
+
+
+def test_a_template_key_covers_every_template_the_context_and_the_toolchain(tiny_template):
+    toolchain = cache.toolchain_description(cache.DEFAULT_COMPILE_ARGS)
+    base = render.template_key("tiny.pyx.j2", {"factor": 3.0}, toolchain)
+    assert base == render.template_key("tiny.pyx.j2", {"factor": 3.0}, dict(toolchain))
+    assert base != render.template_key("tiny.pyx.j2", {"factor": 3}, toolchain)
+    assert base != render.template_key("tiny.pyx.j2", {"factor": 3.0},
+                                       {**toolchain, "numpy": "0.0"})
+    real_text = render.template_text
+    render.template_text = lambda name: real_text(name) + ("#" if name == "_buffers.pyx.j2"
+                                                           else "")
+    try:  # an included template
+        assert base != render.template_key("tiny.pyx.j2", {"factor": 3.0}, toolchain)
+    finally:
+        render.template_text = real_text
+
+
+def test_a_dangling_template_entry_is_built_again(only_tmp_cache, tiny_template,
+                                                  build_listener):
+    from hierarchy.jit.fallback import CompiledModules
+
+    context = {"factor": 4.0}
+    first = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", context)
+    key = render.template_key("tiny.pyx.j2", context,
+                              cache.toolchain_description(cache.DEFAULT_COMPILE_ARGS))
+    entry = only_tmp_cache / cache.INDEX_DIR / f"{key}.json"
+    entry.write_text(json.dumps({"key": key, "name": "tiny_gone_0123456789abcdef"}))
+    again = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", context)
+    assert again is first  # rendered again: the same source, the module already built
+    assert json.loads(entry.read_text())["name"] == first.__name__  # the entry repaired

@@ -111,6 +111,7 @@ def test_failed_compile_warns_once_and_falls_back(monkeypatch):
     model = Mixture("binary", snr=10.0, ridge=0.1, width=2)
     kernel.forget()
     monkeypatch.setattr(cache, "compile_pyx", broken)
+    monkeypatch.setattr(cache, "index_lookup", lambda key: None)  # nothing cached either
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

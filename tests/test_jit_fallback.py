@@ -28,6 +28,7 @@ def failing_compiler(monkeypatch):
         raise HierarchyError("no C compiler found\nsecond line", field="compiler")
 
     monkeypatch.setattr(cache, "compile_pyx", fail)
+    monkeypatch.setattr(cache, "index_lookup", lambda key: None)  # nothing cached either
     return calls
 
 

@@ -278,6 +278,7 @@ def test_the_numpy_fallbacks_rows_are_checked_by_the_coarse_re_solve(tmp_path, c
     for forget in (kernel.forget, engine.forget):
         forget()
     monkeypatch.setattr(cache, "compile_pyx", fail)
+    monkeypatch.setattr(cache, "index_lookup", lambda key: None)  # nothing cached either
     path = write(tmp_path, "tanh", "tanh", t_final=1.0)
     try:
         with pytest.warns(RuntimeWarning, match="no C compiler"):

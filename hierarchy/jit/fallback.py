@@ -58,6 +58,45 @@ class CompiledModules:
                 self._modules[key] = None
         return self._modules[key]
 
+    def template_module(self, template_name, name_hint, context, **options):
+        """The compiled module of ``templates/<template_name>`` rendered with ``context``.
+
+        A module built before is found through the cache's index under
+        :func:`hierarchy.jit.render.template_key` (the templates' texts, the context, the
+        toolchain), with no render: a warm command imports no jinja2 and renders nothing
+        (about 0.02 s a kernel). Otherwise the template is rendered and compiled as by
+        :meth:`module` (its fallback included), and the index records the module.
+
+        Parameters
+        ----------
+        template_name : str
+        name_hint : str
+        context : dict
+            The template's variables, JSON data.
+        **options
+            ``failure``, ``what``: as for :meth:`module`.
+        """
+        from hierarchy.jit import cache, render  # deferred: the cache is needed only here
+        try:
+            key = render.template_key(template_name, context,
+                                      cache.toolchain_description(cache.DEFAULT_COMPILE_ARGS))
+        except (ImportError, OSError, HierarchyError):  # no Cython, a missing template
+            key = None
+        if key is not None and key not in self._modules:
+            name = cache.index_lookup(key)
+            if name is not None:
+                try:
+                    self._modules[key] = cache.load_module(name)
+                except (ImportError, OSError, HierarchyError):  # gone since: built again
+                    pass
+        if key is None or key not in self._modules:
+            source = render.render_template(template_name, **context)
+            module = self.module(source, name_hint, key=key, **options)
+            if module is not None and key is not None:
+                cache.index_record(key, module.__name__, template=template_name)
+            return module
+        return self._modules[key]
+
     def warn(self, reason, what=None):
         """Say once per subject and reason that the numpy path runs instead."""
         subject = self.what if what is None else what

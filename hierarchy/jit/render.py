@@ -6,11 +6,14 @@ strict (an undefined name is an error), with ``trim_blocks``/``lstrip_blocks`` s
 tags leave no blank lines in the generated Cython. It reads every template through
 :func:`template_text` at render time and caches nothing, so the text rendered is always the
 text whose hash enters the build keys. jinja2 is imported on the first render: a command
-whose kernels are all in the cache renders nothing.
+whose kernels are all in the cache renders nothing (:func:`template_key` names a rendered
+module without rendering it).
 """
 
 import functools
+import hashlib
 import importlib.resources
+import json
 from pathlib import Path
 
 from hierarchy.core.errors import HierarchyError
@@ -79,3 +82,35 @@ def render_template(template_name, **context):
         The generated source.
     """
     return environment().get_template(template_name).render(**context)
+
+
+def template_names():
+    """The names of every template (``*.j2``) shipped, sorted."""
+    try:
+        folder = importlib.resources.files("hierarchy.templates")
+        names = [entry.name for entry in folder.iterdir() if entry.name.endswith(".j2")]
+        if names:
+            return sorted(names)
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        pass
+    return sorted(path.name for path in REPO_TEMPLATES.glob("*.j2"))
+
+
+def template_key(template_name, context, toolchain):
+    """sha256 hex digest of everything that decides the module of a render: every
+    template's text (a template includes others), the template's name, its ``context``
+    (JSON data) and ``toolchain`` (:func:`hierarchy.jit.compiler.toolchain_description`).
+
+    The same key means the same rendered source built by the same compiler, so the cache's
+    index (:meth:`hierarchy.jit.cache.Cache.index_lookup`) finds the module without jinja2.
+
+    Raises
+    ------
+    TypeError
+        ``context`` is not JSON data.
+    """
+    digest = hashlib.sha256()
+    digest.update(json.dumps([template_name, context, toolchain], sort_keys=True).encode())
+    for name in template_names():
+        digest.update(b"\0" + name.encode() + b"\0" + template_text(name).encode())
+    return digest.hexdigest()

@@ -2,7 +2,7 @@
 
 The template is rendered with the mixture's width, signal count and clusters as literals and
 compiled through :mod:`hierarchy.jit.cache` (one module per ``(kind, width)``; the cache key
-is the rendered source). Its ``field`` evaluates ``-f + g`` of :mod:`~hierarchy.models.gmm.
+is the rendered source, found again without rendering through the cache's index). Its ``field`` evaluates ``-f + g`` of :mod:`~hierarchy.models.gmm.
 field` at one state over the same fixed QMC points (:func:`~hierarchy.models.gmm.quadrature.
 normal_points`) in one pass: the noise part of the pre-activations once per antithetic pair
 ``(z, -z)`` (negation is exact), then the clusters' sums of ``proj 1 e``, ``1 e xi`` and
@@ -45,11 +45,15 @@ def kernel_source(model):
     -------
     str
     """
-    clusters = [(float(p), tuple(float(s) for s in signs), float(y))
+    return render_template(TEMPLATE, **kernel_context(model))
+
+
+def kernel_context(model):
+    """The template's variables for ``model``, JSON data (its kind, width and clusters)."""
+    clusters = [[float(p), [float(s) for s in signs], float(y)]
                 for p, signs, y in model.clusters]
-    return render_template(TEMPLATE, kind=model.kind, width=model.width,
-                           signals=model.signals, clusters=clusters,
-                           size=size(model.width, model.signals))
+    return {"kind": model.kind, "width": model.width, "signals": model.signals,
+            "clusters": clusters, "size": size(model.width, model.signals)}
 
 
 def kernel_module(model):
@@ -63,8 +67,8 @@ def kernel_module(model):
     -------
     module or None
     """
-    return _compiled.module(kernel_source(model), f"gmm_field_{model.kind}_k{model.width}",
-                            key=(model.kind, model.width))
+    return _compiled.template_module(TEMPLATE, f"gmm_field_{model.kind}_k{model.width}",
+                                     kernel_context(model))
 
 
 class CompiledField:

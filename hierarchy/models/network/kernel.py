@@ -32,14 +32,20 @@ WHAT = "the network family's term-table field"
 _compiled = CompiledModules(WHAT)
 
 
+#: the template's variables
+CONTEXT = {"kinds": list(KINDS)}
+
+
 def kernel_source():
     """The Cython source of the term-table kernel."""
-    return render_template(TEMPLATE, kinds=KINDS)
+    return render_template(TEMPLATE, **CONTEXT)
 
 
 def kernel_module():
-    """The compiled module, or None (with a warning once per reason)."""
-    return _compiled.module(kernel_source(), "network_field")
+    """The compiled module, or None (with a warning once per reason); a warm run finds it
+    without rendering the template
+    (:meth:`~hierarchy.jit.fallback.CompiledModules.template_module`)."""
+    return _compiled.template_module(TEMPLATE, "network_field", CONTEXT)
 
 
 def table_arrays(table, plans):
