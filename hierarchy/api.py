@@ -28,7 +28,7 @@ from hierarchy import actions
 from hierarchy.config import loader
 from hierarchy.core import registry, run_report
 from hierarchy.core.errors import HierarchyError
-from hierarchy.core.io import read_result
+from hierarchy.core.io import check_out_dir, read_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status, Trajectory
 
@@ -52,7 +52,7 @@ class Model:
     """
 
     def __init__(self, document=None, *, family=None, **tables):
-        self._document = loader.deep_merge(copy.deepcopy(document or {}), tables)
+        self._document = loader.deep_merge(copy.deepcopy(plain(document or {})), plain(tables))
         if family is not None:
             self._document = loader.deep_merge(self._document, {"model": {"family": family}})
         self._folder = None
@@ -62,15 +62,15 @@ class Model:
     def from_toml(cls, path, **tables):
         """The model of a TOML config file (relative file fields taken from its folder)."""
         model = cls.__new__(cls)
-        model._document = loader.deep_merge(loader.read_toml(path), tables)
+        model._document = loader.deep_merge(loader.read_toml(path), plain(tables))
         model._folder = pathlib.Path(path).resolve().parent
-        model._config = loader.load_config(path, tables or None)
+        model._config = loader.load_config(path, plain(tables) or None)
         return model
 
     def with_(self, **tables):
         """A new model with ``tables`` merged over this one's (``with_(sgd={"step": 0.5})``)."""
         model = copy.copy(self)
-        model._document = loader.deep_merge(self._document, tables)
+        model._document = loader.deep_merge(self._document, plain(tables))
         model._config = loader.load_document(model._document, folder=self._folder)
         return model
 
@@ -163,16 +163,26 @@ class Model:
         return actions.equations(self._config, format)
 
     def _merged(self, **tables):
-        tables = {name: values for name, values in tables.items() if values}
+        tables = {name: plain(values) for name, values in tables.items() if values}
         if not tables:
             return self.config
         return loader.load_document(self._document, tables, folder=self._folder)
 
 
+def plain(value):
+    """``value`` with every numpy scalar made the Python number it holds (in dicts, lists
+    and tuples): a notebook's ``np.int64(1000)`` is the config's ``1000``, as in TOML."""
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(item) for item in value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
 @contextlib.contextmanager
 def _folder(out):
     if out is not None:
-        yield pathlib.Path(out)
+        yield check_out_dir(out, field="out")  # as the command's --out: before any work
         return
     with tempfile.TemporaryDirectory(prefix="hierarchy-") as folder:
         yield pathlib.Path(folder)
@@ -195,17 +205,41 @@ def _trajectory(folder, config, summary):
     for name, values in result.items():
         if name in ("t", "labels", family.state_name) or not isinstance(values, np.ndarray):
             continue
-        if values.ndim >= 1 and values.shape[0] == t.size:
-            columns[name] = values
+        if not runs_first(name):
+            if values.ndim >= 1 and values.shape[0] == t.size:
+                columns[name] = values
         elif values.ndim >= 2 and values.shape[1] == t.size:   # (runs, times, ...)
-            columns["runs" if name.endswith("_runs") and name[:-5] == family.state_name
-                    else name] = np.moveaxis(values, 1, 0)
+            own = name in (f"{family.state_name}_runs", f"{family.state_name}_seeds")
+            columns["runs" if own else name] = np.moveaxis(values, 1, 0)
     summary = summary if isinstance(summary, dict) else {}
-    status = Status.COMPLETE if result.get("complete", True) else Status(
-        summary.get("status", Status.INTERRUPTED) or Status.INTERRUPTED)
+    status, message = ending(result, summary)
     return Trajectory(t=t, y=np.asarray(states, dtype=float), labels=list(result["labels"]),
-                      status=status, message=str(summary.get("message", "")),
-                      columns=columns,
+                      status=status, message=message, columns=columns,
                       info={"summary": summary, "family": family.name,
                             "time_label": family.time_label(config),
                             "math_label": family.math_label})
+
+
+#: the arrays of an ensemble's result files whose first axis is the runs (by name: their
+#: shapes alone cannot tell when the runs are as many as the times)
+RUN_ARRAYS = ("diverged_step", "permutation", "ode_paired", "ode_paired_unmatched")
+
+
+def runs_first(name):
+    """Whether the result array ``name`` has the runs first (``u_runs``, ``eg_runs``,
+    ``u_runs_unmatched``, the attention family's ``mu_seeds``, :data:`RUN_ARRAYS`)."""
+    return (name in RUN_ARRAYS or name.endswith(("_runs", "_seeds"))
+            or name.endswith("_runs_unmatched"))
+
+
+def ending(result, summary):
+    """``(status, message)`` of a result: COMPLETE, else the summary's own (a solve's), else
+    BLOWUP with the line of an ensemble's diverged runs, else INTERRUPTED."""
+    if result.get("complete", True):
+        return Status.COMPLETE, str(summary.get("message", ""))
+    if "status" in summary:
+        return Status(summary["status"] or Status.INTERRUPTED), str(summary.get("message", ""))
+    diverged = summary.get("diverged")
+    if isinstance(diverged, dict):
+        return Status.BLOWUP, str(diverged.get("message", ""))
+    return Status.INTERRUPTED, str(summary.get("message", ""))

@@ -20,6 +20,7 @@ import hierarchy
 from hierarchy.cli.main import main
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import read_result
+from hierarchy.core.trajectory import Status
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: the heading whose first python block is the README's example of the API
@@ -84,6 +85,45 @@ def test_sgd_returns_the_runs_their_mean_and_eg(tmp_path):
     assert np.allclose(runs.eg, runs.eg_runs.mean(axis=1))
     assert "eg" in runs.info["table"] and (tmp_path / "sgd.png").exists()
     assert stored["config"]["sgd"]["seed"] == 2
+
+
+def test_as_many_runs_as_times_keep_their_axes(tmp_path):
+    """The runs are told from the times by the arrays' names, not their shapes: 5 runs at
+    5 output times (a guess by shape took the runs for times)."""
+    runs = hierarchy.Model(SMALL_NETWORK).sgd(out=tmp_path, dimension=60, runs=5, seed=2)
+    stored = read_result(tmp_path)
+    assert np.array_equal(runs.runs, np.moveaxis(stored["u_runs"], 1, 0))
+    assert np.array_equal(runs.eg_runs, np.moveaxis(stored["eg_runs"], 1, 0))
+    assert "diverged_step" not in runs.columns and "permutation" not in runs.columns
+    assert np.array_equal(runs.eg, stored["eg"])  # a per-time array stays one
+
+
+def test_a_diverged_ensemble_says_so(tmp_path):
+    blown = hierarchy.Model(SMALL_NETWORK).with_(
+        model={"student": {"activation": "linear"}, "teacher": {"activation": "linear"}})
+    runs = blown.sgd(dimension=60, runs=2, step=5.0)
+    assert runs.status == Status.BLOWUP and not runs.success
+    assert runs.message == runs.info["summary"]["diverged"]["message"] and runs.message
+
+
+def test_out_is_checked_like_the_commands_out_before_any_work(tmp_path, monkeypatch):
+    from hierarchy import actions
+    monkeypatch.setattr(actions, "sgd", lambda *a, **k: pytest.fail("ran before the check"))
+    model = hierarchy.Model(SMALL_NETWORK)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for out in ("", a_file, a_file / "below"):
+        with pytest.raises(HierarchyError) as error:
+            model.sgd(out=out)
+        assert error.value.field == "out"
+
+
+def test_numpy_numbers_are_the_numbers_they_hold(tmp_path):
+    model = hierarchy.Model(SMALL_NETWORK, solve={"points": np.int32(3)})
+    assert model.config["solve"]["points"] == 3 and type(model.config["solve"]["points"]) is int
+    runs = model.with_(sgd={"runs": np.int64(2)}).sgd(dimension=np.int64(40),
+                                                     step=np.float32(0.5))
+    assert runs.runs.shape == (3, 2, 7) and runs.info["summary"]["runs"] == 2
 
 
 FAMILY_SOLVES = {

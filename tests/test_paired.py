@@ -118,11 +118,14 @@ def test_the_paired_odes_start_from_each_runs_own_statistics(tmp_path):
         solved = solve_ivp(lambda t, u: system.rhs(u, t), (0.0, times[-1]), starts[run],
                            t_eval=times, rtol=1e-11, atol=1e-12)
         np.testing.assert_allclose(odes[run], solved.y.T, rtol=0, atol=1e-6)
-    # the ODE from the mean start (matched on its own) starts at the mean of the starts
-    labels = list(data["labels"])
-    assert min(np.max(np.abs(data["ode_mean_start"][0]
-                             - starts.mean(axis=0)[matching.label_columns(labels, p)]))
-               for p in ([0, 1], [1, 0])) < 1e-12
+    # the ODE from the mean start starts at the mean of the matched starts: the mean SGD
+    # it is compared with, so the unpaired difference is 0 at t = 0
+    np.testing.assert_allclose(data["ode_mean_start"][0], data["u_runs"][:, 0].mean(axis=0),
+                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(data["ode_mean_start"][0], data["u"][0], rtol=0, atol=1e-12)
+    relabelled = np.any(data["permutation"] != np.arange(2), axis=1)
+    assert relabelled.any()  # so the mean of the raw starts is not the same
+    assert np.max(np.abs(data["ode_mean_start"][0] - starts.mean(axis=0))) > 0.01
     # ... which is none of the runs' own starts
     assert np.min(np.max(np.abs(data["ode_mean_start"][0] - data["u_runs"][:, 0]), axis=1)) > 0.01
     # the paired difference is the mean of |SGD_r - ODE_r| over the runs
@@ -238,6 +241,13 @@ def test_paired_runs_caps_the_solves_of_a_random_start(tmp_path):
     np.testing.assert_array_equal(data["paired_count"], [2, 2, 2])
     assert summary["comparison"]["paired_runs"] == 2 and summary["comparison"]["runs"] == 5
     assert "2 of 5 runs paired" in comparison_table(summary["comparison"])
+
+
+def test_paired_runs_zero_pairs_none_even_when_one_solve_would_serve_them_all():
+    shared, random = np.ones((4, 3)), np.arange(12.0).reshape(4, 3)
+    assert paired.paired_count(0, shared) == 0 and paired.paired_count(0, random) == 0
+    assert paired.paired_count(2, shared) == 4 and paired.paired_count(2, random) == 2
+    assert paired.paired_count("all", random) == 4
 
 
 @pytest.mark.parametrize("value", ["some", -1, 1.5, True])

@@ -18,8 +18,8 @@ provides ``paired_odes(config, labels, starts, times)`` (and optionally
   any average over runs*; the unmatched arrays are kept beside, labelled ``_unmatched``;
 - :func:`compare_runs`: the whole comparison of ``hierarchy sgd``: ``ode_paired`` (runs x
   times x statistics, permuted with its run: the same permutation as the run's SGD, so that
-  the pair stays a pair), ``ode_mean_start`` (the ODE from the mean of the runs' starts,
-  matched on its own), the paired differences and, per statistic, ``max_t`` of the paired
+  the pair stays a pair), ``ode_mean_start`` (the ODE from the mean of the matched runs'
+  starts: the mean it is compared with starts there), the paired differences and, per statistic, ``max_t`` of the paired
   difference (with its standard error at that time) beside the unpaired
   ``max_t |mean SGD - ODE from the mean start|``;
 and :func:`hierarchy.core.summary_table.comparison_table` prints it.
@@ -175,14 +175,13 @@ def compare_runs(family, config, labels, t, u_runs, announce=None):
         return None if matching is None else matched_only(matching, labels, u_runs)
     raw_paired = np.concatenate([np.asarray(raw_paired, float), np.full(
         (len(u_runs) - count,) + u_runs.shape[1:], np.nan)])
-    finite = starts[np.all(np.isfinite(starts), axis=1)]
-    mean_ode = np.asarray(family.paired_odes(config, labels, finite.mean(axis=0)[None], t),
-                          float)
     matched, (paired,), permutations = match_runs(matching, labels, u_runs, raw_paired)
-    if matching is not None:
-        # the ODE from the mean start is no run's pair: it is matched on its own
-        mean_ode = matching.permute(labels, mean_ode, matching.permutations(labels, mean_ode))
-    mean_ode = mean_ode[0]
+    # from the mean of the matched starts: the mean the runs are compared with at t = 0
+    # (the runs are matched before any mean), so the unpaired difference starts at 0
+    matched_starts = matched[:, 0]
+    finite = matched_starts[np.all(np.isfinite(matched_starts), axis=1)]
+    mean_ode = np.asarray(family.paired_odes(config, labels, finite.mean(axis=0)[None], t),
+                          float)[0]
     difference, se, pairs = paired_difference(matched, paired)
     arrays = {"u_runs": matched, "ode_paired": paired, "ode_mean_start": mean_ode,
               "paired_difference": difference, "paired_difference_se": se,
@@ -198,8 +197,11 @@ def compare_runs(family, config, labels, t, u_runs, announce=None):
 
 
 def paired_count(limit, starts):
-    """How many runs (the first ones) to pair: all when every start is the same (one solve
-    serves them all), else ``limit`` (``"all"`` or an integer) of them."""
+    """How many runs (the first ones) to pair: none when ``limit`` is 0, all when every
+    start is the same (one solve serves them all), else ``limit`` (``"all"`` or an integer)
+    of them."""
+    if limit == 0:
+        return 0
     if one_start(starts):
         return len(starts)
     return len(starts) if limit == "all" else min(int(limit), len(starts))
