@@ -153,7 +153,16 @@ class Model:
         """The fixed points ``trajectory`` passes near, in the order of ``points``:
         ``[(point, time of closest approach, distance)]``; near is every statistic within
         ``near`` of the point (or of one of its student permutations), as ``observables.png``
-        marks them."""
+        marks them.
+
+        Raises
+        ------
+        HierarchyError
+            ``trajectory`` is not a Trajectory of this model's family (``field``
+            ``trajectory``), ``points`` not a list of fixed points (``points``: the dicts of
+            :meth:`fixed_points`), or ``near`` not a positive number (``near``).
+        """
+        check_visit_arguments(self.family, trajectory, points, near)
         return run_report.visited_points(points, registry.family_of(self._config),
                                          self._config, trajectory, near)
 
@@ -167,6 +176,23 @@ class Model:
         if not tables:
             return self.config
         return loader.load_document(self._document, tables, folder=self._folder)
+
+
+def check_visit_arguments(family, trajectory, points, near):
+    """Raise the :meth:`Model.visits` error of a bad argument (see there)."""
+    if not isinstance(trajectory, Trajectory):
+        raise HierarchyError("trajectory must be a Trajectory (of solve or sgd), got "
+                             f"{type(trajectory).__name__}", field="trajectory")
+    if trajectory.info.get("family", family) != family:
+        raise HierarchyError(f"trajectory must be of this model's family ({family}), "
+                             f"got one of {trajectory.info['family']}", field="trajectory")
+    if not isinstance(points, (list, tuple)) or not all(
+            isinstance(point, dict) and isinstance(point.get("u"), dict) for point in points):
+        raise HierarchyError("points must be a list of fixed points (the dicts of "
+                             "fixed_points(), each with its 'u')", field="points")
+    if isinstance(near, bool) or not isinstance(near, (int, float)) or not near > 0 \
+            or not np.isfinite(near):
+        raise HierarchyError(f"near must be a positive number, got {near!r}", field="near")
 
 
 def plain(value):

@@ -126,6 +126,24 @@ def test_numpy_numbers_are_the_numbers_they_hold(tmp_path):
     assert runs.runs.shape == (3, 2, 7) and runs.info["summary"]["runs"] == 2
 
 
+def test_visits_refuses_what_is_no_trajectory_no_points_or_no_distance(tmp_path):
+    model = hierarchy.Model(SMALL_NETWORK)
+    sol = model.solve()
+    point = {"u": dict(zip(sol.labels, sol.y[-1])), "kind": "end"}
+    assert model.visits(sol, [point])[0][2] == pytest.approx(0.0, abs=1e-12)
+    other = hierarchy.Model(family="gmm-binary")
+    for call, field in ((lambda: model.visits(None, [point]), "trajectory"),
+                        (lambda: model.visits([point], sol), "trajectory"),
+                        (lambda: other.visits(sol, [point]), "trajectory"),
+                        (lambda: model.visits(sol, None), "points"),
+                        (lambda: model.visits(sol, [{"Q1.1": 1.0}]), "points"),
+                        (lambda: model.visits(sol, [point], near=float("nan")), "near"),
+                        (lambda: model.visits(sol, [point], near=-1), "near")):
+        with pytest.raises(HierarchyError) as error:
+            call()
+        assert error.value.field == field
+
+
 FAMILY_SOLVES = {
     "attention": {"hierarchy": {"degree": 4},
                   "solve": {"t_final": 0.01, "points": 3, "extrapolate": False,
