@@ -111,6 +111,12 @@ def test_sgd_with_a_product_target_follows_the_ode():
     ({"target": "nu1**(-1)"}, "model.teacher.target"),            # singular
     ({"target": "__import__('os').system('true')"}, "model.teacher.target"),
     ({"target": 3}, "model.teacher.target"),
+    ({"target": "2**(nu1*nu2)"}, "model.teacher.target"),         # infinite E[y^2]
+    ({"target": "2**nu1 + nu2"}, "model.teacher.target"),         # an exponential
+    ({"target": "nu1**9"}, "model.teacher.target"),               # a committee of x**9
+    ({"target": "1e20*nu1"}, "model.teacher.target"),             # a committee, v* = 1e20
+    ({"target": "1e20*nu1*nu2"}, "model.teacher.target"),
+    ({"target": "nu1**2.0"}, "model.teacher.target"),
     ({"target": "nu1*nu2", "activation": "relu"}, "model.teacher.activation"),
     ({"target": "nu1*nu2", "second_layer_values": [1.0, 2.0]},
      "model.teacher.second_layer_values"),

@@ -106,9 +106,12 @@ KEY_HELP = {
     "model.teacher.target": ("A multi-index target y = f*(nu1, .., nuM) replacing "
                              "sum_n v*_n g*(nu_n): an expression in nu1..nuM (whitelisted "
                              "parser, never evaluated as code); `\"\"`: none. With a target, "
-                             "an explicit teacher activation or second_layer_values is an "
-                             "error. Polynomials and erf, erfc, tanh, atan, sin, cos of them; "
-                             "a committee sum_n c_n h(nu_n) is the teacher g* = h, v* = c.",
+                             "a teacher activation or second_layer_values other than their "
+                             "defaults is an error. Polynomials and erf, erfc, tanh, atan, sin, "
+                             "cos of them (no nu in an exponent, numbers at most 1000 in "
+                             "magnitude, integer exponents written as integers); a committee "
+                             "sum_n c_n h(nu_n) is the teacher g* = h, v* = c, with a "
+                             "teacher's limits (h of degree at most 8).",
                              '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "

@@ -57,8 +57,19 @@ def parse_target(text, M):
     return expr
 
 
+#: what a target may be, as the errors say it
+ALLOWED = "polynomials in the nu's and erf, erfc, tanh, atan, sin, cos of them"
+#: the largest number a target may hold (the teachers' second-layer values' limit)
+MAX_NUMBER = 1e3
+
+
 def _check_growth(expr, text, nus):
-    allowed = "polynomials in the nu's and erf, erfc, tanh, atan, sin, cos of them"
+    allowed = ALLOWED
+    for number in expr.atoms(sympy.Number):
+        if abs(float(number)) > MAX_NUMBER:
+            raise HierarchyError(f"{FIELD} = {text!r}: the number {float(number):g} is too "
+                                 f"large (at most {MAX_NUMBER:g} in magnitude, as a "
+                                 "teacher's second-layer values)", field=FIELD)
     for function in expr.atoms(sympy.Function):
         if function.free_symbols & set(nus) and not isinstance(function, bounded_functions()):
             raise HierarchyError(f"{FIELD} = {text!r}: {function.func.__name__}(...) of the "
@@ -66,6 +77,14 @@ def _check_growth(expr, text, nus):
                                  f"allowed: {allowed}", field=FIELD)
     for power in expr.atoms(sympy.Pow):
         exponent = power.exp
+        if exponent.free_symbols & set(nus):
+            raise HierarchyError(f"{FIELD} = {text!r}: the power {power} has the nu's in its "
+                                 "exponent, an exponential of them, which may explode (no "
+                                 f"finite risk); allowed: {allowed}", field=FIELD)
+        if exponent.is_Float and float(exponent).is_integer():
+            raise HierarchyError(f"{FIELD} = {text!r}: write the exponent of {power} as an "
+                                 f"integer ({int(exponent)}, not {float(exponent)!r})",
+                                 field=FIELD)
         if power.base.free_symbols & set(nus) and not (exponent.is_Integer and exponent >= 0):
             raise HierarchyError(f"{FIELD} = {text!r}: the power {power} of the nu's is "
                                  f"singular or undefined for some nu; allowed: {allowed}",
@@ -100,6 +119,22 @@ def committee(expr, M):
     if len(shapes) != 1:
         return None
     return shapes.pop(), tuple(values)
+
+
+def check_committee(h, values, text):
+    """Refuse a committee target ``sum_n c_n h(nu_n)`` (:func:`committee`) that the same
+    teacher written as ``activation = h`` and ``second_layer_values = c`` would be refused:
+    a polynomial ``h`` of degree above :data:`~.activations.ACTIVATION_DEGREE`, an ``h`` that
+    is not finite and integrable (:func:`.formulas.check_activation`); one line naming
+    ``model.teacher.target``."""
+    from hierarchy.models.network import formulas  # noqa: PLC0415 (sympy)
+    x = activations.X
+    if h.is_polynomial(x) and sympy.Poly(h, x).degree() > activations.ACTIVATION_DEGREE:
+        raise HierarchyError(f"{FIELD} = {text!r}: sum_n c_n h(nu_n) with h of polynomial "
+                             f"degree {sympy.Poly(h, x).degree()} is too high (at most "
+                             f"{activations.ACTIVATION_DEGREE}, as a teacher's activation)",
+                             field=FIELD)
+    formulas.check_activation(h, FIELD)
 
 
 def monomials(expr, M):
