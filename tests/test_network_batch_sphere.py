@@ -199,6 +199,38 @@ def test_bad_batch_from_the_command_line_exits_two_before_work(tmp_path, capsys)
     assert not (tmp_path / "out" / "result.npz").exists()
 
 
+def test_the_train_window_keeps_every_sample_of_a_mini_batch():
+    """``[spectra] data = "train"``: the last samples SGD used, all ``B`` of each step."""
+    net = dataclasses.replace(make_net(), batch=4)
+    ensemble = sgd.start_ensemble(net, 400, 2, seed=3, window=8)
+    seen = []
+    draw = ensemble.draw
+
+    def recorded():
+        x, y = draw()
+        seen.append((x[0].copy(), y[0].copy()))
+        return x, y
+
+    ensemble.draw = recorded
+    ensemble.advance(3)
+    x, y = ensemble.recent()
+    used_x = np.concatenate([x for x, _ in seen])[-8:]  # run 0's last 8 samples, in order
+    used_y = np.concatenate([y for _, y in seen])[-8:]
+    assert len(x) == 8
+    assert {tuple(row) for row in x} == {tuple(row) for row in used_x}  # a ring buffer
+    assert sorted(y) == sorted(used_y)
+
+
+def test_the_memory_estimate_counts_a_steps_mini_batch():
+    """``runs x B x N`` samples twice a step (the draws and their stack) besides the
+    weights: 10 runs of ``B = 1000`` at ``N = 1e5`` (16 GB a step) are refused, naming
+    ``sgd.batch``, before any work; the same ensemble at ``B = 1`` passes."""
+    config(sgd={"dimension": 100_000, "runs": 10})
+    with pytest.raises(HierarchyError) as error:
+        config(sgd={"dimension": 100_000, "runs": 10, "batch": 1000})
+    assert "sgd.batch" in str(error.value) and "\n" not in str(error.value)
+
+
 def test_sphere_gaussian_start_is_normalised():
     cfg = config(sgd={"constraint": "sphere", "dimension": 500},
                  init={"source": "gaussian", "scale": 0.3})

@@ -11,9 +11,9 @@ and the SGD ensemble.
   :data:`MAX_RISK_EVALUATIONS` (one line naming ``sgd.runs`` or ``study.runs`` and
   ``solve.points``).
 - The ensemble of ``hierarchy sgd``: the shared
-  :func:`~hierarchy.config.statistics_start.check_sgd_ensemble` (weights and records against
-  memory, one line naming ``sgd.runs`` and ``sgd.dimension``), as a study already checks each
-  of its dimensions.
+  :func:`~hierarchy.config.statistics_start.check_sgd_ensemble` (weights, a step's
+  mini-batch and records against memory, one line naming ``sgd.runs``, ``sgd.dimension`` and
+  ``sgd.batch``), as a study already checks each of its dimensions.
 """
 
 from hierarchy.config.statistics_start import check_sgd_ensemble
@@ -30,8 +30,15 @@ BYTES_PER_ENTRY = 1024
 MAX_RISK_EVALUATIONS = 2e9
 WIDTH_KEYS = ("model.student.width", "model.teacher.width", "model.loss")
 #: the keys that set the size of ``hierarchy sgd`` (named by out-of-memory errors too)
-SGD_KEYS = ("sgd.runs", "sgd.dimension", "model.student.width", "model.teacher.width",
-            "solve.points")
+SGD_KEYS = ("sgd.runs", "sgd.dimension", "sgd.batch", "model.student.width",
+            "model.teacher.width", "solve.points")
+
+
+def vectors_per_run(net):
+    """The ``N``-vectors one SGD run holds: its ``K`` student and ``M`` teacher directions,
+    and with mini-batches of ``B > 1`` a step's samples twice (the ``B`` draws and their
+    stack, :meth:`~.sgd.NetworkEnsemble.draw`)."""
+    return net.K + net.M + (2 * net.batch if net.batch > 1 else 0)
 
 
 def check_table(net):
@@ -61,6 +68,6 @@ def check_risk_pass(net, runs, points, runs_key):
 def check_sgd(config, net):
     """The estimate of ``hierarchy sgd``: the ensemble and its risk pass."""
     table = config["sgd"]
-    check_sgd_ensemble(config, table["dimension"], table["runs"], width=net.K + net.M,
+    check_sgd_ensemble(config, table["dimension"], table["runs"], width=vectors_per_run(net),
                        statistics=len(net.labels), keys=SGD_KEYS, field="sgd.runs")
     check_risk_pass(net, table["runs"], config["solve"]["points"], "sgd.runs")

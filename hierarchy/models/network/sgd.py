@@ -236,8 +236,11 @@ class NetworkEnsemble:
         """``count`` steps, each on ``batch`` fresh samples per run."""
         for _ in range(int(count)):
             x, y = self.draw()
-            self.window.push(x[0] if x.ndim == 2 else x[0, -1], y[0] if x.ndim == 2
-                             else y[0, -1])
+            if x.ndim == 2:
+                self.window.push(x[0], y[0])
+            elif self.window.size:  # every sample of run 0's mini-batch, in order
+                for sample, label in zip(x[0], y[0]):
+                    self.window.push(sample, label)
             self.sgd_step(x, y)
 
     def statistics(self):

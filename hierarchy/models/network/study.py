@@ -22,7 +22,7 @@ import numpy as np
 from hierarchy.config.statistics_start import check_sgd_ensemble
 from hierarchy.core.registry import family_of
 from hierarchy.models.network import sgd
-from hierarchy.models.network.resources import check_risk_pass
+from hierarchy.models.network.resources import check_risk_pass, vectors_per_run
 from hierarchy.models.network.structured import system_of
 from hierarchy.models.network.model import check_batch
 from hierarchy.ode.default_job import DEFAULT_SETTINGS
@@ -34,8 +34,8 @@ from hierarchy.study.dimensions import DimensionStudy
 #: the observable beyond the state labels: the population risk
 RISK = "eg"
 #: the keys that set the size of one study ensemble (named by resource errors)
-RESOURCE_KEYS = ("study.runs", "study.dimensions", "model.student.width", "solve.points",
-                 "solve.t_final")
+RESOURCE_KEYS = ("study.runs", "study.dimensions", "model.student.width", "sgd.batch",
+                 "solve.points", "solve.t_final")
 #: ``[study]`` defaults: SGD costs ``O(K N^2)`` per unit of ``alpha``
 STUDY_DEFAULTS = {**dimension_config.DEFAULTS, "dimensions": [500, 1000, 2000, 4000, 8000],
                   "runs": 10}
@@ -107,7 +107,7 @@ def check(config):
 
     def one(dimension, runs):
         check_batch(net, dimension, field="sgd.batch")  # B << N at every study dimension
-        check_sgd_ensemble(config, dimension, runs, width=net.K + net.M,
+        check_sgd_ensemble(config, dimension, runs, width=vectors_per_run(net),
                            statistics=len(net.labels), keys=RESOURCE_KEYS,
                            field="study.dimensions", steps=False)
         if net.inputs is not None:
