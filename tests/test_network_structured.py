@@ -522,3 +522,39 @@ def test_gaussian_start_draws_per_block_statistics_with_an_exact_teacher():
         gram = np.einsum("rmn,rkn->rmk", part, part) / counts[b]
         np.testing.assert_allclose(gram, np.broadcast_to(
             net.inputs.teacher_scales[b] * net.overlap_matrix, gram.shape), atol=1e-12)
+
+
+def test_matching_relabels_the_units_of_every_block():
+    """A run's units are matched by the local fields' ``E[lambda_i nu_n]`` over every block,
+    and each block's ``Q@b``, ``R@b`` (and ``v``) are permuted alike."""
+    from hierarchy.models.network import matching
+    net = make_net(spectrum([2.0, 0.5], [0.25, 0.75]), student={"second_layer": "trained"})
+    assert matching.interchangeable(net)
+    state = block_state(net, np.random.default_rng(5))
+    labels = list(net.labels)
+    r = net.inputs.field_covariance(net, state)[:2, 2:]
+    np.testing.assert_allclose(matching.overlap_matrix(net, labels, state), r, rtol=1e-15)
+    columns = matching.label_columns(labels, [1, 0])
+    swapped = state[columns]
+    at = dict(zip(labels, swapped))
+    for block in (1, 2):
+        assert at[f"R1.2@{block}"] == state[labels.index(f"R2.2@{block}")]
+        assert at[f"Q1.1@{block}"] == state[labels.index(f"Q2.2@{block}")]
+        assert at[f"Q1.2@{block}"] == state[labels.index(f"Q1.2@{block}")]
+    assert at["v1"] == state[labels.index("v2")]
+    np.testing.assert_allclose(matching.overlap_matrix(net, labels, swapped), r[[1, 0]],
+                               rtol=1e-15)
+
+
+def test_sgd_of_interchangeable_units_from_the_command_line(tmp_path, capsys):
+    """``hierarchy sgd`` on structured inputs with ``K = M = 2`` (matched, paired) ends with
+    exit 0 and its comparison (it died on the per-block labels after the whole run)."""
+    from hierarchy.cli.main import main
+    path = tmp_path / "c.toml"
+    path.write_text('[model]\nfamily = "network"\n[model.inputs]\ncovariance = "spectrum"\n'
+                    'eigenvalues = [2.0, 0.5]\nfractions = [0.25, 0.75]\n'
+                    '[init]\nsource = "gaussian"\nscale = 0.3\nseed = 1\n'
+                    '[solve]\nt_final = 0.5\npoints = 3\n[sgd]\ndimension = 200\nruns = 2\n')
+    assert main(["--quiet", "sgd", str(path), "--out", str(tmp_path / "o")]) == 0
+    with np.load(tmp_path / "o" / "result.npz") as data:
+        assert data["permutation"].shape == (2, 2) and "ode_paired" in data.files

@@ -13,7 +13,9 @@ therefore relabelled:
   unassigned students follow in their own order, with fewer the assigned ones are sorted
   by their teacher;
 - its statistics are permuted accordingly: ``Q'_{ab} = Q_{p(a) p(b)}``, ``R'_{an} =
-  R_{p(a) n}`` and, when trained, ``v'_a = v_{p(a)}``; ``eg`` is unchanged.
+  R_{p(a) n}`` and, when trained, ``v'_a = v_{p(a)}``; ``eg`` is unchanged. With structured
+  inputs ``R`` is the local fields' ``E[lambda_i nu_n]`` over every block, and each block's
+  statistics (``Q1.2@3``) are permuted alike.
 
 Only networks whose units are interchangeable are matched (``K >= 2``, and a fixed second
 layer with equal weights, or a trained one). Before the units specialise (on a plateau,
@@ -59,13 +61,18 @@ def label_columns(labels, permutation):
     """Column map of a permutation over state labels: new column ``j`` is old ``map[j]``.
 
     ``Q{a}.{b}`` takes ``Q_{p(a) p(b)}`` (upper-triangle label), ``R{a}.{n}`` takes
-    ``R{p(a)}.{n}``, ``v{a}`` takes ``v{p(a)}``; every other label (``eg``) is itself.
+    ``R{p(a)}.{n}``, ``v{a}`` takes ``v{p(a)}``, each with its block of structured inputs
+    (``Q1.2@3``) kept; every other label (``eg``) is itself.
     """
     labels = list(labels)
     where = {label: j for j, label in enumerate(labels)}
     unit = [int(i) + 1 for i in permutation]                 # 1-based old unit of new unit
 
     def old(label):
+        base, at, block = label.partition("@")
+        return unit_label(base) + at + block
+
+    def unit_label(label):
         if label[0] == "Q" and "." in label:
             a, b = (int(x) for x in label[1:].split("."))
             i, k = sorted((unit[a - 1], unit[b - 1]))
@@ -80,8 +87,13 @@ def label_columns(labels, permutation):
 
 
 def overlap_matrix(net, labels, state):
-    """``R`` ``(K, M)`` of one state ordered like ``labels``."""
+    """``R`` ``(K, M)`` of one state ordered like ``labels``: with structured inputs the
+    local fields' ``E[lambda_i nu_n] = sum_b f_b rho_b R_b`` (what each student unit has
+    learnt of each teacher unit, over every block)."""
     where = {label: j for j, label in enumerate(labels)}
+    if net.inputs is not None:
+        ordered = np.array([state[where[label]] for label in net.labels], dtype=float)
+        return net.inputs.field_covariance(net, ordered)[:net.K, net.K:]
     return np.array([[state[where[f"R{i}.{n}"]] for n in range(1, net.M + 1)]
                      for i in range(1, net.K + 1)], dtype=float)
 
