@@ -265,6 +265,13 @@ CLAIMS = (
            ("coarse re-solve moved the states by", COARSE_MOVED),
            ("certified", r"(certified at every output time|NOT CERTIFIED)"),),
           wall=True, slow=True),
+    Claim("network-structured-qmc", "structured_logistic_qmc.toml (the same on randomised "
+                                    "QMC): 3.9 s wall, 4.4 s CPU, stated field error 1.47, "
+                                    "NOT CERTIFIED, exit 3",
+          hierarchy("solve", str(CONFIGS / "structured_logistic_qmc.toml"), "--out", "{out}"),
+          (("largest stated field error", r"largest quadrature error of the field ([0-9.e+-]+)"),
+           ("certified", r"(certified at every output time|NOT CERTIFIED)"),),
+          wall=True),
     Claim("network-xor-preset", "the XOR preset (lambda = 1000) solved to t = 150: wall time, "
                                 "certified or not",
           hierarchy("solve", str(CONFIGS / "network_mixture_xor.toml"), "--out", "{out}"),
