@@ -558,3 +558,45 @@ def test_sgd_of_interchangeable_units_from_the_command_line(tmp_path, capsys):
     assert main(["--quiet", "sgd", str(path), "--out", str(tmp_path / "o")]) == 0
     with np.load(tmp_path / "o" / "result.npz") as data:
         assert data["permutation"].shape == (2, 2) and "ode_paired" in data.files
+
+
+def test_a_files_scale_and_rounding_do_not_change_its_blocks(tmp_path):
+    """The file is rescaled to ``tr Sigma / N = 1``: its own scale (entries of 1e200 or
+    1e-170) gives the same blocks as a plain one; ``blocks = "all"`` merges eigenvalues equal
+    to rounding (a rotated covariance of 4 values, each 10 times: 4 blocks, not 25)."""
+    rng = np.random.default_rng(1)
+    rotation = np.linalg.qr(rng.standard_normal((40, 40)))[0]
+    spectrum_values = np.repeat([4.0, 2.0, 1.0, 0.5], 10)
+    sigma = (rotation * spectrum_values) @ rotation.T
+    sigma = 0.5 * (sigma + sigma.T)
+    blocks = {}
+    for name, array in (("plain", sigma), ("diagonal", np.diag(spectrum_values)),
+                        ("huge", sigma * 1e300), ("tiny", sigma * 1e-300)):
+        np.save(tmp_path / f"{name}.npy", array)
+        net = make_net({"covariance": "file", "path": str(tmp_path / f"{name}.npy"),
+                        "blocks": "all"})
+        blocks[name] = (net.inputs.eigenvalues, net.inputs.fractions)
+    expected = spectrum_values[::10] / spectrum_values.mean()
+    for name, (rho, f) in blocks.items():
+        np.testing.assert_allclose(rho, expected, rtol=1e-9, err_msg=name)
+        np.testing.assert_allclose(f, 0.25, rtol=1e-12, err_msg=name)
+    samples = rng.standard_normal((60, 4)) * np.array([2.0, 1.0, 1.0, 0.5])
+    for scale in (1.0, 1e200, 1e-170):
+        np.save(tmp_path / "samples.npy", samples * scale)
+        net = make_net({"covariance": "file", "path": str(tmp_path / "samples.npy"),
+                        "blocks": "all"})
+        if scale == 1.0:
+            plain = net.inputs.eigenvalues
+        np.testing.assert_allclose(net.inputs.eigenvalues, plain, rtol=1e-9)
+
+
+def test_an_archive_or_an_exploding_source_exponent_is_one_line(tmp_path):
+    np.savez(tmp_path / "a.npz", x=np.eye(3))
+    with pytest.raises(HierarchyError) as error:
+        make_net({"covariance": "file", "path": str(tmp_path / "a.npz")})
+    assert error.value.field == "model.inputs.path" and "\n" not in str(error.value)
+    for exponent, blocks, source in ((20.0, 100, -20.0), (10.0, 1000, -10.0)):
+        with pytest.raises(HierarchyError) as error:
+            make_net({"covariance": "power-law", "exponent": exponent, "blocks": blocks,
+                      "source_exponent": source})
+        assert error.value.field == "model.inputs.source_exponent"

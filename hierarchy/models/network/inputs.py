@@ -77,7 +77,9 @@ KEY_HELP = {
                               f"number in [0, {MAX_EXPONENT:g}]"),
     "model.inputs.blocks": ("`power-law`: the number L of blocks; `file`: L blocks of "
                             "consecutive eigenvalues (each with their mean), or `all` (one "
-                            "block per distinct eigenvalue).",
+                            "block per distinct eigenvalue: values within 1e-9 of the "
+                            "largest are one). With `file` and no `blocks` the default 1 "
+                            "block is x ~ N(0, I): set it.",
                             f'integer in 1..{MAX_BLOCKS} (`file`: also "all")'),
     "model.inputs.path": ("`file`: a .npy file (relative to the working directory) holding "
                           "an N x N symmetric positive semi-definite covariance or an n x N "
@@ -89,7 +91,8 @@ KEY_HELP = {
                                     f"[] or L numbers in [0, {MAX_VALUE:g}]"),
     "model.inputs.source_exponent": ("The source exponent s: c_b ~ rho_b^s, normalised so "
                                      "that sum f_b rho_b c_b = sum f_b rho_b (0: a teacher "
-                                     "isotropic in Sigma's eigenbasis).",
+                                     "isotropic in Sigma's eigenbasis); the scales it "
+                                     f"gives must be at most {MAX_VALUE:g}, as teacher_scales.",
                                      f"number in [-{MAX_EXPONENT:g}, {MAX_EXPONENT:g}]"),
 }
 
@@ -316,6 +319,8 @@ def _file(table):
         raise HierarchyError(f"{field}: {path!r} is not a regular file", field=field)
     try:
         header = np.load(path, mmap_mode="r", allow_pickle=False)
+        if not isinstance(header, np.ndarray):  # an .npz archive
+            raise ValueError("an archive of arrays (.npz), not one array")
         shape, dtype = header.shape, header.dtype
     except (OSError, ValueError) as error:
         raise HierarchyError(f"{field}: {path!r} is not a readable .npy array "
@@ -336,6 +341,9 @@ def _file(table):
     del header
     if not np.all(np.isfinite(data)):
         raise HierarchyError(f"{field}: {path!r} holds NaN or infinite entries", field=field)
+    # the file's scale does not matter (tr Sigma / N = 1 below): divided out first, so that
+    # its products neither overflow (entries of 1e200) nor underflow (1e-170) to zero
+    data = data / max(float(np.max(np.abs(data))), np.finfo(float).tiny)
     if rows == N:
         scale = max(float(np.max(np.abs(data))), np.finfo(float).tiny)
         if float(np.max(np.abs(data - data.T))) > ASYMMETRY * scale:
@@ -356,12 +364,22 @@ def _file(table):
     return _file_blocks(table, values)
 
 
+#: sorted eigenvalues of a file closer than this (relative to the largest) are one block of
+#: ``blocks = "all"``
+EQUAL_EIGENVALUES = 1e-9
+
+
 def _file_blocks(table, values):
     """``(rho, f)`` of the sorted eigenvalues: merged when equal (``"all"``) or in ``L`` runs."""
     N = len(values)
     if table["blocks"] == "all":
-        rho, counts = np.unique(values, return_counts=True)
-        return rho[::-1].copy(), counts[::-1] / N
+        # equal to rounding: a rotated covariance's repeated eigenvalues differ in their last
+        # bits (a rotated 40 x 40 of 4 values gave 25 blocks merging only equal bits)
+        starts = np.flatnonzero(np.concatenate(
+            [[True], values[:-1] - values[1:] > EQUAL_EIGENVALUES * values[0]]))
+        counts = np.diff(np.append(starts, N))
+        rho = np.array([values[a:a + n].mean() for a, n in zip(starts, counts)])
+        return rho, counts / N
     L = fields.integer(table, "model.inputs", "blocks", 1, MAX_BLOCKS)
     if L > N:
         raise HierarchyError(f"model.inputs.blocks = {L} is more than the file's dimension "
@@ -384,8 +402,16 @@ def _teacher_scales(table, rho, f):
             raise HierarchyError("model.inputs.source_exponent must be >= 0 when Sigma has a "
                                  "zero eigenvalue (rho^s is infinite there)",
                                  field="model.inputs.source_exponent")
-        powered = np.where(rho > 0, rho, 1.0) ** float(s) * (rho > 0)
-        return powered * float(f @ rho) / float(f @ (rho * powered))
+        with np.errstate(over="ignore", invalid="ignore"):
+            powered = np.where(rho > 0, rho, 1.0) ** float(s) * (rho > 0)
+            scales = powered * float(f @ rho) / float(f @ (rho * powered))
+        if not np.all(np.isfinite(scales) & (scales <= MAX_VALUE)):
+            raise HierarchyError(f"model.inputs.source_exponent = {s:g} makes the teacher's "
+                                 f"scales c_b ~ rho_b^s reach {np.nanmax(scales):.3g} (or "
+                                 f"overflow): they must be at most {MAX_VALUE:g}, as "
+                                 "teacher_scales; take an exponent nearer 0",
+                                 field="model.inputs.source_exponent")
+        return scales
     if s != 0:
         raise HierarchyError("model.inputs: give teacher_scales or source_exponent, not both",
                              field="model.inputs.teacher_scales")
