@@ -600,3 +600,18 @@ def test_an_archive_or_an_exploding_source_exponent_is_one_line(tmp_path):
             make_net({"covariance": "power-law", "exponent": exponent, "blocks": blocks,
                       "source_exponent": source})
         assert error.value.field == "model.inputs.source_exponent"
+
+
+def test_a_solve_whose_matrices_cannot_fit_names_the_blocks_and_the_explicit_methods():
+    """LSODA holds dense ``n x n`` matrices: 1e5 blocks of ``K = M = 2`` (``n = 7e5``,
+    terabytes) are refused before any work; BDF (the sparse Jacobian) and an explicit
+    method hold none."""
+    tables = {"model": {"family": "network", "inputs": {
+        "covariance": "power-law", "exponent": 1.0, "blocks": 100_000}}}
+    with pytest.raises(HierarchyError) as error:
+        load_config(None, tables)  # LSODA, the default
+    assert error.value.field == "model.inputs.blocks" and "BDF" in str(error.value)
+    from hierarchy.models.network import resources
+    net = make_net(tables["model"]["inputs"])
+    for method in ("BDF", "Radau", "DOP853"):
+        resources.check_solve_matrices({"solve": {"method": method}}, net)

@@ -227,6 +227,7 @@ class NetworkFamily(ModelFamily):
         if init["source"] == "statistics":
             starts.from_table(net, init["statistics"])  # the PSD check of [[Q, R], [R^T, T]]
         network_resources.check_table(net)
+        network_resources.check_solve_matrices(config, net)
         network_resources.check_sgd(config, net)
         if "study" in config:
             dimension_config.validate_study(config["study"])

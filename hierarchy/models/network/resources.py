@@ -10,6 +10,12 @@ and the SGD ensemble.
   recorded state of every run: ``runs x points x rows`` term evaluations, at most
   :data:`MAX_RISK_EVALUATIONS` (one line naming ``sgd.runs`` or ``study.runs`` and
   ``solve.points``).
+- The solve: ``LSODA`` (the default) holds :data:`MATRIX_COPIES` dense ``n x n`` matrices
+  of the ``n`` statistics (its finite-difference Jacobian when it turns stiff), which on
+  structured inputs of many blocks do not fit (``L = 1e4`` blocks of ``K = M = 2``:
+  110 GiB); one line naming ``model.inputs.blocks`` (or ``solve.method``) and the methods
+  that hold none: ``BDF``/``Radau`` get the system's sparse Jacobian, the explicit ones
+  none.
 - The ensemble of ``hierarchy sgd``: the shared
   :func:`~hierarchy.config.statistics_start.check_sgd_ensemble` (weights, a step's
   mini-batch and records against memory, one line naming ``sgd.runs``, ``sgd.dimension`` and
@@ -17,7 +23,13 @@ and the SGD ensemble.
 """
 
 from hierarchy.config.statistics_start import check_sgd_ensemble
-from hierarchy.core.resources import check_evaluations, check_expansion_fits
+from hierarchy.core.errors import HierarchyError
+from hierarchy.core.resources import (
+    check_evaluations,
+    check_expansion_fits,
+    format_gib,
+    memory_budget_bytes,
+)
 from hierarchy.models.network.derivation import table_size
 
 #: most monomials of a term table (mse at K = M = 21: 2.47e5; K = M = 20 expanded in 7 s
@@ -71,3 +83,25 @@ def check_sgd(config, net):
     check_sgd_ensemble(config, table["dimension"], table["runs"], width=vectors_per_run(net),
                        statistics=len(net.labels), keys=SGD_KEYS, field="sgd.runs")
     check_risk_pass(net, table["runs"], config["solve"]["points"], "sgd.runs")
+
+
+#: dense ``n x n`` matrices LSODA holds (the Jacobian, its LU factors, work space)
+MATRIX_COPIES = 3
+#: the methods that hold them (BDF and Radau are given the system's sparse Jacobian)
+MATRIX_METHODS = ("LSODA",)
+
+
+def check_solve_matrices(config, net):
+    """Refuse a solve whose method's ``n x n`` matrices would not fit (module docstring)."""
+    method = str(config.get("solve", {}).get("method", "LSODA"))
+    n = len(net.labels)
+    need = 8 * MATRIX_COPIES * n * n
+    if method not in MATRIX_METHODS or need <= memory_budget_bytes():
+        return
+    field = "model.inputs.blocks" if net.inputs is not None else "solve.method"
+    raise HierarchyError(
+        f"{field}: solve.method = {method!r} holds {n} x {n} matrices for the {n} statistics "
+        f"(about {format_gib(need)}), more than the {format_gib(memory_budget_bytes())} "
+        'available; use solve.method = "BDF" (a sparse Jacobian, for stiff spectra) or an '
+        'explicit method ("DOP853", "RK45": no matrix)'
+        + (" or fewer blocks" if net.inputs is not None else ""), field=field)
