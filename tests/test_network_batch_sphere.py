@@ -256,3 +256,17 @@ def test_fixed_points_and_diffusion_refuse_what_they_do_not_derive(sgd_table, fi
         with pytest.raises(HierarchyError) as error:
             call()
         assert error.value.field == field and "\n" not in str(error.value)
+
+
+def test_show_prints_the_ode_that_is_solved():
+    """``hierarchy show``: a mini-batch divides the corrector by ``B``, and on the sphere the
+    free field is printed as ``F`` with its projection (it printed the plain ODE)."""
+    import hierarchy
+    tables = {"model": {"family": "network"}, "init": {"statistics": {"Q1.1": 1.0, "Q2.2": 1.0}}}
+    plain = hierarchy.Model(tables).equations()
+    assert "+ eta^2 E[dl/dlambda_1 dl/dlambda_1]" in plain and "sphere" not in plain
+    both = hierarchy.Model(tables, sgd={"batch": 4, "constraint": "sphere",
+                                        "dimension": 1000}).equations()
+    assert "mini-batches of B = 4" in both.splitlines()[0] and "sphere" in both.splitlines()[0]
+    assert "+ (eta^2/4) E[dl/dlambda_1 dl/dlambda_1]" in both
+    assert "dQk.k = 0" in both and "dRi.n = FRi.n - (Ri.n/2) FQi.i" in both

@@ -51,9 +51,11 @@ def _model_line(net):
                if net.target is None else
                f"teacher M = {net.M} (target f* = {net.target_name}, sigma = {net.noise:g})")
     data = teacher if net.data == "teacher" else f"mixture with S = {net.M} signal directions"
+    sgd = "".join([f"; mini-batches of B = {net.batch}" if net.batch > 1 else "",
+                   "; SGD on the sphere |w_k|^2 = N" if net.constraint == "sphere" else ""])
     return (f"network: student K = {net.K} ({net.student_activation_name}, second layer "
             f"{layer}); data: {data}; loss {net.loss_name}; ridge {net.ridge:g}; eta = "
-            f"{net.step:g}, eta_v = {net.step_second_layer:g}")
+            f"{net.step:g}, eta_v = {net.step_second_layer:g}{sgd}")
 
 
 def _section(title, latex):
@@ -71,22 +73,36 @@ def _latex_name(name):
 
 def _generic(net, latex):
     ridge = net.ridge
+    square = "eta^2" if net.batch == 1 else f"(eta^2/{net.batch})"  # a batch's mean gradient
+    free = "F" if net.constraint == "sphere" else "d"
     lines = []
     for label in net.labels:
         if label.startswith("Q"):
             i, k = label[1:].split(".")
-            text = (f"d{label} = -eta E[dl/dlambda_{i} lambda_{k} + dl/dlambda_{k} lambda_{i}]"
-                    f"{f' - 2 eta {ridge:g} {label}' if ridge else ''}"
-                    f" + eta^2 E[dl/dlambda_{i} dl/dlambda_{k}]")
+            text = (f"{free}{label} = -eta E[dl/dlambda_{i} lambda_{k} + dl/dlambda_{k} "
+                    f"lambda_{i}]{f' - 2 eta {ridge:g} {label}' if ridge else ''}"
+                    f" + {square} E[dl/dlambda_{i} dl/dlambda_{k}]")
         elif label.startswith("R"):
             i, n = label[1:].split(".")
-            text = (f"d{label} = -eta E[dl/dlambda_{i} nu_{n}]"
+            text = (f"{free}{label} = -eta E[dl/dlambda_{i} nu_{n}]"
                     f"{f' - eta {ridge:g} {label}' if ridge else ''}")
         else:
             text = (f"d{label} = -eta_v E[dl/dv_{label[1:]}]"
                     f"{f' - eta_v {ridge:g} {label}' if ridge else ''}")
         lines.append(f"{_latex_text(text)} \\\\" if latex else f"  {text}")
+    if net.constraint == "sphere":
+        lines += _sphere(latex)
     return lines
+
+
+def _sphere(latex):
+    """The sphere's projection of the free field ``F`` (:mod:`.sphere`)."""
+    texts = ("on the sphere, the free field F above projected (Q_kk = 1):",
+             "dQk.k = 0", "dQi.k = FQi.k - (Qi.k/2)(FQi.i + FQk.k)  (i != k)",
+             "dRi.n = FRi.n - (Ri.n/2) FQi.i")
+    if latex:
+        return [f"% {texts[0]}"] + [f"{_latex_text(text)} \\\\" for text in texts[1:]]
+    return [f"  {texts[0]}"] + [f"    {text}" for text in texts[1:]]
 
 
 def _latex_text(text):
