@@ -15,6 +15,9 @@ from a second start, ``Q = 0.05 I``, ``R = 0.1 I`` (realised exactly in every ru
 ``alpha <= 80``: the escape (``eg < 1e-3``, no noise) in steps and in samples, and the
 risk with ``sigma = 0.5`` at fixed steps (``alpha = 80``) and fixed samples
 (``alpha = 80/B``). The table prints ODE and SGD (median of the runs) side by side.
+``B = 16`` at ``N = 500`` is ``B/N = 0.032``, beyond the ``B <= N/100`` that the commands
+accept (:func:`hierarchy.models.network.model.check_batch`: the ODE is that of ``B << N``);
+the simulator is called directly, as a probe of how far the small-batch ODE holds.
 
 ``--quick``: ``N = 200``, ``B = 1, 4``, ``alpha <= 30`` for the SGD part, and the first table
 only for ``B = 1, 4`` to ``alpha = 300`` (a smoke test; its numbers are not the figure's).
