@@ -310,7 +310,7 @@ def check_sphere_start(net, u, field="init.statistics"):
         value = float(np.asarray(u)[net.labels.index(f"Q{k}.{k}")])
         if abs(value - 1.0) > 1e-12:
             raise HierarchyError(f'{field}: sgd.constraint = "sphere" holds |w_k|^2/N = 1, so '
-                                 f"Q{k}.{k} must be 1 (got {value:g})", field=field)
+                                 f"Q{k}.{k} must be 1 (got {value!r})", field=field)
 
 
 def check_unused_tables(model, data):
