@@ -23,9 +23,9 @@ from hierarchy.core.summary_table import settings_title
 #: keyword arguments (:class:`hierarchy.api.Model`)
 SPELLINGS = {
     "cli": {"resume": "`hierarchy {command} --resume`", "overwrite": "--overwrite",
-            "out": "--out"},
+            "out": "--out", "format": "--format"},
     "api": {"resume": "`Model.{command}(out, resume=True)`", "overwrite": "overwrite=True",
-            "out": "out"},
+            "out": "out", "format": "format"},
 }
 
 
@@ -103,17 +103,18 @@ def fixed_points(config, out_dir, progress=None):
     return record
 
 
-def equations(config, format="text"):
+def equations(config, format="text", spelling="cli"):
     """The derived equations of the config's family (``hierarchy show --config``).
 
     Raises
     ------
     HierarchyError
-        A ``format`` the family does not show (naming ``--format``).
+        A ``format`` the family does not show (naming ``--format``, or ``format`` as the
+        Python API spells it: :data:`SPELLINGS`).
     """
     family = registry.family_of(config)
     if format not in family.show_formats:
-        raise HierarchyError(f"--format {format}: model.family = {family.name!r} shows its "
-                             f"equations as {' or '.join(family.show_formats)}",
-                             field="--format")
+        name = SPELLINGS[spelling]["format"]
+        raise HierarchyError(f"{name} {format!r}: model.family = {family.name!r} shows its "
+                             f"equations as {' or '.join(family.show_formats)}", field=name)
     return family.show(config) if format == "text" else family.show(config, format=format)

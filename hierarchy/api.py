@@ -169,7 +169,7 @@ class Model:
     def equations(self, format="text"):
         """The derived equations (``hierarchy show --config``): ``text`` or a format of the
         family's ``show_formats``."""
-        return actions.equations(self._config, format)
+        return actions.equations(self._config, format, spelling="api")
 
     def _merged(self, **tables):
         tables = {name: plain(values) for name, values in tables.items() if values}

@@ -68,3 +68,12 @@ def test_a_text_only_family_refuses_other_formats_in_one_line(capsys):
                  "latex"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--format" in err and "text" in err
+
+
+def test_the_python_api_names_its_own_format_argument():
+    import hierarchy
+    from hierarchy.core.errors import HierarchyError
+    model = hierarchy.Model.from_toml(ROOT / "tools/configs/gmm_xor.toml")
+    with pytest.raises(HierarchyError) as error:
+        model.equations(format="latex")
+    assert error.value.field == "format" and "--format" not in str(error.value)
