@@ -136,3 +136,15 @@ def test_bad_target_from_the_command_line_exits_two_before_work(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "model.teacher.target" in err, err
     assert not (tmp_path / "out" / "result.npz").exists()
+
+
+@pytest.mark.parametrize("text", ["exp(nu1)", "abs(nu1)", "log(nu1 + 3)", "foo(nu1)",
+                                  "nu1 < nu2"])
+def test_a_refused_target_lists_what_a_target_allows(text):
+    """The refusal lists the target's own functions (erf, erfc, tanh, atan, sin, cos), not
+    every function an activation may call."""
+    with pytest.raises(HierarchyError) as error:
+        config(model={"teacher": {"target": text}})
+    message = str(error.value).split("allowed:")[1]
+    assert all(name in message for name in ("erf", "erfc", "tanh", "atan", "sin", "cos"))
+    assert not any(name in message for name in ("sinh", "cosh", "sqrt", "exp", "abs"))

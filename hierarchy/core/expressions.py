@@ -87,7 +87,7 @@ _SYMBOL_COST = Cost(1, 1, 0)
 
 
 def expression_from_text(text, field, names=None, indexed=None, hint="", max_degree=MAX_DEGREE,
-                         kinks=False):
+                         kinks=False, allowed=None):
     """Build the sympy expression of user ``text`` without evaluating it.
 
     Parameters
@@ -107,6 +107,10 @@ def expression_from_text(text, field, names=None, indexed=None, hint="", max_deg
         The largest polynomial degree the expression may expand to.
     kinks : bool, optional
         Whether the kinks of :data:`KINKS` (``abs``, ``sign``) may be called.
+    allowed : str, optional
+        What the refusals list as the calls allowed, when the field's own check narrows
+        them further (a multi-index target: bounded functions of the ``nu``'s); default:
+        :data:`SMOOTH_NAMES`.
 
     Returns
     -------
@@ -119,7 +123,7 @@ def expression_from_text(text, field, names=None, indexed=None, hint="", max_deg
     """
     tree = _syntax_tree(text, field)
     parser = _Builder(text, field, dict(names or {}), dict(indexed or {}), hint, max_degree,
-                      kinks)
+                      kinks, allowed)
     try:
         return parser.build(tree.body)[0]
     except RecursionError:  # MAX_DEPTH keeps well below the limit; this is a last guard
@@ -167,7 +171,8 @@ def _show(text, limit=60):
 class _Builder:
     """Walks a whitelisted tree, returning ``(sympy expression, Cost)`` per node."""
 
-    def __init__(self, text, field, names, indexed, hint, max_degree, kinks=False):
+    def __init__(self, text, field, names, indexed, hint, max_degree, kinks=False,
+                 allowed=None):
         self.text, self.field, self.names, self.indexed = text, field, names, indexed
         self.source = text.strip()  # what ast.parse saw: node offsets refer to it
         self.hint, self.max_degree = hint, max_degree
@@ -176,6 +181,9 @@ class _Builder:
         self.calls = 0  # function calls open around the node being built
         listed = "".join(f"{name}, " for name in list(names) + [f"{n}[...]" for n in indexed])
         self.syntax = _SYNTAX.format(names=listed)
+        if allowed is not None:  # a field whose own check allows fewer calls: listed so
+            self.smooth_names = allowed
+            self.syntax = self.syntax[:self.syntax.index("calls of ")] + "calls of " + allowed
 
     def fail(self, message):
         raise HierarchyError(f"{self.field}: {message}", field=self.field)

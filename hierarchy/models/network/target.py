@@ -26,6 +26,10 @@ sympy = lazy_module("sympy")
 FIELD = "model.teacher.target"
 
 
+#: the functions a target may call (:func:`bounded_functions`, by name)
+BOUNDED_NAMES = ("erf", "erfc", "tanh", "atan", "sin", "cos")
+
+
 def bounded_functions():
     """The bounded functions a target may apply to polynomials in the ``nu``'s."""
     return (sympy.erf, sympy.erfc, sympy.tanh, sympy.atan, sympy.sin, sympy.cos)
@@ -49,7 +53,9 @@ def parse_target(text, M):
     names = {str(nu): nu for nu in nus}
     from hierarchy.core.expressions import expression_from_text  # noqa: PLC0415 (sympy)
     expr = expression_from_text(text, FIELD, names=names,
-                                hint=f"an expression in {', '.join(names)} (M = {M})")
+                                hint=f"an expression in {', '.join(names)} (M = {M})",
+                                allowed=f"{' '.join(BOUNDED_NAMES)} of the nu's (and any "
+                                "function of numbers alone)")
     if not expr.free_symbols & set(nus):
         raise HierarchyError(f"{FIELD} = {text!r} is not a function of {', '.join(names)}: "
                              "write the target as an expression in them", field=FIELD)
