@@ -725,17 +725,3 @@ def test_the_numpy_fallbacks_coarse_value_is_its_stated_error_away(moment):
         assert np.sum(error[finite] > 0) >= 3
         np.testing.assert_allclose(np.abs(coarse - value)[finite], error[finite],
                                    rtol=1e-9, atol=1e-15)
-
-
-def test_the_quadratures_square_root_is_continuous():
-    """``quadrature.square_root`` is the symmetric root: ``L L^T = C``, ``L = L^T``, and
-    two covariances ``2e-6`` apart whose close eigenvalues swap their eigenvectors give
-    roots as close (an eigenvector factor ``V sqrt(Lambda)`` jumped by O(1) there, and the
-    QMC field with it)."""
-    from hierarchy.models.network import quadrature
-    delta = 1e-6
-    pair = np.array([[[1.0, delta], [delta, 1.0]], [[1.0, -delta], [-delta, 1.0]]])
-    roots = quadrature.square_root(pair)
-    np.testing.assert_allclose(roots @ np.swapaxes(roots, 1, 2), pair, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(roots, np.swapaxes(roots, 1, 2), rtol=0, atol=1e-15)
-    assert np.max(np.abs(roots[0] - roots[1])) < 10 * delta

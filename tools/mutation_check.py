@@ -814,6 +814,30 @@ MUTATIONS = (
               "them"],
              "a panel's title fixed on its top edge over an offset text that matplotlib "
              "lifts it above"),
+    mutation("paired-mean-start-from-raw-starts", "hierarchy/sgd/paired.py",
+             "    matched_starts = matched[:, 0]", "    matched_starts = u_runs[:, 0]",
+             ["tests/test_paired.py::test_the_paired_odes_start_from_each_runs_own_"
+              "statistics"],
+             "the ODE from the mean start starts from the mean of the unmatched starts"),
+    mutation("target-exponent-of-the-nus-allowed", "hierarchy/models/network/target.py",
+             "        if exponent.free_symbols & set(nus):",
+             "        if False and exponent.free_symbols & set(nus):",
+             ["tests/test_network_target.py::test_bad_target_names_the_field"],
+             "a target 2**(nu1*nu2) (infinite risk) accepted"),
+    mutation("matching-drops-the-block", "hierarchy/models/network/matching.py",
+             "        return unit_label(base) + at + block", "        return unit_label(base)",
+             ["tests/test_network_structured.py::test_matching_relabels_the_units_of_every_"
+              "block"],
+             "a structured run's per-block labels lose their block when relabelled"),
+    mutation("api-runs-told-by-shape", "hierarchy/api.py",
+             "        if not runs_first(name):", "        if values.shape[0] == t.size:",
+             ["tests/test_model_api.py::test_as_many_runs_as_times_keep_their_axes"],
+             "the Python API tells runs from times by the arrays' shapes"),
+    mutation("template-key-without-includes", "hierarchy/jit/render.py",
+             "    for name in template_names():", "    for name in (template_name,):",
+             ["tests/test_cache.py::test_a_template_key_covers_every_template_the_context_"
+              "and_the_toolchain"],
+             "a template's module key ignores the templates it includes"),
 )
 
 

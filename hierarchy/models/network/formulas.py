@@ -113,18 +113,22 @@ def field_envelopes(student, teacher, noise, mixture):
 
 def check_network(net):
     """The checks of the module docstring for a :class:`~.model.Network`; one line naming
-    ``model.student.activation``, ``model.teacher.activation`` or ``model.loss``."""
+    ``model.student.activation``, ``model.teacher.activation`` (``model.teacher.target`` when
+    a committee target is the teacher) or ``model.loss``."""
+    teacher_field = ("model.teacher.target" if getattr(net, "target_name", "")
+                     else "model.teacher.activation")  # a committee target is the teacher
     _check_formulas(net.student_activation, net.teacher_activation, net.loss, net.loss_name,
-                    net.data, bool(net.noise))
+                    net.data, bool(net.noise), teacher_field)
 
 
 @functools.lru_cache(maxsize=64)
-def _check_formulas(student_activation, teacher_activation, loss, loss_name, data, noisy):
+def _check_formulas(student_activation, teacher_activation, loss, loss_name, data, noisy,
+                    teacher_field="model.teacher.activation"):
     net = _Formulas(student_activation, teacher_activation, loss, loss_name, data, noisy)
     student = check_activation(net.student_activation, "model.student.activation")
     teacher = None
     if net.data != "mixture":
-        teacher = check_activation(net.teacher_activation, "model.teacher.activation")
+        teacher = check_activation(net.teacher_activation, teacher_field)
     if net.loss_name in VECTOR_LOSSES:
         return
     yhat, y = field_envelopes(student, teacher, net.noise, net.data == "mixture")

@@ -64,22 +64,9 @@ def hermite_rule(order, dimension):
 
 
 def square_root(c):
-    """``L (rows, d, d)`` with ``L L^T = C`` (symmetric PSD ``C``; negative eigenvalues
-    clipped): the symmetric root ``V sqrt(Lambda) V^T``, a continuous function of ``C``.
-
-    ``V sqrt(Lambda)`` alone is not: the eigenvectors of close eigenvalues turn and flip
-    sign from one state to the next, the same nodes then land elsewhere, and a QMC field
-    jumped by its own error between nearby states, and the integrator chased the jumps:
-    ``tools/configs/structured_logistic_qmc.toml`` took 1,717 calls (27 s), 203 with the
-    symmetric root (4 s); the isotropic logistic ``K = M = 2`` to ``alpha = 50``, 329 and
-    221. The price: the nodes' coordinates mix every principal direction, and the QMC
-    replicates' stated error grew 2.5-7 fold there (field ``1.5e-4`` to ``3.8e-4``,
-    ``0.21`` to ``1.47``; QMC is never certified). A Cholesky factor keeps the error
-    (``1.8e-4``) but is continuous only where ``C`` is definite: on the structured field's
-    singular ``C`` it switched to the fallback from call to call (18,041 calls, 129 s)."""
+    """``L (rows, d, d)`` with ``L L^T = C`` (symmetric PSD ``C``; negative eigenvalues clipped)."""
     values, vectors = np.linalg.eigh(c)
-    return (vectors * np.sqrt(np.maximum(values, 0.0))[:, None, :]) @ np.swapaxes(vectors, -1,
-                                                                                  -2)
+    return vectors * np.sqrt(np.maximum(values, 0.0))[:, None, :]
 
 
 def hermite_expectation(functions, c, order=None):

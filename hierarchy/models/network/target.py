@@ -128,19 +128,17 @@ def committee(expr, M):
 
 
 def check_committee(h, values, text):
-    """Refuse a committee target ``sum_n c_n h(nu_n)`` (:func:`committee`) that the same
-    teacher written as ``activation = h`` and ``second_layer_values = c`` would be refused:
-    a polynomial ``h`` of degree above :data:`~.activations.ACTIVATION_DEGREE`, an ``h`` that
-    is not finite and integrable (:func:`.formulas.check_activation`); one line naming
-    ``model.teacher.target``."""
-    from hierarchy.models.network import formulas  # noqa: PLC0415 (sympy)
+    """Refuse a committee target ``sum_n c_n h(nu_n)`` (:func:`committee`) whose ``h`` a
+    teacher's activation could not be: a polynomial of degree above
+    :data:`~.activations.ACTIVATION_DEGREE`; one line naming ``model.teacher.target``. (The
+    numbers ``c`` are held by :func:`parse_target`, and ``h``'s growth by the checks of every
+    teacher, :func:`.formulas.check_network`, which then name the target too.)"""
     x = activations.X
     if h.is_polynomial(x) and sympy.Poly(h, x).degree() > activations.ACTIVATION_DEGREE:
         raise HierarchyError(f"{FIELD} = {text!r}: sum_n c_n h(nu_n) with h of polynomial "
                              f"degree {sympy.Poly(h, x).degree()} is too high (at most "
                              f"{activations.ACTIVATION_DEGREE}, as a teacher's activation)",
                              field=FIELD)
-    formulas.check_activation(h, FIELD)
 
 
 def monomials(expr, M):
