@@ -615,3 +615,16 @@ def test_a_solve_whose_matrices_cannot_fit_names_the_blocks_and_the_explicit_met
     net = make_net(tables["model"]["inputs"])
     for method in ("BDF", "Radau", "DOP853"):
         resources.check_solve_matrices({"solve": {"method": method}}, net)
+
+
+def test_a_sample_matrix_too_big_to_read_is_one_line_before_it_is_read(tmp_path,
+                                                                        monkeypatch):
+    """The file's size (from its header) is checked against the memory budget before its
+    data are read: a sample matrix of many rows was read whole, then ran out of memory."""
+    from hierarchy.models.network import inputs
+    samples = np.random.default_rng(2).standard_normal((200, 4))
+    np.save(tmp_path / "x.npy", samples)
+    monkeypatch.setattr(inputs, "memory_budget_bytes", lambda: 8 * 3 * 200 * 4 - 1)
+    with pytest.raises(HierarchyError) as error:
+        make_net({"covariance": "file", "path": str(tmp_path / "x.npy"), "blocks": "all"})
+    assert error.value.field == "model.inputs.path" and "200 x 4" in str(error.value)

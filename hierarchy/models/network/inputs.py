@@ -36,6 +36,7 @@ import numpy as np
 
 from hierarchy.config import fields
 from hierarchy.core.errors import HierarchyError
+from hierarchy.core.resources import format_gib, memory_budget_bytes
 from hierarchy.models.network.laws import Component
 
 COVARIANCES = ("identity", "spectrum", "power-law", "file")
@@ -310,6 +311,10 @@ def _power_law(table):
     return rho / float(f @ rho), f
 
 
+#: copies of a covariance file's array while it is read (the array, scaled, centred)
+FILE_COPIES = 3
+
+
 def _file(table):
     field = "model.inputs.path"
     path = fields.string(table, "model.inputs", "path")
@@ -337,6 +342,12 @@ def _file(table):
     if rows < N:
         raise HierarchyError(f"{field}: a sample matrix needs more rows (samples) than columns "
                              f"(dimensions); got {rows} x {N}", field=field)
+    need = FILE_COPIES * 8 * rows * N
+    if need > memory_budget_bytes():
+        raise HierarchyError(f"{field}: {path!r} holds {rows} x {N} numbers, which need about "
+                             f"{format_gib(need)} to read, more than the "
+                             f"{format_gib(memory_budget_bytes())} available; give fewer "
+                             "samples or their covariance (an N x N file)", field=field)
     data = np.array(header, dtype=float)
     del header
     if not np.all(np.isfinite(data)):
