@@ -21,6 +21,7 @@ import contextlib
 import copy
 import pathlib
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import check_out_dir, read_result
 from hierarchy.core.progress import Progress
 from hierarchy.core.trajectory import Status, Trajectory
+from hierarchy.sgd.ensemble import resume_line
 
 
 class Model:
@@ -110,6 +112,7 @@ class Model:
             columns (``sol.eg`` for ``network``); ``info["summary"]`` the printed summary;
             ``status`` not COMPLETE when the solve stopped early (a blow-up).
         """
+        check_switches(overwrite=overwrite)
         config = self._merged(solve=solve)
         with _folder(out) as folder:
             summary = actions.solve(config, folder, _reporter(progress), overwrite=overwrite,
@@ -134,10 +137,14 @@ class Model:
             ``eg_runs``) as columns; ``info["summary"]`` and ``info["table"]`` (what
             ``hierarchy sgd`` prints).
         """
+        check_switches(resume=resume, overwrite=overwrite)
         config = self._merged(sgd=sgd)
         with _folder(out) as folder:
             summary, table = actions.sgd(config, folder, resume=resume, overwrite=overwrite,
                                          progress=_reporter(progress), spelling="api")
+            if resume and not progress and isinstance(summary, dict) \
+                    and not summary.get("resumed_from_step"):  # said on stderr with progress
+                warnings.warn(resume_line(summary), UserWarning, stacklevel=2)
             trajectory = _trajectory(folder, config, summary)
             trajectory.info["table"] = table
             return trajectory
@@ -193,6 +200,14 @@ def check_visit_arguments(family, trajectory, points, near):
     if isinstance(near, bool) or not isinstance(near, (int, float)) or not near > 0 \
             or not np.isfinite(near):
         raise HierarchyError(f"near must be a positive number, got {near!r}", field="near")
+
+
+def check_switches(**switches):
+    """Refuse a switch (``resume``, ``overwrite``) that is not True or False: ``"no"`` would
+    be taken for True."""
+    for name, value in switches.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise HierarchyError(f"{name} must be True or False, got {value!r}", field=name)
 
 
 def plain(value):

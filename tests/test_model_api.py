@@ -144,6 +144,17 @@ def test_visits_refuses_what_is_no_trajectory_no_points_or_no_distance(tmp_path)
         assert error.value.field == field
 
 
+def test_resume_is_a_switch_and_a_resume_without_a_checkpoint_says_so(tmp_path):
+    model = hierarchy.Model(SMALL_NETWORK)
+    for call in (lambda: model.sgd(out=tmp_path / "a", resume="no"),
+                 lambda: model.solve(out=tmp_path / "b", overwrite=1)):
+        with pytest.raises(HierarchyError) as error:
+            call()
+        assert error.value.field in ("resume", "overwrite")
+    with pytest.warns(UserWarning, match="no checkpoint to continue; ran from step 0"):
+        model.sgd(out=tmp_path / "c", resume=True, runs=2)
+
+
 FAMILY_SOLVES = {
     "attention": {"hierarchy": {"degree": 4},
                   "solve": {"t_final": 0.01, "points": 3, "extrapolate": False,
