@@ -85,6 +85,8 @@ def test_sgd_returns_the_runs_their_mean_and_eg(tmp_path):
     assert np.allclose(runs.eg, runs.eg_runs.mean(axis=1))
     assert "eg" in runs.info["table"] and (tmp_path / "sgd.png").exists()
     assert stored["config"]["sgd"]["seed"] == 2
+    titles = [ax.get_title() for ax in runs.plot().axes if ax.get_visible()]
+    assert "eg" in titles and not {"alive", "steps", "paired_count"} & set(titles)
 
 
 def test_as_many_runs_as_times_keep_their_axes(tmp_path):

@@ -154,7 +154,9 @@ class Trajectory:
 
     def plot(self, labels=None, path=None, title=""):
         """A figure of the statistics by group against time, and a panel per one-dimensional
-        column (``eg``); ``labels`` picks some statistics; ``path`` also saves it (PNG).
+        column of real numbers (``eg``; an ensemble's counts, ``alive``, ``steps``, are
+        integers and left out); ``labels`` picks some statistics; ``path`` also saves it
+        (PNG).
 
         Returns
         -------
@@ -166,7 +168,8 @@ class Trajectory:
         values = np.column_stack([self[label] for label in labels]) if labels else \
             np.empty((len(self.t), 0))
         panels = [(name, {name: values_}) for name, values_ in self.columns.items()
-                  if np.ndim(values_) == 1]
+                  if np.ndim(values_) == 1 and np.issubdtype(np.asarray(values_).dtype,
+                                                             np.floating)]
         fig = make_statistics_figure(self.t, values, labels, title or self.message,
                                      math_label=self.info.get("math_label", str),
                                      time_label=self.info.get("time_label", "t"),
