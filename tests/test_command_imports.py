@@ -83,8 +83,9 @@ def test_network_solve_imports_no_attention_dask_or_pyplot(tmp_path):
     no gmm family, no Dask; the whole solve (figure included): still none, and matplotlib
     only through its Agg canvas (no pyplot). A second solve of the same network reads its
     derivation from the cache and runs no sympy at all (sympy is a lazy module that never
-    ran), and finds its compiled kernel without rendering its template (no jinja2; ``tests/test_network_warm_path.py`` holds the control that the probe sees sympy
-    when it runs)."""
+    ran), and finds its compiled kernel without rendering its template (no jinja2;
+    ``tests/test_network_warm_path.py`` holds the control that the probe sees sympy when
+    it runs)."""
     config = tmp_path / "network.toml"
     config.write_text(NETWORK_TOML)
     solve_probe(config, tmp_path / "first")

@@ -19,8 +19,9 @@ provides ``paired_odes(config, labels, starts, times)`` (and optionally
 - :func:`compare_runs`: the whole comparison of ``hierarchy sgd``: ``ode_paired`` (runs x
   times x statistics, permuted with its run: the same permutation as the run's SGD, so that
   the pair stays a pair), ``ode_mean_start`` (the ODE from the mean of the matched runs'
-  starts: the mean it is compared with starts there), the paired differences and, per statistic, ``max_t`` of the paired
-  difference (with its standard error at that time) beside the unpaired
+  starts: the mean it is compared with starts there), the paired differences and, per
+  statistic, ``max_t`` of the paired difference (with its standard error at that time)
+  beside the unpaired
   ``max_t |mean SGD - ODE from the mean start|``;
 and :func:`hierarchy.core.summary_table.comparison_table` prints it.
 """

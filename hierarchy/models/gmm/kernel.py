@@ -2,11 +2,12 @@
 
 The template is rendered with the mixture's width, signal count and clusters as literals and
 compiled through :mod:`hierarchy.jit.cache` (one module per ``(kind, width)``; the cache key
-is the rendered source, found again without rendering through the cache's index). Its ``field`` evaluates ``-f + g`` of :mod:`~hierarchy.models.gmm.
-field` at one state over the same fixed QMC points (:func:`~hierarchy.models.gmm.quadrature.
-normal_points`) in one pass: the noise part of the pre-activations once per antithetic pair
-``(z, -z)`` (negation is exact), then the clusters' sums of ``proj 1 e``, ``1 e xi`` and
-``1 e 1 e``. The symmetric square root of
+is the rendered source, found again without rendering through the cache's index). Its
+``field`` evaluates ``-f + g`` of :mod:`~hierarchy.models.gmm.field` at one state over the
+same fixed QMC points (:func:`~hierarchy.models.gmm.quadrature.normal_points`) in one pass:
+the noise part of the pre-activations once per antithetic pair ``(z, -z)`` (negation is
+exact), then the clusters' sums of ``proj 1 e``, ``1 e xi`` and ``1 e 1 e``. The symmetric
+square root of
 ``R_perp`` is the numpy one (:func:`~hierarchy.models.gmm.functionals.sqrt_psd`), so the two
 engines integrate the same points with the same rotation and agree to rounding.
 
