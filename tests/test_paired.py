@@ -273,3 +273,12 @@ runs = 4
     assert np.ptp(data["u_runs"][:, 0, 0]) > 1e-3          # the Gaussian start: own starts
     assert not summary["matching"]["matched"] and "u_runs_unmatched" not in data
     assert set(summary["comparison"]["statistics"]) == set(data["labels"])
+
+
+def test_the_worst_of_each_group_keeps_the_columns_aligned():
+    statistics = {f"Q{i}.{j}@{b}": {"paired": 0.01 * i, "paired_se": 0.001, "unpaired": 0.02}
+                  for i in (1, 2) for j in (1, 2) for b in range(1, 8)}
+    lines = comparison_table({"statistics": statistics, "paired_runs": 2, "runs": 2}).splitlines()
+    rows = [line for line in lines[2:] if "±" in line]
+    assert len(rows) == 2 and all("(worst of its group)" in row for row in rows)
+    assert len({len(line) for line in [lines[1], *rows]}) == 1  # every column right-aligned

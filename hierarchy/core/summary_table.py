@@ -123,11 +123,13 @@ def comparison_table(comparison, matching=None, limit=FULL_LIMIT):
     rows = list(statistics) if len(statistics) <= limit else [
         max(members, key=lambda m: _or(statistics[m]["paired"]))
         for members in groups(list(statistics)).values()]
-    width = max([len(label) for label in rows] + [9])
+    names = {label: label if len(statistics) <= limit else f"{label} (worst of its group)"
+             for label in rows}
+    width = max([len(name) for name in names.values()] + [9])
     head.append(f"  {'statistic':<{width}}  {'paired':>11} {'± se':>10}  {'unpaired':>11}")
     for label in rows:
         entry = statistics[label]
-        name = label if len(statistics) <= limit else f"{label} (worst of its group)"
+        name = names[label]
         head.append(f"  {name:<{width}}  {_text(entry['paired']):>11} "
                     f"{'± ' + _text(entry['paired_se']):>10}  {_text(entry['unpaired']):>11}")
     if matching and matching.get("matched"):
