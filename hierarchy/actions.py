@@ -12,10 +12,12 @@ figures and errors either way; the CLI adds only the printing and the exit statu
 - :func:`equations`: the family's derived equations (``show --config``).
 """
 
+import pathlib
+
 from hierarchy.core import registry, run_report
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.fixed_point_report import write_points
-from hierarchy.core.io import interrupted_run
+from hierarchy.core.io import holds_study, interrupted_run
 from hierarchy.core.summary_table import settings_title
 
 
@@ -42,15 +44,27 @@ def check_folder(out_dir, command, *, resume=False, overwrite=False, spelling="c
     ------
     HierarchyError
         ``out_dir`` holds an interrupted run (:func:`hierarchy.core.io.interrupted_run`),
-        naming the way to resume it (the same command) and to overwrite it. A study's own
-        folder is left to the study, which refuses it itself.
+        naming the way to resume it (the same command) and to overwrite it; or, for another
+        command than ``study``, a study (finished or not: :func:`hierarchy.core.io.holds_study`),
+        whose files the command would leave beside its own (``overwrite`` deletes them first,
+        :func:`hierarchy.study.store.clear_study`). A study's own folder is left to the
+        study, which refuses it itself.
     """
+    words = SPELLINGS[spelling]
+    if command != "study" and not resume and holds_study(out_dir):
+        if overwrite:
+            from hierarchy.study.store import clear_study  # noqa: PLC0415  (a study's folder only)
+            clear_study(pathlib.Path(out_dir))
+            return
+        raise HierarchyError(f"{words['out']} {out_dir} holds a `hierarchy study` (its job files "
+                             f"and report, which this command would leave beside its own); "
+                             f"replace it with {words['overwrite']}, or choose another "
+                             f"{words['out']}", field=words["out"])
     if resume or overwrite:
         return
     holder = interrupted_run(out_dir)
     if holder is None or (command == "study" and holder == "study"):
         return
-    words = SPELLINGS[spelling]
     how = (f"continue it with {words['resume'].format(command=command)}, "
            if holder == command else "")
     raise HierarchyError(f"{words['out']} {out_dir} holds an interrupted `hierarchy {holder}` "

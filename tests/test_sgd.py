@@ -229,3 +229,22 @@ def test_interrupted_sgd_says_so_once(tmp_path, capsys, monkeypatch):
     assert code == 130
     assert len(err.strip().splitlines()) == 1 and f"partial results kept in {out}" in err, err
     assert read_result(out)["complete"] is False
+
+
+def test_the_progress_line_ends_at_every_step_done(monkeypatch):
+    """The last status of a finished run reads 100 % and its step count, not one step short
+    of a total counting the last recording as a step (``99.9% 1500/1501``)."""
+    import io
+
+    from hierarchy.sgd import simulate as simulate_module
+    monkeypatch.setattr(simulate_module, "PROGRESS_DELAY_S", 0.0)
+    problem = _problem("tied", L=1, d=20, batch=4)
+    mats = _matrices("tied", 20, np.random.default_rng(3))
+    stream = io.StringIO()
+    traj = simulate(problem, mats, seed=2, times=np.linspace(0.0, 12 * problem.step_time, 4),
+                    words=build_field("tied", 2, (1,), 2).words,
+                    progress=Progress(stream, interval=0.0))
+    steps = int(traj.steps[-1])
+    assert steps == 12
+    last = stream.getvalue().strip().splitlines()[-1]
+    assert f"100.0% {steps}/{steps} steps" in last

@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -165,18 +166,38 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def timed(command, repeat, **environment):
-    """Best wall-clock and best CPU seconds of ``repeat`` runs of ``command`` (the CPU of the
-    processes it waits for included: the figure process)."""
-    best, best_cpu = float("inf"), float("inf")
+def run_once(command, **environment):
+    """Wall-clock and CPU seconds of one run of ``command`` (the CPU of the processes it waits
+    for included: the figure process)."""
+    cpu = children_cpu()
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, env={**os.environ, **environment})
+    return time.perf_counter() - start, children_cpu() - cpu
+
+
+def timed_rounds(commands, repeat):
+    """``repeat`` rounds, each running every command of ``commands`` (name -> ``(command,
+    environment)``) once, one after the other: ``{name: [(wall, cpu) per round]}``.
+
+    Interleaved, a drift of the machine's load in the course of the bench touches the
+    baseline and the command alike, so the ratio of one round's pair is steadier than the
+    ratio of two bests taken minutes apart."""
+    times = {name: [] for name in commands}
     for _ in range(repeat):
-        cpu = children_cpu()
-        start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True,
-                       env={**os.environ, **environment})
-        best = min(best, time.perf_counter() - start)
-        best_cpu = min(best_cpu, children_cpu() - cpu)
-    return best, best_cpu
+        for name, (command, environment) in commands.items():
+            times[name].append(run_once(command, **environment))
+    return times
+
+
+def best(rounds):
+    """Best wall-clock and best CPU seconds of a command's rounds."""
+    return min(wall for wall, _ in rounds), min(cpu for _, cpu in rounds)
+
+
+def paired_ratios(rounds, baseline):
+    """The ratio of each round's wall-clock time to the baseline's in the same round,
+    sorted."""
+    return sorted(wall / base for (wall, _), (base, _) in zip(rounds, baseline))
 
 
 def best_parts(python, config, out, repeat, table):
@@ -193,9 +214,10 @@ def best_parts(python, config, out, repeat, table):
     return best
 
 
-def print_command(config, bare, command, in_process):
+def print_command(config, times):
     """Items 1 and 2: the baseline, the command, and the command drawing its own figure."""
-    (bare, bare_cpu), (command, command_cpu), (alone, alone_cpu) = bare, command, in_process
+    (bare, bare_cpu), (command, command_cpu), (alone, alone_cpu) = (
+        best(times[name]) for name in ("bare", "command", "in process"))
     print(f"bare python -c 'import numpy, scipy.integrate': {bare:.2f} s "
           f"(CPU {bare_cpu:.2f} s)")
     target = " (target <= 2)" if Path(config).resolve() == DEFAULT_CONFIG.resolve() else ""
@@ -205,6 +227,11 @@ def print_command(config, bare, command, in_process):
     print(f"  the figure drawn in the command's own process (HIERARCHY_FIGURE_PROCESS=0): "
           f"{alone:.2f} s, ratio {alone / bare:.2f}; CPU {alone_cpu:.2f} s, ratio "
           f"{alone_cpu / bare_cpu:.2f}")
+    for name, what in (("command", "the command"), ("in process", "the figure in its process")):
+        ratios = paired_ratios(times[name], times["bare"])
+        print(f"  {what} / the baseline run just before it, round by round: median "
+              f"{statistics.median(ratios):.2f}, range {ratios[0]:.2f}-{ratios[-1]:.2f} "
+              f"({len(ratios)} rounds)")
 
 
 def load():
@@ -225,12 +252,13 @@ def main():
         solve = [python, "-m", "hierarchy", "solve", args.config, "--out", out, "--quiet"]
         subprocess.run(solve, capture_output=True)  # warm the kernel cache
         print(load())
-        bare = timed([python, "-c", "import numpy, scipy.integrate"], args.repeat)
-        command = timed(solve, args.repeat)
-        in_process = timed(solve, args.repeat, HIERARCHY_FIGURE_PROCESS="0")
+        times = timed_rounds({"bare": ([python, "-c", "import numpy, scipy.integrate"], {}),
+                              "command": (solve, {}),
+                              "in process": (solve, {"HIERARCHY_FIGURE_PROCESS": "0"})},
+                             args.repeat)
         if args.command_only:
             print(load())
-            print_command(args.config, bare, command, in_process)
+            print_command(args.config, times)
             return
         parts = best_parts(python, args.config, out, args.repeat, "warm")
         cold = best_parts(python, args.config, out, args.repeat, "cold table")
@@ -239,7 +267,7 @@ def main():
                                  check=True, capture_output=True, text=True)
         figures = json.loads(redrawn.stdout.strip().splitlines()[-1])
         print(load())
-    print_command(args.config, bare, command, in_process)
+    print_command(args.config, times)
     imported = {"warm": parts.pop("sympy imported"), "cold": cold.pop("sympy imported")}
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
     print(f"sympy imported: {'yes' if imported['warm'] else 'no'} with the derivation cache "

@@ -838,6 +838,12 @@ MUTATIONS = (
              ["tests/test_cache.py::test_a_template_key_covers_every_template_the_context_"
               "and_the_toolchain"],
              "a template's module key ignores the templates it includes"),
+    mutation("study-hash-drops-the-batch", "hierarchy/study/dimensions.py",
+             'SGD_KEYS_OF_NO_JOB = ("runs", "seed", "paired_runs")',
+             'SGD_KEYS_OF_NO_JOB = ("runs", "seed", "paired_runs", "batch")',
+             ["tests/test_dimension_job_hash.py"],
+             "a dimension study's job hash ignores sgd.batch: --resume after a SIGKILL "
+             "reuses a batch-1 ensemble for a mini-batch config"),
 )
 
 

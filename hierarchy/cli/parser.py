@@ -190,8 +190,9 @@ def _add_out(sub):
 
 def _add_overwrite(sub):
     sub.add_argument("--overwrite", action="store_true",
-                     help="replace an interrupted run's checkpoint in --out (without it, such "
-                     "a folder is refused: continue it with --resume)")
+                     help="replace an interrupted run's checkpoint in --out, or a study there "
+                     "(its files deleted first); without it, such a folder is refused "
+                     "(continue an interrupted run with --resume)")
 
 
 def _add_resume(sub):

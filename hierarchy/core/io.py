@@ -630,6 +630,20 @@ def interrupted_run(out_dir, name="result"):
     return None
 
 
+def holds_study(out_dir):
+    """Whether ``out_dir`` holds a ``hierarchy study``: its ``result.json`` says so, or
+    finished job files are there (``jobs/*.npz``, a study killed before its first report)."""
+    out = pathlib.Path(out_dir)
+    jobs = out / "jobs"
+    if jobs.is_dir() and any(jobs.glob("*.npz")):
+        return True
+    try:
+        record = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("command") == "study"
+
+
 def first_difference(a, b, ignore=frozenset(), prefix=""):
     """Dotted path of the first key where two nested configs differ (None if equal)."""
     if isinstance(a, dict) and isinstance(b, dict):

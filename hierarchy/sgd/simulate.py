@@ -232,7 +232,8 @@ class SgdRun:
     def loop(self, progress, title, on_checkpoint, checkpoint_every):
         """Step until every row is recorded, the run diverges or it is interrupted."""
         first, start, last_checkpoint = self.n, time.monotonic(), time.monotonic()
-        total = self.n_final + 1 - first
+        total = max(self.n_final - first, 1)  # the steps; the last row is recorded after them
+        shown = False
         rewind = None
         chooser = self.chooser
         blas = chooser.holding() if chooser is not None else blas_threads(self.step_threads)
@@ -248,11 +249,14 @@ class SgdRun:
                         rewind = self.rng.bit_generator.state
                         self.iterate()
                         rewind = None
-                    if self.row == len(self.steps) or self.diverged is not None:
-                        break
                     elapsed = time.monotonic() - start
+                    if self.row == len(self.steps) or self.diverged is not None:
+                        if shown and self.diverged is None:  # the line ends at 100 %
+                            progress.update(progress_text(title, total, total, elapsed))
+                        break
                     if progress.enabled and elapsed >= PROGRESS_DELAY_S:
                         progress.update(progress_text(title, self.n - first, total, elapsed))
+                        shown = True
                     if on_checkpoint is not None and time.monotonic() - last_checkpoint > checkpoint_every:
                         on_checkpoint(self.snapshot())
                         last_checkpoint = time.monotonic()

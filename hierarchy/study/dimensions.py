@@ -42,6 +42,9 @@ from hierarchy.sgd.paired import match_runs, paired_difference
 from hierarchy.study.dimension_report import write_dimension_study
 from hierarchy.study.jobs import DIMENSION, ODE, Job, study_times
 
+#: keys of ``[sgd]`` that are ``hierarchy sgd``'s own and decide no study job (the study's
+#: runs and seed are ``study.runs`` and ``study.seed``; it compares its own paired runs)
+SGD_KEYS_OF_NO_JOB = ("runs", "seed", "paired_runs")
 
 def ode_columns(trajectory, labels, times):
     """``(T, k)`` of ``labels`` from an ODE trajectory (NaN past where it stopped), and status."""
@@ -128,16 +131,26 @@ class DimensionStudy:
         return [Job(DIMENSION, dimension=int(n)) for n in dimensions] + [Job(ODE)]
 
     def job_inputs(self, config, job, labels):
-        """What decides ``job`` (its hash): the model, the start, the step, the output times,
-        the statistics; the ODE adds ``solve`` ``method``, ``rtol``, ``atol``, an SGD job its
-        dimension, ``study.runs`` and ``study.seed``. ``[sgd]`` ``dimension``, ``runs``,
-        ``seed`` (those of ``hierarchy sgd``) and the study's scheduler decide no job."""
+        """What decides ``job`` (its hash): the model, the start, every key of ``[sgd]`` but
+        :data:`SGD_KEYS_OF_NO_JOB`, the output times and the statistics; the ODE, and an SGD
+        job with paired ODEs, add every other key of ``[solve]`` (``method``, ``rtol``,
+        ``atol``, the network's ``field``); an SGD job adds its dimension, ``study.runs`` and
+        ``study.seed``. ``[sgd]`` ``runs``, ``seed`` and ``paired_runs`` (those of
+        ``hierarchy sgd``) and the study's scheduler decide no job.
+
+        ``[sgd]`` is taken whole, not key by key: a key a family adds (the network's
+        ``batch``, ``constraint``, ``step_second_layer``, and ``dimension``, at which a drawn
+        teacher is drawn) then decides the jobs without anyone listing it here; a key that
+        decides none only costs a recomputation after it changed."""
         solve, study = config["solve"], config["study"]
         inputs = {"model": config["model"], "init": config["init"],
-                  "step": float(config["sgd"]["step"]), "t_final": float(solve["t_final"]),
-                  "points": int(solve["points"]), "observables": list(labels), "job": job.key}
+                  "sgd": {name: value for name, value in config["sgd"].items()
+                          if name not in SGD_KEYS_OF_NO_JOB},
+                  "t_final": float(solve["t_final"]), "points": int(solve["points"]),
+                  "observables": list(labels), "job": job.key}
         if job.kind == ODE or self.paired_references(config) is not None:
-            inputs["solve"] = {name: solve.get(name) for name in ("method", "rtol", "atol")}
+            inputs["solve"] = {name: value for name, value in solve.items()
+                               if name not in ("t_final", "points")}
         paired = job.kind != ODE and self.paired_references(config) is not None
         if paired:
             inputs["paired"] = "abs-matched"  # the paired |SGD_r - ODE_r|, runs matched
