@@ -445,3 +445,22 @@ def test_cross_entropy_is_refused_for_teacher_data_and_non_class_labels():
         config(model={"data": "mixture", "loss": "cross-entropy", "student": {"width": 2},
                       "mixture": {"labels": [1.0, -1.0]}})
     assert error.value.field == "model.mixture.labels"
+
+
+def test_cross_entropy_needs_two_outputs():
+    """Over one output the softmax cross-entropy is identically 0: only the ridge would act."""
+    with pytest.raises(HierarchyError, match="at least 2") as error:
+        config(model={"data": "mixture", "loss": "cross-entropy", "student": {"width": 1},
+                      "mixture": {"labels": [1.0, 1.0]}})
+    assert error.value.field == "model.student.width"
+
+
+@pytest.mark.parametrize("labels", [[1.0, 0.0], [0.3, -1.0], [2.0, -2.0]])
+def test_logistic_labels_are_signs(labels):
+    """The seed's binary labels ``1, 0`` written for the logistic loss: the cluster labelled 0
+    would have the constant loss ``log 2`` and never train."""
+    with pytest.raises(HierarchyError, match=r"\+1 or -1") as error:
+        config(model={"data": "mixture", "loss": "logistic", "mixture": {"labels": labels}})
+    assert error.value.field == "model.mixture.labels" and "\n" not in str(error.value)
+    config(model={"data": "mixture", "loss": "logistic", "mixture": {"labels": [-1.0, 1.0]}})
+    config(model={"data": "mixture", "loss": "mse", "mixture": {"labels": labels}})

@@ -844,6 +844,15 @@ MUTATIONS = (
              ["tests/test_dimension_job_hash.py"],
              "a dimension study's job hash ignores sgd.batch: --resume after a SIGKILL "
              "reuses a batch-1 ensemble for a mini-batch config"),
+    mutation("matching-relabels-class-outputs", "hierarchy/models/network/matching.py",
+             "    if net.K < 2 or net.loss_name in VECTOR_LOSSES:", "    if net.K < 2:",
+             ["tests/test_paired.py::test_the_units_of_a_class_loss_are_never_relabelled"],
+             "the units of a cross-entropy network (one output per class) are relabelled by "
+             "|R| before the mean over runs"),
+    mutation("logistic-takes-any-label", "hierarchy/models/network/mixture.py",
+             'SIGN_LOSSES = ("logistic",)', "SIGN_LOSSES = ()",
+             ["tests/test_network_presets.py::test_logistic_labels_are_signs"],
+             "the logistic loss accepts the labels 1, 0 (a cluster that never trains)"),
 )
 
 

@@ -18,7 +18,9 @@ therefore relabelled:
   statistics (``Q1.2@3``) are permuted alike.
 
 Only networks whose units are interchangeable are matched (``K >= 2``, and a fixed second
-layer with equal weights, or a trained one). Before the units specialise (on a plateau,
+layer with equal weights, or a trained one, under a loss of the sum ``yhat``). Under the
+``cross-entropy`` loss unit ``k`` is the output of class ``k``: relabelling the units would
+relabel the classes, a different network, so its runs are never matched. Before the units specialise (on a plateau,
 where ``R`` is nearly symmetric) each run's permutation is decided by its own
 ``O(N^{-1/2})`` fluctuations and the matched mean is biased by that much: the matching says
 which unit learnt which teacher, so it means something once they have learnt.
@@ -27,11 +29,15 @@ which unit learnt which teacher, so it means something once they have learnt.
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from hierarchy.models.network.activations import VECTOR_LOSSES
+
 
 def interchangeable(net):
     """Whether ``net``'s student units can be relabelled (``K >= 2``; a trained second layer,
-    or fixed second-layer weights that are all equal)."""
-    if net.K < 2:
+    or fixed second-layer weights that are all equal; a loss of the sum ``yhat``, not a vector
+    loss: under ``cross-entropy`` unit ``k`` is the output of class ``k``, and relabelling
+    units would change the network)."""
+    if net.K < 2 or net.loss_name in VECTOR_LOSSES:
         return False
     return bool(net.trained_second_layer or len(set(map(float, net.second_layer))) == 1)
 

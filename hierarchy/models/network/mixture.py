@@ -55,6 +55,8 @@ MAX_VALUE = 1e3
 WEIGHT_TOL = 1e-9
 #: losses whose labels are class indices ``1..K`` (one output per student unit)
 CLASS_LOSSES = ("cross-entropy",)
+#: losses of the margin ``y yhat``, whose labels are signs ``+-1``
+SIGN_LOSSES = ("logistic",)
 
 KEY_HELP = {
     "model.mixture.means": ("Cluster means as coordinates in the S orthonormal signal "
@@ -64,7 +66,8 @@ KEY_HELP = {
     "model.mixture.weights": ("Cluster probabilities p_c.",
                               "[] (uniform), or C positive numbers summing to 1"),
     "model.mixture.labels": ("The label y_c of each cluster (class indices 1..K for the "
-                             "cross-entropy loss).", "list of C finite numbers"),
+                             "cross-entropy loss, +1 or -1 for the logistic loss).",
+                             "list of C finite numbers"),
     "model.mixture.snr": ("Signal-to-noise ratio lambda: the noise is N(0, I/lambda); "
                           "`\"inf\"` is the noiseless limit (the data are the means).",
                           f'number >= {SNR_MIN:g}, or "inf"'),
@@ -225,11 +228,21 @@ def _check_against_model(mixture, config):
     model, sgd = config.get("model", {}), config.get("sgd", {})
     if model.get("loss") in CLASS_LOSSES:
         width = model.get("student", {}).get("width")
+        if isinstance(width, int) and width < 2:
+            raise HierarchyError(f"model.student.width must be at least 2 for the "
+                                 f"{model['loss']} loss (one output per class: over one "
+                                 f"output the loss is identically 0); got {width}",
+                                 field="model.student.width")
         if not all(y.is_integer() and 1 <= y <= (width or 0) for y in mixture.labels):
             raise HierarchyError(f"model.mixture.labels must be class indices 1..{width} "
                                  f"(model.student.width) for the {model['loss']} loss; got "
                                  f"{fields.show(list(mixture.labels))}",
                                  field="model.mixture.labels")
+    if model.get("loss") in SIGN_LOSSES and not all(abs(y) == 1 for y in mixture.labels):
+        raise HierarchyError(f"model.mixture.labels must be +1 or -1 for the {model['loss']} "
+                             f"loss (a label 0 makes a cluster's loss constant: it would not "
+                             f"train); got {fields.show(list(mixture.labels))}",
+                             field="model.mixture.labels")
     second = sgd.get("step_second_layer", "step")
     if mixture.convention == "seed" and second != "step" and second != sgd.get("step"):
         raise HierarchyError('sgd.step_second_layer must be "step" with model.mixture.'
