@@ -174,7 +174,7 @@ def test_stable_points_carry_their_diffusive_limit(tmp_path):
     u = np.array([point["u"][label] for label in net.labels])
     sigma, sigma_error = np.array(limit["sigma"]), np.array(limit["sigma_error"])
     p = np.array(limit["stationary_covariance"])
-    drift = fp.jacobian(fp.field_function(system), u)
+    drift = fp.jacobian(fp.field_function(system), u, point["jacobian_step"])
     assert np.max(np.abs(drift @ p + p @ drift.T + sigma)) < 1e-12 * np.max(np.abs(sigma))
     assert np.max(sigma_error) < 1e-3 * np.max(np.abs(sigma))
     assert np.max(np.diag(p)) > 0 and "largest stationary N Var" in point["note"]
@@ -221,3 +221,75 @@ def test_file_stationary_covariance_is_that_of_settled_sgd(tmp_path):
         error, point["diffusion"]["stationary_covariance_error"])
     assert np.all(np.abs(sampled - p) <= bound), np.abs(sampled - p) / bound
     assert np.all(np.abs(sampled - 2 * p) > bound)
+
+
+def test_the_jacobian_step_suits_the_fields_noise():
+    """A field exact to rounding gets a Jacobian within 1e-9; one with a quadrature error
+    ``delta`` (here 1e-10, the engine's target at atol = 1e-8, as a deterministic ripple far
+    finer than any step: to the difference quotients it is noise) a larger step than the
+    default; in both the stated error, times its documented factor, covers the true error
+    of the Jacobian returned."""
+    from hierarchy.models.network import linearisation
+    rng = np.random.default_rng(0)
+    a, mixing = rng.standard_normal((6, 6)), rng.standard_normal((6, 6))
+    u0 = rng.standard_normal(6)
+    exact = lambda u: a @ u + 0.1 * np.sin(u)  # noqa: E731
+    truth = a + 0.1 * np.diag(np.cos(u0))
+    factor = linearisation.ESTIMATE_FACTOR
+    jac, error, step = linearisation.best_jacobian(exact, u0)
+    assert np.linalg.norm(jac - truth, 2) <= factor * error < 1e-9
+    noisy = lambda u: exact(u) + 1e-10 * np.sin(1e13 * (mixing @ u))  # noqa: E731
+    jac, error, step = linearisation.best_jacobian(noisy, u0)
+    assert step > linearisation.H
+    assert np.linalg.norm(jac - truth, 2) <= factor * error
+    assert error < 0.1 * np.linalg.norm(linearisation.jacobian(noisy, u0) - truth, 2)
+
+
+#: a ridge-regularised 3-class cross-entropy mixture (strictly convex: every eigenvalue at
+#: its fixed point is at most -ridge = -0.01), on the adaptive engine
+CROSS_ENTROPY = """
+[model]
+family = "network"
+data = "mixture"
+loss = "cross-entropy"
+ridge = 0.01
+[model.student]
+width = 3
+activation = "linear"
+second_layer = "fixed"
+[model.mixture]
+means = [[1.0, 0.0], [0.0, 1.0], [-0.7, -0.7]]
+weights = [0.3, 0.3, 0.4]
+labels = [1.0, 2.0, 3.0]
+snr = 4.0
+convention = "seed"
+[init]
+source = "statistics"
+[init.statistics]
+"Q1.1" = 0.5
+"Q2.2" = 0.5
+"Q3.3" = 0.5
+"Q1.2" = 0.1
+"R1.1" = 0.2
+"R2.2" = 0.1
+"R3.1" = -0.1
+[solve]
+t_final = 2.0
+points = 5
+rtol = 1e-5
+atol = 1e-7
+"""
+
+
+def test_a_strictly_convex_class_loss_has_a_stable_point(tmp_path):
+    """At a step of 1e-6 the engine's quadrature error made the band 0.034, above the ridge's
+    decay rate 0.01, and the point was called neutral (with no diffusive limit)."""
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.registry import family
+    path = tmp_path / "classes.toml"
+    path.write_text(CROSS_ENTROPY)
+    (point,) = family("network").fixed_points(load_config(path))
+    assert point["kind"] == "end of the solve" and point["residual"] < fp.RESIDUAL
+    assert point["escape_eigenvalue"] == pytest.approx(-0.01, rel=1e-3)
+    assert point["neutral_band"] < 0.01 and point["jacobian_step"] > fp.H
+    assert point["stability"] == "stable" and "diffusion" in point

@@ -20,7 +20,7 @@ POINTS_FILE = "fixed_points.json"
 #: the figure of the points
 POINTS_PLOT = "fixed_points.png"
 #: what a family may say about a fixed point besides u, stable, eigenvalues
-POINT_KEYS = ("stability", "neutral_band", "multiplicity", "found", "searched", "residual", "note", "neurons",
+POINT_KEYS = ("stability", "neutral_band", "jacobian_step", "multiplicity", "found", "searched", "residual", "note", "neurons",
               "partitions", "classes", "class_sums", "symmetry_spread", "diffusion", "kind",
               "eg", "eg_error", "escape_eigenvalue")
 

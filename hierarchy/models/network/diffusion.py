@@ -42,7 +42,7 @@ from scipy.linalg import solve_continuous_lyapunov
 
 from hierarchy.models.network import quadrature
 from hierarchy.models.network.field import components, time_factor
-from hierarchy.models.network.linearisation import field_function, jacobian
+from hierarchy.models.network.linearisation import best_jacobian, field_function
 from hierarchy.models.network.gradients import SampleGradients
 from hierarchy.models.network.model import check_plain_sgd, second_layer_of
 
@@ -183,13 +183,13 @@ def ou_limit(system, u_star):
 
     ``du~ = J u~ dt + Sigma^{1/2} dB`` for ``u~ = sqrt(N)(u - u_*)`` (module docstring):
     ``J`` the central-difference Jacobian of ``system.rhs`` at ``u_*``
-    (:func:`~.linearisation.jacobian`), ``Sigma`` :func:`diffusion` at ``u_*``, and ``P`` the
+    (:func:`~.linearisation.best_jacobian`), ``Sigma`` :func:`diffusion` at ``u_*``, and ``P`` the
     stationary covariance of ``u~`` (``J P + P J^T + Sigma = 0``), or None when ``J`` has an
     eigenvalue with a non-negative real part (no stationary law). So ``N Cov(u)`` of SGD runs
     settled at a stable ``u_*`` tends to ``P``.
     """
     u_star = np.asarray(u_star, dtype=float)
-    drift = jacobian(field_function(system), u_star)
+    drift, _, _ = best_jacobian(field_function(system), u_star)
     sigma, _ = diffusion(system.net, u_star)
     stable = np.max(np.linalg.eigvals(drift).real) < 0
     return drift, sigma, stationary_covariance(drift, sigma) if stable else None

@@ -21,7 +21,10 @@ Three kinds of points (``kind`` of each result):
 - ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
   polished by Newton (scipy ``hybr``), when it is a root.
 
-The Jacobian is a central difference of the field (step :data:`~.linearisation.H`). Each
+The Jacobian is a central difference of the field, at the step of
+:data:`~.linearisation.STEPS` whose ``J_h - J_2h`` is smallest
+(:func:`~.linearisation.best_jacobian`: the smallest step suits a closed-form field, a larger
+one a field from the adaptive engine, whose quadrature error a small step amplifies). Each
 point gets a ``stability`` (:func:`stability_of`): ``"stable"`` when every eigenvalue has a
 real part below ``-band``, ``"unstable"`` when one is above ``+band``, and ``"neutral"`` when
 the largest real part is within ``band`` of zero: a zero eigenvalue (a conserved quantity, a line of fixed
@@ -44,7 +47,7 @@ import numpy as np
 from scipy.optimize import root
 
 from hierarchy.models.network.diffusion import diffusive_limit
-from hierarchy.models.network.linearisation import H, field_function, jacobian
+from hierarchy.models.network.linearisation import H, best_jacobian, field_function, jacobian
 from hierarchy.models.network.model import check_plain_sgd
 from hierarchy.models.network.relabelling import (
     UnitColumns,
@@ -146,8 +149,9 @@ def residual(function, u):
 
 def neutral_band(drift, error):
     """Half-width of the band of real parts that cannot be told from zero (module
-    docstring): ``NEUTRAL_FACTOR (e + sqrt(e |J|))``, at least :data:`TOL`."""
-    e = float(np.linalg.norm(error, 2))
+    docstring): ``NEUTRAL_FACTOR (e + sqrt(e |J|))``, at least :data:`TOL`; ``error`` is
+    ``e`` (a number) or the difference ``J_h - J_2h`` whose spectral norm it is."""
+    e = float(error) if np.ndim(error) == 0 else float(np.linalg.norm(error, 2))
     return max(TOL, NEUTRAL_FACTOR * (e + np.sqrt(e * float(np.linalg.norm(drift, 2)))))
 
 
@@ -163,8 +167,8 @@ def classify(net, system, function, u, kind):
     ``eigenvalues`` (ascending real part), ``kind``, ``eg``, ``residual``,
     ``escape_eigenvalue`` (the largest real part), ``neutral_band`` and a printed ``note``."""
     u = np.asarray(u, dtype=float)
-    drift = jacobian(function, u)
-    band = neutral_band(drift, drift - jacobian(function, u, 2 * H))
+    drift, error, step = best_jacobian(function, u)
+    band = neutral_band(drift, error)
     values = np.linalg.eigvals(drift)
     values = values[np.argsort(values.real)]
     listed = [float(e.real) if abs(e.imag) < 1e-9 else complex(e) for e in values]
@@ -176,7 +180,7 @@ def classify(net, system, function, u, kind):
     return {"u": dict(zip(net.labels, map(float, u))), "stable": stability == "stable",
             "stability": stability, "eigenvalues": listed, "kind": kind, "eg": risk,
             "eg_error": bound, "escape_eigenvalue": top, "neutral_band": band,
-            "residual": residual(function, u), "note": note}
+            "jacobian_step": step, "residual": residual(function, u), "note": note}
 
 
 def clipped_risk(net, risk, u):
@@ -322,7 +326,8 @@ def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
     if not point["stable"]:
         return point
     u = np.array([point["u"][label] for label in net.labels])
-    limit = diffusive_limit(net, jacobian(field_function(system), u), u, replicates, count)
+    step = point.get("jacobian_step", H)
+    limit = diffusive_limit(net, jacobian(field_function(system), u, step), u, replicates, count)
     variances = np.diag(limit["stationary_covariance"])
     top = int(np.argmax(variances))
     note = (f"{point['note']}; largest stationary N Var {variances[top]:.3g} "
