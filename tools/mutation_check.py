@@ -859,6 +859,13 @@ MUTATIONS = (
               "stable_point"],
              "the fixed points' Jacobian at the smallest step only: the engine's quadrature "
              "error inflates the neutral band"),
+    mutation("joint-fields-counted-after-sympy", "hierarchy/models/network/joint.py",
+             "    if count > MAX_FIELDS and not points:  # counted before sympy derives anything",
+             "    if False:",
+             ["tests/test_network_joint.py::test_too_many_fields_are_refused_before_sympy_"
+              "derives_anything"],
+             "a network beyond the joint engine is refused only after sympy's derivatives "
+             "(minutes for a wide cross-entropy)"),
 )
 
 
