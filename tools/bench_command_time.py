@@ -1,6 +1,8 @@
 """The time of ``hierarchy solve`` around its integration, against a bare Python start-up.
 
-In one run, each in a fresh process, best of ``--repeat``:
+In one run, each in a fresh process, ``--repeat`` rounds (items 1 and 2 interleaved: each
+round runs the baseline, then the command, then the command drawing its own figure), best
+of the rounds and, for items 1 and 2, the median and range of the rounds' own ratios:
 
 1. the baseline: ``python -c "import numpy, scipy.integrate"``;
 2. the command, warm (its compiled modules already cached): ``hierarchy solve CONFIG``,
@@ -229,7 +231,7 @@ def print_command(config, times):
           f"{alone_cpu / bare_cpu:.2f}")
     for name, what in (("command", "the command"), ("in process", "the figure in its process")):
         ratios = paired_ratios(times[name], times["bare"])
-        print(f"  {what} / the baseline run just before it, round by round: median "
+        print(f"  {what} / the baseline of its round, round by round: median "
               f"{statistics.median(ratios):.2f}, range {ratios[0]:.2f}-{ratios[-1]:.2f} "
               f"({len(ratios)} rounds)")
 

@@ -126,6 +126,8 @@ CLAIMS = (
            ("solve warm CPU (s)", r"\(warm\): .*; CPU ([0-9.]+) s, ratio"),
            ("CPU ratio solve / bare", r"\(warm\): .*; CPU [0-9.]+ s, ratio ([0-9.]+)"),
            ("wall ratio solve / bare", r"\(warm\): [0-9.]+ s, ratio ([0-9.]+)"),
+           ("wall ratio, median of the rounds' own",
+            r"the command / the baseline of its round, round by round: median ([0-9.]+)"),
            ("wall ratio, figure in the command's process",
             r"own process \(HIERARCHY_FIGURE_PROCESS=0\): [0-9.]+ s, ratio ([0-9.]+)"),
            ("CPU ratio, figure in the command's process",
