@@ -533,3 +533,30 @@ def test_a_diverging_sgd_seed_names_the_step_instead_of_blaming_the_points(tmp_p
     with pytest.raises(HierarchyError, match=r"SGD seed 0 diverged at step \d+") as info:
         compute_job(config, study_observables(config), Job(SGD, seed=0))
     assert info.value.field == "sgd.learning_rate"
+
+
+class _Future:
+    def __init__(self, key):
+        self.key = key
+
+
+class _Client:
+    def __init__(self, processing):
+        self._processing = processing
+
+    def processing(self):
+        if isinstance(self._processing, Exception):
+            raise self._processing
+        return self._processing
+
+
+def test_the_status_line_names_the_jobs_being_computed_not_the_queued():
+    """Four pending jobs on two workers: two are computed, two wait; the status line said all
+    four were running."""
+    futures = {_Future(f"sgd-{seed}-1"): Job(SGD, seed=seed) for seed in range(4)}
+    pending = set(futures)
+    client = _Client({"worker-a": ["sgd-0-1"], "worker-b": ["sgd-2-1"]})
+    running = runner.running_jobs(client, futures, pending)
+    assert sorted(job.key for job in running) == ["sgd-0", "sgd-2"]
+    everything = runner.running_jobs(_Client(OSError("gone")), futures, pending)
+    assert sorted(job.key for job in everything) == ["sgd-0", "sgd-1", "sgd-2", "sgd-3"]

@@ -268,7 +268,8 @@ class JobLines:
         """The status line while jobs run: finished, running, elapsed, time left."""
         if self.estimate is None:
             return
-        names = ", ".join(job.key for job in running[:4]) + (" ..." if len(running) > 4 else "")
+        names = (", ".join(job.key for job in running[:4]) + (" ..." if len(running) > 4 else "")
+                 or "none yet (the workers are starting)")
         self.progress.update(f"study: {self.count}/{self.total} jobs finished, running {names}; "
                              f"{self.estimate.elapsed:.0f} s elapsed, {self.estimate.text()}")
 

@@ -87,7 +87,8 @@ def run_jobs(jobs, *, compute, scheduler=None, workers=0, done=None, on_result=N
         The flag or config key named when the scheduler cannot be reached.
     on_wait : callable, optional
         Called with the list of running jobs every :data:`WAIT_INTERVAL` seconds while Dask
-        runs them (a status line inside long jobs); in serial mode before each job.
+        runs them (a status line inside long jobs; those a worker computes, not those queued,
+        :func:`running_jobs`); in serial mode before each job.
     """
     results = dict(done or {})
     todo = [job for job in jobs if job not in results]
@@ -126,7 +127,7 @@ def _run_on_dask(todo, compute, results, on_result, *, scheduler, workers, clien
                    for job in todo}
         pending = set(futures)
         while pending:
-            on_wait([futures[future] for future in pending])
+            on_wait(running_jobs(client, futures, pending))
             try:
                 finished, pending = wait(list(pending), timeout=WAIT_INTERVAL,
                                          return_when="FIRST_COMPLETED")
@@ -142,6 +143,17 @@ def _run_on_dask(todo, compute, results, on_result, *, scheduler, workers, clien
         if cluster is not None:
             cluster.close()
     return results
+
+
+def running_jobs(client, futures, pending):
+    """The jobs of ``pending`` assigned to a worker now (the scheduler's ``processing``: the
+    jobs computed, and at most about one more per worker, which Dask hands out ahead), not
+    those still queued at the scheduler; every pending job when the scheduler cannot say."""
+    try:
+        busy = {str(key) for keys in client.processing().values() for key in keys}
+    except Exception:  # noqa: BLE001  (an older or remote scheduler: the pending jobs)
+        return [futures[future] for future in pending]
+    return [futures[future] for future in pending if str(future.key) in busy]
 
 
 def quiet_dask_logs():
