@@ -363,8 +363,28 @@ def test_item15_spectra_times_closer_than_resolution_refused():
     with pytest.raises(HierarchyError, match="closer than 1e-12") as info:
         load_config(None, {**base, "spectra": {"times": [0.5, 1.0, 1.0 + 4e-13]}})
     assert info.value.field == "spectra.times" and "\n" not in str(info.value)
-    config = load_config(None, {**base, "spectra": {"times": [0.5, 1.0, 1.0 + 3e-12]}})
-    assert len(config["spectra"]["times"]) == 3
+    with pytest.raises(HierarchyError, match="same SGD step") as info:
+        load_config(None, {**base, "spectra": {"times": [0.5, 1.0, 1.0 + 3e-12]}})
+    assert info.value.field == "spectra.times" and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("family", ["gmm-xor", "gmm-multiclass", "network"])
+def test_spectra_times_are_on_distinct_steps_and_train_data_from_step_one(family):
+    """A snapshot is taken at the step nearest each time: two times on one step recorded one
+    snapshot twice under two times; with data = "train" a time below half a step was step 0,
+    refused only after SGD had started, naming a key that does not exist."""
+    base = {"model": {"family": family}, "solve": {"t_final": 2.0},
+            "sgd": {"dimension": 100, "step": 1.0}}
+    step = registry.family_of(load_config(None, base)).time_per_step(load_config(None, base))
+    with pytest.raises(HierarchyError, match="same SGD step") as info:
+        load_config(None, {**base, "spectra": {"times": [step, 1.4 * step]}})
+    assert info.value.field == "spectra.times" and "\n" not in str(info.value)
+    with pytest.raises(HierarchyError, match="step 0") as info:
+        load_config(None, {**base, "spectra": {"times": [0.4 * step, 1.0], "data": "train"}})
+    assert info.value.field == "spectra.times" and "\n" not in str(info.value)
+    config = load_config(None, {**base, "spectra": {"times": [step, 2 * step, 1.0],
+                                                   "data": "train"}})
+    assert config["spectra"]["times"] == [step, 2 * step, 1.0]
 
 
 # --- item 18: altered study job files ---------------------------------------------------------------

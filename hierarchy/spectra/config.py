@@ -34,8 +34,10 @@ DEFAULTS = {"times": [], "test_size": 0, "test_ratio": 10.0, "data": "test", "to
 
 KEY_HELP = {
     "spectra.times": ("Rescaled times t = l delta at which `hierarchy sgd` records the Hessian "
-                      "and G spectra of run 0 (empty: no recording).",
-                      "increasing list of numbers in [0, solve.t_final], at least 1e-12 apart"),
+                      "and G spectra of run 0, each at the SGD step nearest it (empty: no "
+                      "recording).",
+                      "increasing list of numbers in [0, solve.t_final], on distinct SGD steps "
+                      '(with data = "train": from step 1 on)'),
     "spectra.test_size": ("Samples M~ behind each empirical matrix; 0: test_ratio x d.",
                           "integer >= 0"),
     "spectra.test_ratio": ("M~ / d when test_size is 0 (the outliers separate from the bulk "
@@ -51,7 +53,7 @@ KEY_HELP = {
 }
 
 
-def validate_spectra(table, *, t_final, dimension, block_names):
+def validate_spectra(table, *, t_final, dimension, block_names, step_time=None):
     """Check and normalise a ``[spectra]`` table (in place) before any work.
 
     Parameters
@@ -64,6 +66,10 @@ def validate_spectra(table, *, t_final, dimension, block_names):
         ``sgd.dimension``.
     block_names : sequence of str
         The family's block names.
+    step_time : float, optional
+        The time one SGD step advances (the family's ``time_per_step``): a snapshot is taken
+        at the step nearest each time, so two times at one step are refused, and with
+        ``data = "train"`` a time at step 0 (no sample used yet).
     """
     times = fields.float_list(table, "spectra", "times")
     if any(t < 0 or t > t_final for t in times) or any(b <= a for a, b in zip(times, times[1:])):
@@ -84,6 +90,8 @@ def validate_spectra(table, *, t_final, dimension, block_names):
         raise HierarchyError('spectra.times: data = "train" takes the samples SGD used before '
                              "each time, and at t = 0 it has used none; give times > 0 or "
                              'data = "test"', field="spectra.times")
+    if step_time is not None:
+        _check_steps(times, float(step_time), table["data"])
     table["seed"] = fields.integer(table, "spectra", "seed", 0)
     table["top"] = _top(table["top"])
     table["blocks"] = _blocks(table["blocks"], block_names)
@@ -93,6 +101,24 @@ def validate_spectra(table, *, t_final, dimension, block_names):
                              f"{MAX_SAMPLE_MATRIX} doubles; lower spectra.test_size or "
                              "spectra.test_ratio", field="spectra.test_size")
     return table
+
+
+def _check_steps(times, step_time, data):
+    """The snapshots are taken at the SGD step nearest each time (``rint(t / delta)``): refuse
+    two times at one step (one snapshot recorded twice under two times), and with
+    ``data = "train"`` a time at step 0."""
+    steps = [int(round(t / step_time)) for t in times]
+    for (a, b), (i, j) in zip(zip(times, times[1:]), zip(steps, steps[1:])):
+        if i == j:
+            raise HierarchyError(f"spectra.times {a!r} and {b!r} fall on the same SGD step "
+                                 f"(one step is {step_time:.6g} of time): the snapshot would "
+                                 "be one; give times at least one step apart",
+                                 field="spectra.times")
+    if data == "train" and steps and steps[0] == 0:
+        raise HierarchyError(f'spectra.times: data = "train" takes the samples SGD used before '
+                             f"each time, and {times[0]!r} is step 0 (one step is "
+                             f"{step_time:.6g} of time), where it has used none; give times of "
+                             'at least one step, or data = "test"', field="spectra.times")
 
 
 def sample_count(table, dimension):

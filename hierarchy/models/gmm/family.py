@@ -126,7 +126,8 @@ class MixtureFamily(ModelFamily):
         if "spectra" in config:
             spectra_config.validate_spectra(
                 config["spectra"], t_final=float(config["solve"]["t_final"]),
-                dimension=table["dimension"], block_names=block_names("xor", model.width))
+                dimension=table["dimension"], block_names=block_names("xor", model.width),
+                step_time=self.time_per_step(config))
         return config
 
     def check_dimension(self, config, model):

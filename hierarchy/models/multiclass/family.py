@@ -119,7 +119,8 @@ class MulticlassFamily(ModelFamily):
         dimension_config.validate_study(config["study"])
         spectra_config.validate_spectra(
             config["spectra"], t_final=float(config["solve"]["t_final"]),
-            dimension=table["dimension"], block_names=block_names("multiclass", model.classes))
+            dimension=table["dimension"], block_names=block_names("multiclass", model.classes),
+            step_time=self.time_per_step(config))
         return config
 
     def check_ensemble(self, config, model, dimension, runs, field="sgd.runs", steps=False):

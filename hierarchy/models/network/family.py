@@ -155,8 +155,9 @@ KEY_HELP = {
     **dimension_config.KEY_HELP,
     **spectra_config.KEY_HELP,
     "spectra.times": ("Times alpha (= steps/N, the family's time, as `solve.t_final`) at which "
-                      "`hierarchy sgd` records the Hessian and G spectra of run 0 (empty: no "
-                      "recording).", spectra_config.KEY_HELP["spectra.times"][1]),
+                      "`hierarchy sgd` records the Hessian and G spectra of run 0, each at the "
+                      "SGD step nearest it (empty: no recording).",
+                      spectra_config.KEY_HELP["spectra.times"][1]),
     "spectra.top": ("Eigenpairs per block; `auto`: K + M for W_i (the dimension of span{w_k, "
                     "w*_n}), K for v.", '"auto" or integer >= 1'),
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (W1 .. WK; v when the "
@@ -241,7 +242,8 @@ class NetworkFamily(ModelFamily):
         table = config["spectra"]
         spectra_config.validate_spectra(
             table, t_final=float(config["solve"]["t_final"]),
-            dimension=config["sgd"]["dimension"], block_names=block_names(net))
+            dimension=config["sgd"]["dimension"], block_names=block_names(net),
+            step_time=self.time_per_step(config))
         if table["times"]:
             check_spectra_network(net)
 
