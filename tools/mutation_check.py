@@ -866,6 +866,12 @@ MUTATIONS = (
               "derives_anything"],
              "a network beyond the joint engine is refused only after sympy's derivatives "
              "(minutes for a wide cross-entropy)"),
+    mutation("spectra-times-off-the-steps", "hierarchy/spectra/config.py",
+             "    if step_time is not None:\n        _check_steps(",
+             "    if False:\n        _check_steps(",
+             ["tests/test_input_reliability.py::test_spectra_times_are_on_distinct_steps_and_"
+              "train_data_from_step_one"],
+             "two spectra times on one SGD step record one snapshot twice"),
 )
 
 
