@@ -17,18 +17,18 @@ import numpy as np
 from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.gmm.field import field_function, filippov_field, m_slice, sliding
 from hierarchy.models.gmm.starts import from_table
-from hierarchy.ode.integrate import integrate
+from hierarchy.ode.integrate import SolveInterrupted, integrate
 
 #: default fixed step of :func:`ensemble`
 DT = 0.05
 
 
-def integrate_field(rhs, u0, times, labels, rtol=1e-4, atol=1e-7):
+def integrate_field(rhs, u0, times, labels, rtol=1e-4, atol=1e-7, progress=None):
     """Integrate ``du/dt = rhs(u)`` over ``times`` with the package's one integrate loop."""
     return integrate(lambda t, u: rhs(u), np.asarray(u0, dtype=float),
                      (float(times[0]), float(times[-1])), t_eval=times, method="RK45",
                      rtol=rtol, atol=atol, blowup=None, labels=list(labels),
-                     subject="the ballistic ODE", entries="statistics")
+                     subject="the ballistic ODE", entries="statistics", progress=progress)
 
 
 def _snap(model, before, after):
@@ -43,14 +43,16 @@ def _snap(model, before, after):
     return np.where(held, 0.0, after)
 
 
-def ensemble(model, u0, times, dt=DT):
+def ensemble(model, u0, times, dt=DT, rows=None, on_row=None):
     """Many trajectories at once: ``u0 (d, B)`` -> array ``(T, d, B)`` at ``times``.
 
     Heun's scheme with step ``<= dt``; at ``lambda = inf`` every step is followed by the
-    Filippov projection :func:`_snap`.
+    Filippov projection :func:`_snap`. ``rows`` (a list), when given, receives each
+    recorded row as it is made, so that an interrupt keeps them; ``on_row(t)`` is called
+    after each.
     """
     u = np.array(u0, dtype=float)
-    rows, now = [], float(times[0])
+    rows, now = [] if rows is None else rows, float(times[0])
     low_noise = math.isinf(model.snr)
     for target in np.asarray(times, dtype=float):
         steps = int(np.ceil((target - now) / dt - 1e-9))
@@ -64,34 +66,64 @@ def ensemble(model, u0, times, dt=DT):
             u = _snap(model, u, new) if low_noise else new
         now = target
         rows.append(u.copy())
+        if on_row is not None:
+            on_row(now)
     return np.array(rows)
 
 
-def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT, engine="auto"):
+def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT, engine="auto", progress=None):
     """The ballistic trajectory from ``u0`` (``{label: value}`` or an array).
 
     ``engine`` chooses the finite-``lambda`` field (:func:`~hierarchy.models.gmm.field.
-    field_function`: ``"auto"`` is the compiled kernel when it compiles).
+    field_function`: ``"auto"`` is the compiled kernel when it compiles). ``progress`` (a
+    :class:`~hierarchy.core.progress.Progress`) shows ``t = ... / t_final``.
 
     Returns
     -------
     hierarchy.core.trajectory.Trajectory
         Labels ``model.labels``; ``info["equation"] = "ballistic"``, ``info["engine"]``.
+
+    Raises
+    ------
+    hierarchy.ode.integrate.SolveInterrupted
+        An interrupt, with the trajectory up to the last output time recorded.
     """
     start = as_state(model, u0)
     times = np.asarray(times, dtype=float)
     if math.isinf(model.snr):
-        y = ensemble(model, start[:, None], times, dt)[:, :, 0]
-        status = Status.COMPLETE if np.all(np.isfinite(y)) else Status.FAILED
-        trajectory = Trajectory(t=times, y=y, labels=list(model.labels), status=status,
-                                info={"method": "heun-filippov", "dt": dt})
+        trajectory = filippov_trajectory(model, start, times, dt, progress)
         name = "numpy"
     else:
         rhs, name = field_function(model, engine)
-        trajectory = integrate_field(rhs, start, times, model.labels, rtol, atol)
+        trajectory = integrate_field(rhs, start, times, model.labels, rtol, atol, progress)
     trajectory.info["equation"] = "ballistic"
     trajectory.info["engine"] = name
     return trajectory
+
+
+def filippov_trajectory(model, start, times, dt=DT, progress=None):
+    """The ``lambda = inf`` trajectory (:func:`ensemble` of one): its rows kept, and its
+    progress shown, as they are made, so that an interrupt raises
+    :class:`~hierarchy.ode.integrate.SolveInterrupted` with the rows so far (a long horizon
+    takes minutes: about 38 s to ``t = 1e4``)."""
+    rows, info = [], {"method": "heun-filippov", "dt": dt}
+    show = None if progress is None else (
+        lambda t: progress.update(f"t = {t:.6g} / {float(times[-1]):g}"))
+    try:
+        y = ensemble(model, start[:, None], times, dt, rows=rows, on_row=show)[:, :, 0]
+    except KeyboardInterrupt as interrupt:
+        done = len(rows)
+        reached = float(times[done - 1]) if done else float(times[0])
+        partial = Trajectory(t=times[:done], y=np.array(rows).reshape(done, -1),
+                             labels=list(model.labels), status=Status.INTERRUPTED,
+                             message=f"interrupted at t = {reached:.6g}", t_stop=reached,
+                             info=info)
+        raise SolveInterrupted(partial) from interrupt
+    finally:
+        if progress is not None:
+            progress.close()
+    status = Status.COMPLETE if np.all(np.isfinite(y)) else Status.FAILED
+    return Trajectory(t=times, y=y, labels=list(model.labels), status=status, info=info)
 
 
 def as_state(model, u0):

@@ -210,7 +210,7 @@ class MixtureFamily(ModelFamily):
         with interruptible():
             try:
                 trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
-                                             atol=solve["atol"])
+                                             atol=solve["atol"], progress=progress)
             except SolveInterrupted as stop:  # keep the trajectory so far (complete: false)
                 write_solved(out_dir, config, stop.result, self.state_name,
                              stop.result.info.get("method", ""))
