@@ -276,3 +276,28 @@ def test_an_interrupted_noiseless_solve_keeps_its_rows_and_shows_its_progress(tm
     assert result["complete"] is False and result["summary"]["t_reached"] == 20.0
     with np.load(tmp_path / "out" / "result.npz") as data:
         assert list(data["t"]) == [0.0, 10.0, 20.0] and np.all(np.isfinite(data["u"]))
+
+
+def test_finite_snr_verdicts_respect_the_mirror_and_the_quadratures_resolution():
+    """(v, m) -> (-v, -m) is an exact symmetry: a point and its mirror have one stability.
+    The ring points continued from lambda = inf have eigenvalues of 1e-6 along the ring, far
+    below what the field's QMC resolves: they were called stable (-2.3e-7) and unstable
+    (+2.4e-6); now neither is classified, and the symmetric points stay stable."""
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.registry import family
+    from hierarchy.models.gmm import stability
+    config = load_config(None, {"model": {"family": "gmm-binary", "snr": 10.0, "ridge": 0.1}})
+    points = family("gmm-binary").fixed_points(config)
+    found = [p for p in points if p.get("found", True) and p["eigenvalues"]
+             and "W_i = 0" not in p.get("note", "")]     # the origin: dead neurons
+    model = family("gmm-binary").mixture(config)
+    for point in found:
+        u = np.array(list(point["u"].values()))
+        mirror = u.copy()
+        mirror[:4] = -mirror[:4]                      # v1, v2, m1, m2
+        assert stability.classify(model, mirror)["stable"] == point["stable"], point["note"]
+    ring = [p for p in found if p["stable"] is None]
+    assert len(ring) == 2 and all("resolution of the field's quadrature" in p["note"]
+                                  for p in ring)
+    assert all(abs(p["eigenvalues"][-1]) < 1e-5 for p in ring)
+    assert sum(p["stable"] is True for p in found) == 2

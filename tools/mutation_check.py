@@ -872,6 +872,18 @@ MUTATIONS = (
              ["tests/test_input_reliability.py::test_spectra_times_are_on_distinct_steps_and_"
               "train_data_from_step_one"],
              "two spectra times on one SGD step record one snapshot twice"),
+    mutation("gmm-stability-beyond-the-quadrature", "hierarchy/models/gmm/stability.py",
+             "    if abs(top) <= band and band > TOL:", "    if False:",
+             ["tests/test_gmm_binary.py::test_finite_snr_verdicts_respect_the_mirror_and_the_"
+              "quadratures_resolution"],
+             "a finite-lambda fixed point's sign of a 1e-6 eigenvalue, below the QMC's "
+             "resolution, decides its stability"),
+    mutation("gmm-noiseless-solve-loses-its-rows", "hierarchy/models/gmm/ballistic.py",
+             "        y = ensemble(model, start[:, None], times, dt, rows=rows, on_row=show)",
+             "        y = ensemble(model, start[:, None], times, dt)",
+             ["tests/test_gmm_binary.py::test_an_interrupted_noiseless_solve_keeps_its_rows_"
+              "and_shows_its_progress"],
+             "an interrupted lambda = inf solve keeps no row and shows no progress"),
 )
 
 
