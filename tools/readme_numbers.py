@@ -116,11 +116,12 @@ CLAIMS = (
            ("sympy imported on the warm run", r"sympy imported: (yes|no) with the derivation"),
            ("bench's own load, start", r"\Aload average ([0-9.]+)"))),
     Claim("network-command-time",
-          "committee_erf.toml warm: 0.85-1.06 s against 0.39-0.64 s for import numpy, "
-          "scipy.integrate (wall ratio 1.54-2.19, target 2; 1.90-2.77 with the figure drawn "
-          "in the command's own process; CPU ratio 1.82-2.35 against 1.71-2.25); parts: "
-          "imports 0.54-0.73, derivation 0.01-0.03, integration 0.04-0.05, figure 0.51-0.67 "
-          "s CPU; no sympy imported on the warm run; the derivation cache saves 0.21-0.39 s CPU",
+          "committee_erf.toml warm: 0.84-1.05 s against 0.44-0.52 s for import numpy, "
+          "scipy.integrate (median of the rounds' own wall ratios 1.77-1.96, target 2; ratio "
+          "of the bests 1.80-2.02; 2.40-2.66 with the figure drawn in the command's own "
+          "process; CPU ratio 2.09-2.34); parts: imports 0.70, derivation 0.01, integration "
+          "0.04, figure 0.62 s CPU; no sympy imported on the warm run; the derivation cache "
+          "saves 0.22 s CPU",
           tool("bench_command_time.py", "--repeat", "5"),
           (("bare import numpy, scipy CPU (s)", r"bare python .*\(CPU ([0-9.]+) s\)"),
            ("solve warm CPU (s)", r"\(warm\): .*; CPU ([0-9.]+) s, ratio"),
