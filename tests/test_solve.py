@@ -284,6 +284,31 @@ def test_the_shared_loop_locates_a_blowup_by_bisection():
     np.testing.assert_allclose(r["y"], 1.0 / (1.0 - r.t), rtol=1e-6)
 
 
+def test_the_shared_loop_fails_when_its_steps_cannot_advance():
+    """dy/dt = y^16 from y = 1e6 runs away within t ~ 1e-91: the steps shrink to nothing
+    below the blow-up guard, and the loop stepped at t = 0 for as long as it was let run (a
+    degree-16 spiked tensor from m = 1e6: 822,013 calls in 60 s). It now fails, naming the
+    time, after STALL_STEPS steps; dy/dt = -1e6 y (stiff for RK45: steps of 1e-6 of its
+    span) is not a stall and finishes."""
+    from hierarchy.core.trajectory import Status
+    from hierarchy.ode import integrate as loop
+
+    calls = []
+
+    def runaway(t, y):
+        calls.append(t)
+        if len(calls) > 20 * loop.STALL_STEPS:  # without the guard: stop here, and fail below
+            raise RuntimeError("still at t = 0")
+        return y ** 16
+
+    r = loop.integrate(runaway, [1e6], (0.0, 1.0), t_eval=[0.0, 1.0], method="LSODA",
+                       blowup=None, labels=["y"])  # RK45 stops by itself
+    assert r.status == Status.FAILED and "cannot advance" in r.message
+    stiff = loop.integrate(lambda t, y: -1e6 * y, [1.0], (0.0, 1e-2), t_eval=[0.0, 1e-2],
+                           method="RK45", labels=["y"])
+    assert stiff.success
+
+
 def test_the_shared_loop_records_observed_rows_and_keeps_them_on_interrupt():
     from hierarchy.core.trajectory import Status
     from hierarchy.ode.integrate import SolveInterrupted, integrate

@@ -884,6 +884,11 @@ MUTATIONS = (
              ["tests/test_gmm_binary.py::test_an_interrupted_noiseless_solve_keeps_its_rows_"
               "and_shows_its_progress"],
              "an interrupted lambda = inf solve keeps no row and shows no progress"),
+    mutation("integrate-loop-never-stalls", "hierarchy/ode/integrate.py",
+             "        if stalled >= STALL_STEPS:", "        if False:",
+             ["tests/test_solve.py::test_the_shared_loop_fails_when_its_steps_cannot_advance"],
+             "a solve whose steps cannot advance steps on at t = 0 for ever",
+             ),
 )
 
 
