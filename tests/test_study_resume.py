@@ -517,6 +517,32 @@ def test_interrupted_study_keeps_finished_jobs_and_marks_incomplete(tmp_path, mo
     assert calls == [["degree-2", "flow"]] and read_result(tmp_path)["complete"] is True
 
 
+def test_an_interrupt_inside_an_sgd_job_is_an_interrupt_not_a_finished_job(tmp_path,
+                                                                           monkeypatch):
+    """Ctrl-C (or SIGTERM) while a seed steps: the SGD loop kept its NaN rows as a finished
+    job, the study went on and exited 0 with complete: true, and --resume reused the job."""
+    from hierarchy.sgd import simulate as sgd_simulate
+    iterate, steps = sgd_simulate.SgdRun.iterate, []
+
+    def interrupted(run):
+        steps.append(1)
+        if len(steps) == 3:
+            raise KeyboardInterrupt
+        return iterate(run)
+
+    monkeypatch.setattr(sgd_simulate.SgdRun, "iterate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _run(TINY, tmp_path)
+    monkeypatch.undo()
+    assert read_result(tmp_path)["complete"] is False
+    assert not (tmp_path / "jobs" / "sgd-0.npz").exists()
+    calls = _spy_todo(monkeypatch)
+    _run(TINY, tmp_path, resume=True)
+    assert "sgd-0" in calls[0] and read_result(tmp_path)["complete"] is True
+    with np.load(tmp_path / "jobs" / "sgd-0.npz") as data:
+        assert np.all(np.isfinite(data["mu"]))
+
+
 def test_a_learning_rate_with_no_step_in_the_horizon_is_refused_before_any_job(tmp_path, monkeypatch):
     calls = _spy_todo(monkeypatch)
     doc = dict(TINY, sgd=dict(TINY["sgd"], learning_rate=500.0))

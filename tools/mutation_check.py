@@ -889,6 +889,12 @@ MUTATIONS = (
              ["tests/test_solve.py::test_the_shared_loop_fails_when_its_steps_cannot_advance"],
              "a solve whose steps cannot advance steps on at t = 0 for ever",
              ),
+    mutation("sgd-seed-swallows-the-interrupt", "hierarchy/sgd/simulate.py",
+             "            if on_checkpoint is None:\n                # Nobody keeps a partial run",
+             "            if False:\n                # Nobody keeps a partial run",
+             ["tests/test_study_resume.py::test_an_interrupt_inside_an_sgd_job_is_an_interrupt_"
+              "not_a_finished_job"],
+             "an interrupted SGD seed of a study returns its NaN rows as a finished job"),
 )
 
 

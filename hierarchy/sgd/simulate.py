@@ -149,7 +149,8 @@ def simulate(problem, mats, *, seed, times, words=None, field=None, labels=None,
         A state from an earlier trajectory's ``state`` (or a checkpoint) to continue.
     on_checkpoint : callable, optional
         Called with the partial trajectory (``state`` filled) every ``checkpoint_every``
-        seconds and when interrupted.
+        seconds and when interrupted; the partial trajectory is then returned. Without it an
+        interrupt is raised on (``KeyboardInterrupt``): nobody would keep the partial run.
     threads : "auto", int or None
         BLAS threads (:func:`thread_choices`): ``"auto"`` times steps and moment records with
         one thread and with all of them and keeps the faster of each; an int forces that
@@ -261,6 +262,11 @@ class SgdRun:
                         on_checkpoint(self.snapshot())
                         last_checkpoint = time.monotonic()
         except KeyboardInterrupt:
+            if on_checkpoint is None:
+                # Nobody keeps a partial run (a study's job is whole or nothing, as in
+                # hierarchy.sgd.ensemble): the interrupt goes on up. Returned, its NaN rows
+                # were saved as a finished job and the study went on to exit 0, complete.
+                raise
             if rewind is not None:
                 self.rng.bit_generator.state = rewind
             self.mu[self.row:], self.loss[self.row:] = np.nan, np.nan
