@@ -356,3 +356,16 @@ def test_the_default_solve_job_integrates_a_toy_family(tmp_path):
     assert summary["status"] == 0 and summary["final"]["y"] == pytest.approx(np.exp(-2), rel=1e-6)
     result = read_result(tmp_path)
     assert result["labels"] == ["y"] and result["complete"] and result["y"].shape == (11, 1)
+
+
+def test_too_few_degrees_for_an_error_estimate_are_named_in_the_answer_line():
+    """A direct model at degree 2 is exact, yet never valid: one degree gives no error
+    estimate. The printed answer line said only 'valid until never'; it now names the cause."""
+    from hierarchy.core.extrapolation import MIN_TERMS
+    from hierarchy.models.attention.solve_job import _answer_line
+
+    summary = {"extrapolate": True, "tolerance": 1e-4, "degrees": [2]}
+    line = _answer_line(summary)
+    assert "1 degree(s) give no error estimate" in line and f"it takes {MIN_TERMS}" in line
+    summary["degrees"] = list(range(2, 2 + MIN_TERMS))
+    assert "no error estimate" not in _answer_line(summary)

@@ -47,6 +47,7 @@ from hierarchy.core import figure_process
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.extrapolation import (
     LADDER_BLOWUP,
+    MIN_TERMS,
     estimate_radius,
     validity,
 )
@@ -725,8 +726,12 @@ def _answer_line(summary):
         what += ", stitched to the matrix-flow continuation"
     radius = summary.get("convergence_radius_estimate")
     rho = "" if radius is None else f"; zero-closure convergence radius ≈ {radius:.3g}"
+    few = ""
+    if summary.get("extrapolate") and len(degrees) < MIN_TERMS:
+        few = (f"; {len(degrees)} degree(s) give no error estimate (it takes {MIN_TERMS}: lower "
+               "solve.min_degree or raise the degree), so no time is valid, exact or not")
     return (f"answer: {what}; valid while the error estimate is <= {summary['tolerance']:g} "
-            f"times the observable's largest magnitude{rho}")
+            f"times the observable's largest magnitude{rho}{few}")
 
 
 def horizon_line(summary):
