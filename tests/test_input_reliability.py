@@ -415,3 +415,12 @@ def test_item18_altered_or_reshaped_job_file_recomputed(tmp_path):
     # a foreign config's file stays "discarded", however its contents look
     found, report = load_jobs(tmp_path, {job: "other" for job in jobs}, warn=warnings.append)
     assert report == {"reused": 0, "discarded": 3, "damaged": 0}
+
+
+@pytest.mark.parametrize("family", ["attention", "gmm-binary", "network"])
+def test_a_relative_tolerance_above_a_tenth_is_refused(tmp_path, capsys, no_work, family):
+    """rtol = 2 was accepted: a solve that says nothing, and a network solve "certified"
+    against atol + 2 |u|."""
+    config = write_config(tmp_path, f'[model]\nfamily = "{family}"\n[solve]\nrtol = 2.0\n')
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "solve.rtol", "<= 0.1")

@@ -26,6 +26,9 @@ MIN_T_FINAL = 1e-6
 #: to ``100 eps`` or never ends), ``atol`` far below any statistic's scale yet above where
 #: the mixtures' adaptive solves stall (``atol = 1e-20`` does not end).
 MIN_RTOL = 1e-13
+#: Largest ``rtol``: a relative tolerance is a fraction of the state; above 10 % a solve
+#: says nothing, and a network solve would be "certified" against it (``rtol = 2`` passed)
+MAX_RTOL = 0.1
 MIN_ATOL = 1e-15
 SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "inproc")
 HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
@@ -47,7 +50,8 @@ def validate_solve(section):
                                      strict=False, maximum=MAX_T_FINAL)
     section["points"] = fields.integer(section, "solve", "points", minimum=2,
                                        maximum=MAX_POINTS)
-    section["rtol"] = fields.real(section, "solve", "rtol", minimum=MIN_RTOL, strict=False)
+    section["rtol"] = fields.real(section, "solve", "rtol", minimum=MIN_RTOL, strict=False,
+                                  maximum=MAX_RTOL)
     section["atol"] = fields.real(section, "solve", "atol", minimum=MIN_ATOL, strict=False)
     section["method"] = fields.choice(section, "solve", "method", METHODS)
 
