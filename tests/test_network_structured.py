@@ -401,7 +401,7 @@ def test_file_covariance_and_samples(tmp_path):
 def bad_file(tmp_path, name, array):
     path = tmp_path / name
     np.save(path, array)
-    return {"covariance": "file", "path": str(path)}
+    return {"covariance": "file", "path": str(path), "blocks": "all"}
 
 
 @pytest.mark.parametrize("case, field", [
@@ -420,6 +420,7 @@ def bad_file(tmp_path, name, array):
     ("unknown-key", "model.inputs.eigenvalue"),
     ("unread-key", "model.inputs.exponent"),
     ("mixture", "model.inputs.covariance"),
+    ("file-without-blocks", "model.inputs.blocks"),
 ])
 def test_bad_inputs_are_one_line_naming_the_key(tmp_path, case, field):
     cases = {
@@ -432,12 +433,17 @@ def test_bad_inputs_are_one_line_naming_the_key(tmp_path, case, field):
         "indefinite": lambda: bad_file(tmp_path, "i.npy", np.array([[1.0, 2.0], [2.0, 1.0]])),
         "few-rows": lambda: bad_file(tmp_path, "f.npy", np.ones((3, 5))),
         "nan-file": lambda: bad_file(tmp_path, "n.npy", np.array([[1.0, np.nan], [np.nan, 1]])),
-        "missing": {"covariance": "file", "path": str(tmp_path / "none.npy")},
-        "directory": {"covariance": "file", "path": str(tmp_path)},
+        "missing": {"covariance": "file", "path": str(tmp_path / "none.npy"), "blocks": 1},
+        "directory": {"covariance": "file", "path": str(tmp_path), "blocks": 1},
         "not-npy": lambda: ((tmp_path / "t.npy").write_text("not an array"),
-                            {"covariance": "file", "path": str(tmp_path / "t.npy")})[1],
+                            {"covariance": "file", "path": str(tmp_path / "t.npy"),
+                             "blocks": 1})[1],
         "unknown-key": {"covariance": "spectrum", "eigenvalue": [1.0]},
         "unread-key": {**spectrum([1.0], [1.0]), "exponent": 2.0},
+        # a real covariance, but no blocks: the default 1 block would make it x ~ N(0, I)
+        "file-without-blocks": lambda: {
+            key: value for key, value in bad_file(
+                tmp_path, "b.npy", np.diag([4.0, 1.0, 1.0, 0.25])).items() if key != "blocks"},
     }
     if case == "mixture":
         config = {"model": {"data": "mixture", "loss": "mse", "ridge": 0.0,
@@ -593,7 +599,7 @@ def test_a_files_scale_and_rounding_do_not_change_its_blocks(tmp_path):
 def test_an_archive_or_an_exploding_source_exponent_is_one_line(tmp_path):
     np.savez(tmp_path / "a.npz", x=np.eye(3))
     with pytest.raises(HierarchyError) as error:
-        make_net({"covariance": "file", "path": str(tmp_path / "a.npz")})
+        make_net({"covariance": "file", "path": str(tmp_path / "a.npz"), "blocks": 1})
     assert error.value.field == "model.inputs.path" and "\n" not in str(error.value)
     for exponent, blocks, source in ((20.0, 100, -20.0), (10.0, 1000, -10.0)):
         with pytest.raises(HierarchyError) as error:

@@ -79,8 +79,8 @@ KEY_HELP = {
     "model.inputs.blocks": ("`power-law`: the number L of blocks; `file`: L blocks of "
                             "consecutive eigenvalues (each with their mean), or `all` (one "
                             "block per distinct eigenvalue: values within 1e-9 of the "
-                            "largest are one). With `file` and no `blocks` the default 1 "
-                            "block is x ~ N(0, I): set it.",
+                            "largest are one). With `file` it must be given: the default "
+                            "1 block would be x ~ N(0, I).",
                             f'integer in 1..{MAX_BLOCKS} (`file`: also "all")'),
     "model.inputs.path": ("`file`: a .npy file (relative to the working directory) holding "
                           "an N x N symmetric positive semi-definite covariance or an n x N "
@@ -266,6 +266,12 @@ def inputs_from_config(config):
         raise HierarchyError('model.inputs: a structured covariance is for model.data = '
                              '"teacher"; mixtures have their own [model.mixture]',
                              field="model.inputs.covariance")
+    if kind == "file" and "blocks" not in given:
+        # the default of 1 block would silently replace the file's covariance by x ~ N(0, I)
+        raise HierarchyError('model.inputs.blocks must be given with covariance = "file": '
+                             '"all" (one block per distinct eigenvalue) or L (L blocks of '
+                             'consecutive eigenvalues); 1 block would be x ~ N(0, I)',
+                             field="model.inputs.blocks")
     rho, f = {"spectrum": _spectrum, "power-law": _power_law, "file": _file}[kind](table)
     scales = _teacher_scales(table, rho, f)
     return StructuredInputs(covariance=kind, eigenvalues=rho, fractions=f,
