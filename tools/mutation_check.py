@@ -895,6 +895,11 @@ MUTATIONS = (
              ["tests/test_study_resume.py::test_an_interrupt_inside_an_sgd_job_is_an_interrupt_"
               "not_a_finished_job"],
              "an interrupted SGD seed of a study returns its NaN rows as a finished job"),
+    mutation("file-covariance-defaults-to-one-block", "hierarchy/models/network/inputs.py",
+             '    if kind == "file" and "blocks" not in given:',
+             '    if False:',
+             ["tests/test_network_structured.py::test_bad_inputs_are_one_line_naming_the_key"],
+             "a covariance file without blocks is silently x ~ N(0, I)"),
 )
 
 
