@@ -17,6 +17,7 @@ from hierarchy.cli.main import main, study_config
 from hierarchy.config.loader import check_scheduler, load_config
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import read_result
+from hierarchy.sgd.divergence import DivergedError
 from hierarchy.models.attention import study_jobs
 from hierarchy.models.attention.study_jobs import study_observables
 from hierarchy.study import runner
@@ -559,6 +560,16 @@ def test_a_diverging_sgd_seed_names_the_step_instead_of_blaming_the_points(tmp_p
     with pytest.raises(HierarchyError, match=r"SGD seed 0 diverged at step \d+") as info:
         compute_job(config, study_observables(config), Job(SGD, seed=0))
     assert info.value.field == "sgd.learning_rate"
+    # a failed run (exit 1, the jobs before it written incomplete), not bad input (exit 2)
+    assert isinstance(info.value, DivergedError) and info.value.exit_status == 1
+
+
+def test_a_study_whose_sgd_seed_diverges_writes_an_incomplete_result(tmp_path):
+    doc = dict(TINY, solve=dict(TINY["solve"], t_final=2.0),
+               sgd=dict(TINY["sgd"], learning_rate=0.09, batch=1))
+    with pytest.raises(DivergedError, match="diverged at step"):  # the CLI's exit status 1
+        _run(doc, tmp_path / "o")
+    assert read_result(tmp_path / "o")["complete"] is False
 
 
 class _Future:

@@ -33,6 +33,7 @@ from hierarchy.models.attention.sgd_problem import (
 )
 from hierarchy.models.attention.words import parse_label
 from hierarchy.sgd.simulate import check_horizon, simulate
+from hierarchy.sgd.divergence import DivergedError
 
 #: The embedded default study: the exactly solvable tied case of docs/math.md §7 (see
 #: :mod:`hierarchy.study.run` for why these values).
@@ -182,9 +183,10 @@ def sgd_job(config, seed, labels, times):
 
     Raises
     ------
+    DivergedError
+        The seed diverged (exit status 1: the study writes the jobs before it, incomplete).
     HierarchyError
-        The seed diverged, or two record times fell on one SGD step (naming
-        ``sgd.learning_rate``).
+        Two record times fell on one SGD step (naming ``sgd.learning_rate``).
     """
     field = record_field(config, labels)
     words = [field.words[field.index(label)] for label in labels]
@@ -192,7 +194,7 @@ def sgd_job(config, seed, labels, times):
                     times=times, words=words)
     if traj.diverged is not None:
         where = traj.diverged
-        raise HierarchyError(f"study: SGD seed {seed} diverged at step {where['step']} "
+        raise DivergedError(f"study: SGD seed {seed} diverged at step {where['step']} "
                              f"(t = {where['t']:.6g}): {where['quantity']}; lower sgd.learning_rate",
                              field="sgd.learning_rate")
     if len(traj.t) != len(times):
