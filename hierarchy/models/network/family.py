@@ -330,11 +330,11 @@ class NetworkFamily(ModelFamily):
         start = np.asarray(self.initial_state(config, system), dtype=float)
         times = self.output_times(config)
 
-        def solve():
+        def solve(level=0):  # level: integrator tolerances CHECK_FACTOR^level tighter
+            rtol, atol = integrator_tolerances(settings, level)
             return integrate_system(
                 system, start, (float(times[0]), float(times[-1])), t_eval=times,
-                method=str(settings["method"]), rtol=float(settings["rtol"]),
-                atol=float(settings["atol"]), progress=progress)
+                method=str(settings["method"]), rtol=rtol, atol=atol, progress=progress)
 
         with interruptible():
             short_before = getattr(system, "rows_short", 0)
@@ -346,22 +346,12 @@ class NetworkFamily(ModelFamily):
                                    interrupted=stop.result.message)
                 raise
 
-            def check():  # post-processing, after the trajectory and eg are kept
+            def check(result, eg):  # post-processing, after the trajectory and eg are kept
                 # before the tightened re-solve, whose tighter target leaves rows short
                 reason = coarse_reason(system, short_before)
                 if result.status != Status.COMPLETE:  # a re-solve would stop there too
-                    needed = getattr(system, "adaptive", False) or reason is not None
-                    return None, None, UNCHECKED if needed else None
-                tight = None
-                if getattr(system, "adaptive", False):
-                    progress.line(f"certification: the solve again with a {CHECK_FACTOR:g}x "
-                                  "tighter quadrature target")
-                    tight = tightened_solve(system, solve)
-                if reason is None:
-                    return tight, None, None
-                progress.line("certification: the solve again with every quadrature row one "
-                              f"order lower ({reason})")
-                return tight, coarse_solve(system, solve), None
+                    return Checks(unchecked=UNCHECKED)
+                return checked_solve(config, system, solve, result, eg, reason, progress)
             return write_solution(out_dir, config, system, result, check=check)
 
     def format_summary(self, summary):
@@ -444,12 +434,106 @@ UNCHECKED = ("the solve stopped before its end, so the re-solves that check the 
              "stated errors did not run")
 
 
-def tightened_solve(system, solve):
-    """The a-posteriori check: ``solve()`` again with the engine's target divided by
-    :data:`CHECK_FACTOR`; returns ``(trajectory, eg along it)`` and restores the target."""
-    target = system.quadrature_target
-    return _solve_again(system, solve,
-                        lambda: system.set_quadrature_target(target / CHECK_FACTOR),
+#: the integrator's ``rtol`` is never taken below this (scipy's own floor is ``100 eps``)
+TIGHTEST_RTOL = 1e-13
+#: the most times a solve is replaced by its check (:func:`checked_solve`)
+MAX_PROMOTIONS = 2
+
+
+def integrator_tolerances(settings, level=0):
+    """``(rtol, atol)`` of the integrator at ``level``: the solve's own divided by
+    ``CHECK_FACTOR^level`` (``rtol`` at least :data:`TIGHTEST_RTOL`)."""
+    factor = CHECK_FACTOR ** -level
+    return (max(float(settings["rtol"]) * factor, min(TIGHTEST_RTOL, float(settings["rtol"]))),
+            float(settings["atol"]) * factor)
+
+
+@dataclasses.dataclass
+class Checks:
+    """What the certification of a solve ran (:func:`checked_solve`).
+
+    ``result``, ``eg``: the trajectory kept (the solve's, or a tighter one that replaced it)
+    and ``eg`` along it; ``level``: how many times the tolerances were divided by
+    :data:`CHECK_FACTOR` for it; ``tight``, ``coarse``: the tightened and the coarse
+    re-solves (each ``(trajectory, eg along it)`` or None); ``unchecked``: why they did not
+    run; ``replaced``: the largest change of the states each replaced solve's check made."""
+    result: object = None
+    eg: object = None
+    level: int = 0
+    tight: object = None
+    coarse: object = None
+    unchecked: str = None
+    replaced: list = dataclasses.field(default_factory=list)
+
+
+def checked_solve(config, system, solve, result, eg, reason, progress):
+    """The certification's re-solves of a complete ``result`` (``eg`` along it), as
+    :class:`Checks`.
+
+    The solve again with the integrator's ``rtol`` and ``atol`` and the engine's target
+    :data:`CHECK_FACTOR` times tighter: its change of the states and of ``eg`` measures the
+    integration's global error (the solver controls only its local error: near a saddle the
+    dynamics amplify it hundreds of times) and the quadrature's effect together. When that
+    change exceeds ``atol + rtol |u|`` somewhere and the tolerances can still be tightened,
+    the tighter solve replaces the result and is checked by one tighter again (at most
+    :data:`MAX_PROMOTIONS` times, ``rtol`` at least :data:`TIGHTEST_RTOL`). The coarse
+    re-solve (:func:`coarse_solve`, when ``reason``) runs last, at the kept solve's
+    tolerances.
+    """
+    checks = Checks(result=result, eg=eg)
+    if getattr(system, "uncertifiable", None):  # standard errors: no re-solve makes them bounds
+        return checks
+    tolerance_of = tolerance_function(config)
+    while True:
+        level = checks.level
+        progress.line(f"certification: the solve again with {CHECK_FACTOR ** (level + 1):g}x "
+                      "tighter rtol, atol" + (" and quadrature target"
+                                              if getattr(system, "adaptive", False) else ""))
+        checks.tight = tightened_solve(system, solve, level)
+        state, risk = _moved(checks.result, checks.eg, checks.tight)
+        within = bool(np.all(state <= tolerance_of(checks.result)[:len(state)])
+                      and np.all(risk <= tolerance_of(checks.result)[:len(risk)]))
+        again, _ = checks.tight
+        if (within or level >= MAX_PROMOTIONS or again.status != Status.COMPLETE
+                or not np.all(np.isfinite(checks.eg))  # kept incomplete, not replaced
+                or integrator_tolerances(config["solve"], level + 2)
+                == integrator_tolerances(config["solve"], level + 1)):
+            break
+        checks.replaced.append(float(state.max(initial=0.0)))
+        progress.line(f"certification: that moved the states by {state.max():.3g}, more than "
+                      "atol + rtol |u|: the tighter solve replaces the result")
+        checks.result, checks.eg = checks.tight
+        checks.level = level + 1
+    if reason is not None:
+        progress.line("certification: the solve again with every quadrature row one "
+                      f"order lower ({reason})")
+        checks.coarse = coarse_solve(system, lambda: solve(checks.level), checks.level)
+    return checks
+
+
+def tolerance_function(config):
+    """``tolerance(result)``: ``atol + rtol max|u|`` at each output time of ``result``, the
+    config's own ``rtol`` and ``atol`` (what ``certified`` holds every error to)."""
+    atol, rtol = float(config["solve"]["atol"]), float(config["solve"]["rtol"])
+
+    def tolerance(result):
+        scale = (np.max(np.abs(result.y), axis=1, initial=1.0) if len(result.y)
+                 else np.ones(0))
+        return atol + rtol * scale
+    return tolerance
+
+
+def tightened_solve(system, solve, level=0):
+    """The a-posteriori check of a solve at ``level``: ``solve(level + 1)`` (the integrator's
+    tolerances :data:`CHECK_FACTOR` times tighter), with the engine's target divided by
+    :data:`CHECK_FACTOR` too when the field has one; returns ``(trajectory, eg along it)``
+    and restores the target."""
+    target = getattr(system, "quadrature_target", None)
+    if target is None:  # closed forms: only the integrator is tightened
+        return _solve_again(system, lambda: solve(level + 1), lambda: None, lambda: None)
+    return _solve_again(system, lambda: solve(level + 1),
+                        lambda: system.set_quadrature_target(
+                            target / CHECK_FACTOR ** (level + 1)),
                         lambda: system.set_quadrature_target(target))
 
 
@@ -468,7 +552,7 @@ def coarse_reason(system, short_before):
     return "; ".join(reasons) or None
 
 
-def coarse_solve(system, solve):
+def coarse_solve(system, solve, level=0):
     """The a-posteriori check of rows that ran to their highest order: ``solve()`` again
     with every row's highest order one lower; returns ``(trajectory, eg along it)`` and
     restores the orders.
@@ -482,8 +566,18 @@ def coarse_solve(system, solve):
     at their highest order, or follow no target), so this is the re-solve that measures
     what their stated errors do to the trajectory.
     """
-    return _solve_again(system, solve, lambda: system.set_orders_below_top(1),
-                        lambda: system.set_orders_below_top(0))
+    target = getattr(system, "quadrature_target", None)
+
+    def change():  # the kept solve's target (a replaced one ran at a tighter one)
+        system.set_orders_below_top(1)
+        if level and target is not None:
+            system.set_quadrature_target(target / CHECK_FACTOR ** level)
+
+    def restore():
+        system.set_orders_below_top(0)
+        if level and target is not None:
+            system.set_quadrature_target(target)
+    return _solve_again(system, solve, change, restore)
 
 
 def _solve_again(system, solve, change, restore):
@@ -507,14 +601,16 @@ def _moved(solved, eg, check):
             np.abs(other_eg[:rows] - eg[:rows]))
 
 
-def certify(config, system, result, eg, check=None, coarse=None, unchecked=None):
+def certify(config, system, result, eg, check=None, coarse=None, unchecked=None, level=0,
+            replaced=()):
     """The ``quadrature_error`` summary of a solved trajectory (see :func:`write_solution`):
     ``check`` the tightened re-solve (:func:`tightened_solve`), ``coarse`` the one with the
     rows one order lower (:func:`coarse_solve`), each ``(trajectory, eg along it)`` or None;
     ``unchecked``: why the re-solves the field needs did not run (:data:`UNCHECKED`), which
-    leaves the result not certified."""
+    leaves the result not certified; ``level``, ``replaced``: see :class:`Checks`."""
     solve = config["solve"]
     atol, rtol = float(solve["atol"]), float(solve["rtol"])
+    used_rtol, used_atol = integrator_tolerances(solve, level)
     field_error = np.zeros(len(result.y))
     eg_error = np.zeros(len(result.y))
     for j, u in enumerate(result.y):
@@ -526,7 +622,11 @@ def certify(config, system, result, eg, check=None, coarse=None, unchecked=None)
     bad = (field_error > tolerance) | (eg_error > tolerance)
     out = {"field": float(field_error.max(initial=0.0)), "eg": float(eg_error.max(initial=0.0)),
            "target": getattr(system, "quadrature_target", None),
-           "times_checked": int(len(result.y))}
+           "times_checked": int(len(result.y)),
+           # the integrator's tolerances of the trajectory kept (tighter than the config's
+           # when a solve moved by more than atol + rtol |u| under its check was replaced)
+           "integrator": {"rtol": used_rtol, "atol": used_atol, "level": int(level),
+                          "replaced_moves": [float(m) for m in replaced]}}
     # the two re-solves move different rows (those below their highest order, and those
     # at it): their changes add up, and the sum is held to the tolerance
     moved_state, moved_risk = np.zeros(len(result.y)), np.zeros(len(result.y))
@@ -568,8 +668,14 @@ def certification_line(summary):
                  "trajectory bit for bit (every row already at its highest order or exact), "
                  "so it checks nothing beyond the stated errors")
     elif error.get("trajectory") is not None:
-        line += (f"; the solve with a {factor:g}x tighter quadrature moved the states by "
-                 f"{error['trajectory']:.3g}, eg by {error['eg_trajectory']:.3g}")
+        line += (f"; the solve with {factor:g}x tighter rtol, atol and quadrature target moved "
+                 f"the states by {error['trajectory']:.3g}, eg by {error['eg_trajectory']:.3g}")
+    integrator = error.get("integrator", {})
+    if integrator.get("level"):
+        moves = ", ".join(f"{m:.3g}" for m in integrator.get("replaced_moves", []))
+        line += (f"; solved at rtol = {integrator['rtol']:.3g}, atol = {integrator['atol']:.3g} "
+                 f"(the solves at looser tolerances moved by {moves} under their checks, more "
+                 "than atol + rtol |u|)")
     if error.get("coarse_trajectory") is not None:
         line += (f"; with every row one order lower (the rows short of their target, and "
                  f"those whose stated error no target follows, move by it) the states moved by "
@@ -579,7 +685,8 @@ def certification_line(summary):
     if error.get("not_certifiable"):
         return line + f" -- NOT CERTIFIED: {error['not_certifiable']}"
     return (line + f" -- NOT CERTIFIED from alpha = {error.get('first_uncertified', 0.0):.6g}: "
-            "the quadrature error exceeds atol + rtol |u| of the solve")
+            "the stated quadrature error, or the re-solves' change of the states, exceeds "
+            "atol + rtol |u| of the solve")
 
 
 def write_solution(out_dir, config, system, result, interrupted=None, check=None):
@@ -623,8 +730,11 @@ def write_solution(out_dir, config, system, result, interrupted=None, check=None
         for u in result.y:
             eg[done] = system.eg(u)
             done += 1
-        error = certify(config, system, result, eg,
-                        *(check() if check is not None else (None, None)))
+        checks = check(result, eg) if check is not None else Checks()
+        if checks.result is not None:  # a tighter solve may have replaced it
+            result, eg = checks.result, checks.eg
+        error = certify(config, system, result, eg, checks.tight, checks.coarse,
+                        checks.unchecked, level=checks.level, replaced=checks.replaced)
     except KeyboardInterrupt:
         with hold_signals(redeliver=False):  # a second Ctrl-C: already stopping
             write_network_result(out_dir, config, result, eg,
