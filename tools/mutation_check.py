@@ -900,6 +900,10 @@ MUTATIONS = (
              '    if False:',
              ["tests/test_network_structured.py::test_bad_inputs_are_one_line_naming_the_key"],
              "a covariance file without blocks is silently x ~ N(0, I)"),
+    mutation("certification-ignores-the-integrator", "hierarchy/models/network/family.py",
+             "    factor = CHECK_FACTOR ** -level\n", "    factor = 1.0\n",
+             ["tests/test_network_certify.py::test_certified_covers_the_integrators_own_error"],
+             "the re-solve keeps the integrator's tolerances: its global error is not checked"),
 )
 
 
