@@ -904,6 +904,10 @@ MUTATIONS = (
              "    factor = CHECK_FACTOR ** -level\n", "    factor = 1.0\n",
              ["tests/test_network_certify.py::test_certified_covers_the_integrators_own_error"],
              "the re-solve keeps the integrator's tolerances: its global error is not checked"),
+    mutation("incomplete-result-keeps-stale-figures", "hierarchy/core/io.py",
+             '        if not complete and name == "result":', "        if False:",
+             ["tests/test_stale_figures.py"],
+             "a diverged run leaves the figure of the run before beside its result"),
 )
 
 

@@ -91,12 +91,21 @@ def write_result(
                          state_name=state_name)
 
 
+#: the figures each command draws after writing its complete result: a result of the command
+#: written incomplete (a run under way, interrupted, diverged, blown up) removes them, so that
+#: no figure of an earlier run in the folder stands beside it
+COMMAND_FIGURES = {"solve": ("observables.png",), "sgd": ("sgd.png",)}
+
+
 def _write_result(out_dir, *, t, mu, labels, config, summary, extra_arrays, complete, name, record_extra,
                   state_name="mu"):
     out = pathlib.Path(out_dir)
     arrays = _result_arrays(t, mu, labels, extra_arrays, state_name)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if not complete and name == "result":
+            for figure in COMMAND_FIGURES.get((record_extra or {}).get("command"), ()):
+                (out / figure).unlink(missing_ok=True)
         with hold_signals():
             npz_bytes = _npz_bytes(arrays)
             atomic_write(out / f"{name}.npz", npz_bytes)

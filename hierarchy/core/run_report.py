@@ -28,7 +28,7 @@ import numpy as np
 from hierarchy.core import figure_process, registry
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.fixed_point_report import read_points
-from hierarchy.core.io import read_result
+from hierarchy.core.io import COMMAND_FIGURES, read_result
 from hierarchy.core.plotting import (
     make_paired_figure,
     make_statistics_figure,

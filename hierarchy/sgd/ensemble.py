@@ -449,7 +449,7 @@ def write_ensemble(out_dir, config, trajectory, u_runs, state_name, **summary):
     t, mean, arrays, record = ensemble_files(config, trajectory, u_runs, **summary)
     write_result(out_dir, t=t, mu=mean, labels=trajectory.labels, config=config,
                  summary=record, extra_arrays=arrays, complete=record["complete"],
-                 state_name=state_name)
+                 state_name=state_name, command="sgd")
     return record
 
 
