@@ -162,3 +162,26 @@ def test_a_degree_job_stops_at_a_finite_time_singularity_in_seconds():
     assert job["status"] != 0
     reached = np.isfinite(job["mu"][:, 0])
     assert reached[:3].all() and not reached[-1]       # kept up to the singularity, not past
+
+
+def test_certified_is_a_horizon_and_an_exact_reference_flags_under_claims():
+    """A lone later point whose error estimate looks converged is not certified (the audit's
+    isolated points were 39 to 197 times off their claims): certified is the prefix, like a
+    solve's validity horizon. A certified point whose error against the matrix flow exceeds
+    ten times its claim counts as an under-claim (the SGD mean, noisy, does not count)."""
+    from hierarchy.study.analysis import analyse_extrapolation, certified
+    times = np.linspace(0.0, 1.0, 6)
+    estimate = np.ones((6, 1))
+    error = np.array([[1e-6], [1e-6], [1e-6], [1.0], [1e-6], [1.0]])
+    assert certified(estimate, error)[:, 0].tolist() == [True, True, True, False, False, False]
+    flow = estimate.copy()
+    flow[1, 0] += 5e-6   # 5x its claim: within the factor
+    flow[2, 0] += 2e-5   # 20x its claim: an under-claim
+    flow[4, 0] += 1.0    # not certified: not counted
+    out = analyse_extrapolation(times, [2, 3], ["a"], np.ones((2, 6, 1)), estimate, error,
+                                {"matrix-flow": flow, "sgd": flow})
+    entry = out["observables"]["a"]
+    assert entry["certified_until"] == times[2] and entry["certified_fraction"] == 0.5
+    assert entry["matrix-flow"]["under_claimed"] == 1
+    assert entry["matrix-flow"]["worst_ratio"] == pytest.approx(20.0)
+    assert "under_claimed" not in entry["sgd"] and out["under_claimed"] == 1

@@ -908,6 +908,17 @@ MUTATIONS = (
              '        if not complete and name == "result":', "        if False:",
              ["tests/test_stale_figures.py"],
              "a diverged run leaves the figure of the run before beside its result"),
+    mutation("study-certifies-lone-points", "hierarchy/study/analysis.py",
+             "    return np.cumprod(pointwise, axis=0).astype(bool)\n", "    return pointwise\n",
+             ["tests/test_study_extrapolation.py::test_certified_is_a_horizon_and_an_exact_"
+              "reference_flags_under_claims"],
+             "a lone later point of the study counts as certified"),
+    mutation("study-ignores-under-claims", "hierarchy/study/analysis.py",
+             "    over = valid & (diff > UNDER_CLAIM_FACTOR * claimed)",
+             "    over = valid & (diff > np.inf)",
+             ["tests/test_study_extrapolation.py::test_certified_is_a_horizon_and_an_exact_"
+              "reference_flags_under_claims"],
+             "the matrix flow catches an under-claim and the study says nothing"),
 )
 
 

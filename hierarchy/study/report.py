@@ -45,8 +45,13 @@ def format_extrapolation(extrapolated, labels, time_symbol="t"):
                 cells.append(f"vs {ref} {e['error']:.3e} (best single degree {best})")
         until = entry["certified_until"]
         until = "nowhere" if until is None else f"{time_symbol} = {until:.3g}"
-        lines.append(f"{label:>12}   " + "; ".join(cells)
-                     + f"; claimed <= {entry['claimed_error']:.1e}, certified until {until}")
+        line = (f"{label:>12}   " + "; ".join(cells)
+                + f"; claimed <= {entry['claimed_error']:.1e}, certified until {until}")
+        for ref in REFERENCES:
+            if entry.get(ref, {}).get("under_claimed"):
+                line += (f"; UNDER-CLAIMED at {entry[ref]['under_claimed']} certified times "
+                         f"(error vs {ref} up to {entry[ref]['worst_ratio']:.3g}x the claim)")
+        lines.append(line)
     return "\n".join(lines)
 
 
