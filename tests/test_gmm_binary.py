@@ -301,3 +301,25 @@ def test_finite_snr_verdicts_respect_the_mirror_and_the_quadratures_resolution()
                                   for p in ring)
     assert all(abs(p["eigenvalues"][-1]) < 1e-5 for p in ring)
     assert sum(p["stable"] is True for p in found) == 2
+
+
+def test_the_ring_points_are_neutral_not_saddles_in_the_record_and_the_figure():
+    """At lambda = inf the quarter-ring points have a zero eigenvalue along the ring and no
+    growing direction (perturbed starts return to the ring, and SGD ends there): they were
+    printed, stored and drawn as unstable saddles. Now ``stability`` is ``neutral``, and the
+    figure draws them as neutral (found by an audit)."""
+    from pathlib import Path
+
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.fixed_point_report import make_points_figure
+    from hierarchy.core.registry import family
+    path = Path(__file__).resolve().parent.parent / "tools" / "configs" / "gmm_binary.toml"
+    points = family("gmm-binary").fixed_points(load_config(path))
+    neutral = [p for p in points if p.get("stability") == "neutral"]
+    assert len(neutral) == 2 and all(abs(p["eigenvalues"][-1]) <= 1e-7 for p in neutral)
+    assert all(p["stable"] is False and p["note"].startswith("neutral") for p in neutral)
+    assert sum(p["stable"] is True for p in points) == 2
+    figure = make_points_figure(points, "gmm-binary")
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert "neutral (a zero eigenvalue)" in labels
+    assert labels.count("unstable (saddle)") == 1          # the origin only

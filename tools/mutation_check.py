@@ -919,6 +919,11 @@ MUTATIONS = (
              ["tests/test_study_extrapolation.py::test_certified_is_a_horizon_and_an_exact_"
               "reference_flags_under_claims"],
              "the matrix flow catches an under-claim and the study says nothing"),
+    mutation("gmm-zero-eigenvalue-is-a-saddle", "hierarchy/models/gmm/stability.py",
+             "    elif abs(top) <= TOL:  # a zero eigenvalue", "    elif False:  # a zero eigenvalue",
+             ["tests/test_gmm_binary.py::test_the_ring_points_are_neutral_not_saddles_in_the_"
+              "record_and_the_figure"],
+             "the binary ring points, attracting along no direction, called unstable"),
 )
 
 

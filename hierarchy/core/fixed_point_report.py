@@ -79,6 +79,11 @@ def read_points(out_dir):
             and point.get("found") is not False]
 
 
+#: colour and legend of a point by its verdict (``stable``, or ``"neutral"``)
+POINT_STYLES = {True: ("C2", "stable"), False: ("C3", "unstable (saddle)"),
+                "neutral": ("C1", "neutral (a zero eigenvalue)"), None: ("C7", "not classified")}
+
+
 def make_points_figure(points, title):
     """The points on the ``eg`` axis (or by number) against their escape eigenvalue.
 
@@ -95,10 +100,11 @@ def make_points_figure(points, title):
         x = float(point["eg"]) if with_risk else float(number)
         y = escape_rate(point)
         stable = point.get("stable")
-        ax.plot([x], [y], "o", ms=8, color="C2" if stable else "C3",
-                mfc="C2" if stable else "none", mew=1.6,
-                label="stable" if stable else "unstable (saddle)" if stable is False
-                else "not classified")
+        if point.get("stability") == "neutral":  # a zero eigenvalue: no saddle
+            stable = "neutral"
+        ax.plot([x], [y], "o", ms=8, color=POINT_STYLES[stable][0],
+                mfc=POINT_STYLES[stable][0] if stable is True else "none", mew=1.6,
+                label=POINT_STYLES[stable][1])
         count = point.get("multiplicity", 1)
         shown = point_name(point, number) + (f" x{count}" if count != 1 else "")
         right = len(points) > 1 and x > middle   # text towards the middle: inside the frame

@@ -101,7 +101,9 @@ def resolution(model, u, top):
 def classify(model, u):
     """``{"u": {label: value}, "stable": bool or None, "eigenvalues": [...],
     "sliding": [...]}``, with a ``note`` when ``stable`` is None: the largest real part is
-    within the quadrature's :func:`resolution` of 0, a sign the field cannot tell."""
+    within the quadrature's :func:`resolution` of 0, a sign the field cannot tell; with
+    ``stability = "neutral"`` (``stable`` false) and a ``note`` when it is 0 within
+    :data:`TOL` (the ring of binary points: until this round called unstable)."""
     u = np.asarray(u, dtype=float)
     free, matrices = jacobians(model, u)
     worst, top = _worst(matrices)
@@ -116,4 +118,8 @@ def classify(model, u):
                        f"is within {band:.2g} of 0, the resolution of the field's quadrature "
                        f"(it moves by 1/{RESOLUTION_FACTOR:g} of that with twice the QMC "
                        "points)")
+    elif abs(top) <= TOL:  # a zero eigenvalue: along a set of fixed points, or marginal
+        verdict.update(stability="neutral", note=f"neutral: the largest eigenvalue {top:.3g} "
+                       f"is 0 within {TOL:g} (a direction along a set of fixed points, or a "
+                       "marginal one), neither contracting nor growing")
     return verdict
