@@ -323,3 +323,16 @@ def test_the_ring_points_are_neutral_not_saddles_in_the_record_and_the_figure():
     labels = figure.axes[0].get_legend_handles_labels()[1]
     assert "neutral (a zero eigenvalue)" in labels
     assert labels.count("unstable (saddle)") == 1          # the origin only
+
+
+@pytest.mark.parametrize("method", ["RK45", "DOP853"])
+def test_finite_snr_solve_uses_the_configs_integrator(tmp_path, method):
+    """``[solve] method`` is the integrator of the finite-lambda ODE (it was hard-coded to
+    RK45 whatever the config said; found by an audit); RK45 is the family's default."""
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.registry import family
+    config = load_config(None, {"model": {"family": "gmm-binary", "snr": 10.0},
+                                "solve": {"t_final": 1.0, "points": 3, "method": method}})
+    assert load_config(None, {"model": {"family": "gmm-binary"}})["solve"]["method"] == "RK45"
+    summary = family("gmm-binary").run_solve(config, tmp_path, None)
+    assert summary["method"] == method

@@ -23,10 +23,12 @@ from hierarchy.ode.integrate import SolveInterrupted, integrate
 DT = 0.05
 
 
-def integrate_field(rhs, u0, times, labels, rtol=1e-4, atol=1e-7, progress=None):
-    """Integrate ``du/dt = rhs(u)`` over ``times`` with the package's one integrate loop."""
+def integrate_field(rhs, u0, times, labels, rtol=1e-4, atol=1e-7, progress=None,
+                    method="RK45"):
+    """Integrate ``du/dt = rhs(u)`` over ``times`` with the package's one integrate loop
+    (``method``: ``[solve] method``, a scipy integrator)."""
     return integrate(lambda t, u: rhs(u), np.asarray(u0, dtype=float),
-                     (float(times[0]), float(times[-1])), t_eval=times, method="RK45",
+                     (float(times[0]), float(times[-1])), t_eval=times, method=method,
                      rtol=rtol, atol=atol, blowup=None, labels=list(labels),
                      subject="the ballistic ODE", entries="statistics", progress=progress)
 
@@ -71,12 +73,16 @@ def ensemble(model, u0, times, dt=DT, rows=None, on_row=None):
     return np.array(rows)
 
 
-def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT, engine="auto", progress=None):
+def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT, engine="auto", progress=None,
+          method="RK45"):
     """The ballistic trajectory from ``u0`` (``{label: value}`` or an array).
 
     ``engine`` chooses the finite-``lambda`` field (:func:`~hierarchy.models.gmm.field.
     field_function`: ``"auto"`` is the compiled kernel when it compiles). ``progress`` (a
-    :class:`~hierarchy.core.progress.Progress`) shows ``t = ... / t_final``.
+    :class:`~hierarchy.core.progress.Progress`) shows ``t = ... / t_final``. ``rtol``,
+    ``atol`` and ``method`` are the finite-``lambda`` integrator's; at ``lambda = inf`` the
+    fixed-step Filippov scheme (step ``dt``) runs, whatever they are (the summary's
+    ``method`` says ``heun-filippov``).
 
     Returns
     -------
@@ -95,7 +101,8 @@ def solve(model, u0, times, rtol=1e-4, atol=1e-7, dt=DT, engine="auto", progress
         name = "numpy"
     else:
         rhs, name = field_function(model, engine)
-        trajectory = integrate_field(rhs, start, times, model.labels, rtol, atol, progress)
+        trajectory = integrate_field(rhs, start, times, model.labels, rtol, atol, progress,
+                                     method)
     trajectory.info["equation"] = "ballistic"
     trajectory.info["engine"] = name
     return trajectory

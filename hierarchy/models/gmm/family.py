@@ -97,7 +97,8 @@ class MixtureFamily(ModelFamily):
         self.defaults = {
             "model": {"snr": 100.0, "ridge": 0.1, "width": width},
             "init": {"source": "gaussian", "seed": 0, "statistics": {}},
-            "solve": {"t_final": 100.0, "points": 101, "rtol": 1e-4, "atol": 1e-7},
+            "solve": {"t_final": 100.0, "points": 101, "rtol": 1e-4, "atol": 1e-7,
+                      "method": "RK45"},
             "sgd": {"dimension": 250, "step": 1.0, "runs": 200, "seed": 0,
                     "paired_runs": PAIRED_RUNS},
             "study": dict(STUDY_DEFAULTS),
@@ -210,7 +211,8 @@ class MixtureFamily(ModelFamily):
         with interruptible():
             try:
                 trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
-                                             atol=solve["atol"], progress=progress)
+                                             atol=solve["atol"], progress=progress,
+                                             method=solve["method"])
             except SolveInterrupted as stop:  # keep the trajectory so far (complete: false)
                 write_solved(out_dir, config, stop.result, self.state_name,
                              stop.result.info.get("method", ""))

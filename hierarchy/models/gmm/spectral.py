@@ -56,7 +56,8 @@ class XorSpectra:
         """Population outliers and alignments along the ODE from ``u0`` at ``times``."""
         grid = np.union1d([0.0], times)
         trajectory = ballistic.solve(self.model, u0, grid, rtol=float(self.solve["rtol"]),
-                                     atol=float(self.solve["atol"]))
+                                     atol=float(self.solve["atol"]),
+                                     method=self.solve.get("method", "RK45"))
         rows = trajectory.y[np.searchsorted(grid, times)]
         r_w, r_v = self.ranks(table["top"])
         return along_trajectory(xor_population, self.model, times, rows, top_w=r_w,

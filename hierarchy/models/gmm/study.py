@@ -52,7 +52,7 @@ def odes_from_starts(config, labels, starts, times):
         return np.transpose(states, (2, 0, 1))[:, :, back]
     return solve_starts(starts, lambda start: ode_columns(
         ballistic.solve(model, start, times, rtol=float(solve["rtol"]),
-                        atol=float(solve["atol"])), labels, times)[0])
+                        atol=float(solve["atol"]), method=solve["method"]), labels, times)[0])
 
 
 def ode(config, labels, times):
@@ -60,7 +60,8 @@ def ode(config, labels, times):
     family = family_of(config)
     model, solve = family.mixture(config), config["solve"]
     trajectory = ballistic.solve(model, family.initial_state(config), times,
-                                 rtol=float(solve["rtol"]), atol=float(solve["atol"]))
+                                 rtol=float(solve["rtol"]), atol=float(solve["atol"]),
+                                 method=solve["method"])
     return ode_columns(trajectory, labels, times)
 
 
