@@ -398,3 +398,18 @@ def test_a_kink_spelled_as_a_square_root_solves_to_finite_numbers(tmp_path):
     data = np.load(tmp_path / "out" / "result.npz")
     assert summary["complete"] and np.all(np.isfinite(data["u"])) and np.all(np.isfinite(data["eg"]))
     assert math.isfinite(summary["summary"]["eg_final"]) and seconds < 60
+
+
+@pytest.mark.parametrize("model, field", [
+    ({"loss": "y"}, "model.loss"),
+    ({"loss": "y**2 + 1"}, "model.loss"),
+    ({"student": {"activation": "1"}}, "model.student.activation"),
+    ({"teacher": {"activation": "2.5"}}, "model.teacher.activation"),
+])
+def test_a_formula_that_ignores_its_variable_is_refused(model, field):
+    """A loss without ``yhat`` or an activation without ``x`` gave a constant trajectory,
+    "certified", exit 0 (found by an audit): its gradient is 0. One line naming the key."""
+    with pytest.raises(HierarchyError) as info:
+        network_from_config(load_config(None, {"model": {"family": "network", **model}}))
+    assert info.value.field == field and "\n" not in str(info.value)
+    assert "does not depend on" in str(info.value)

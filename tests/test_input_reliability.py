@@ -424,3 +424,12 @@ def test_a_relative_tolerance_above_a_tenth_is_refused(tmp_path, capsys, no_work
     config = write_config(tmp_path, f'[model]\nfamily = "{family}"\n[solve]\nrtol = 2.0\n')
     status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
     assert_one_line(status, err, "solve.rtol", "<= 0.1")
+
+
+@pytest.mark.parametrize("family", ["attention", "gmm-binary", "network"])
+def test_an_absolute_tolerance_above_a_tenth_is_refused(tmp_path, capsys, no_work, family):
+    """atol = 1e3 was accepted: a tanh network solve "certified" against it ended with eg
+    three times off (found by an audit)."""
+    config = write_config(tmp_path, f'[model]\nfamily = "{family}"\n[solve]\natol = 1e3\n')
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "solve.atol", "<= 0.1")

@@ -924,6 +924,16 @@ MUTATIONS = (
              ["tests/test_gmm_binary.py::test_the_ring_points_are_neutral_not_saddles_in_the_"
               "record_and_the_figure"],
              "the binary ring points, attracting along no direction, called unstable"),
+    mutation("loss-without-yhat-accepted", "hierarchy/models/network/formulas.py",
+             "    if slope == 0:  # SGD on it never moves", "    if False:  # SGD on it never moves",
+             ["tests/test_formula_probe.py::test_a_formula_that_ignores_its_variable_is_refused"],
+             "a loss without yhat solves to a constant trajectory, certified"),
+    mutation("atol-unbounded", "hierarchy/config/shared.py",
+             "strict=False,\n                                  maximum=MAX_ATOL)",
+             "strict=False)",
+             ["tests/test_input_reliability.py::test_an_absolute_tolerance_above_a_tenth_is_"
+              "refused"],
+             "atol = 1e3 accepted, and a network solve certified against it"),
 )
 
 

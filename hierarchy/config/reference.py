@@ -11,7 +11,7 @@ ones the code uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--c
 import math
 
 from hierarchy.config.loader import DEFAULTS, defaults_for
-from hierarchy.config.shared import (MAX_POINTS, MAX_RTOL, MAX_T_FINAL, MIN_ATOL, MIN_RTOL,
+from hierarchy.config.shared import (MAX_ATOL, MAX_POINTS, MAX_RTOL, MAX_T_FINAL, MIN_ATOL, MIN_RTOL,
                                      MIN_T_FINAL)
 from hierarchy.core import registry
 from hierarchy.ode.integrate import METHODS
@@ -43,9 +43,11 @@ KEY_HELP = {
                       f"number in [{MIN_T_FINAL:g}, {MAX_T_FINAL:g}]"),
     "solve.points": ("Number of output (and SGD record) times, evenly spaced from 0 to `t_final`.",
                      f"integer in 2..{MAX_POINTS} (the trajectory must fit in memory)"),
-    "solve.rtol": ("Relative tolerance of the integrator.",
+    "solve.rtol": ("Relative tolerance of the integrator (of the trajectory, for `network`: "
+                   "`certified` holds its global error to `atol + rtol |u|`).",
                    f"number in [{MIN_RTOL:g}, {MAX_RTOL:g}]"),
-    "solve.atol": ("Absolute tolerance of the integrator.", f"number >= {MIN_ATOL:g}"),
+    "solve.atol": ("Absolute tolerance of the integrator (see `rtol`).",
+                   f"number in [{MIN_ATOL:g}, {MAX_ATOL:g}]"),
     "solve.method": ("The scipy integrator (BDF and Radau use the analytic sparse Jacobian).",
                      markdown_choices(METHODS)),
     "solve.check_truncation": ("Also solve degree `M − 1` and warn when the two degrees differ by more "

@@ -30,6 +30,9 @@ MIN_RTOL = 1e-13
 #: says nothing, and a network solve would be "certified" against it (``rtol = 2`` passed)
 MAX_RTOL = 0.1
 MIN_ATOL = 1e-15
+#: Largest ``atol``: an absolute error of 0.1 on statistics of order one says nothing, and a
+#: network solve at ``atol = 1e3`` was "certified" against it with ``eg`` three times off
+MAX_ATOL = 0.1
 SCHEDULER_SCHEMES = ("tcp", "tls", "ucx", "inproc")
 HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
 
@@ -52,7 +55,8 @@ def validate_solve(section):
                                        maximum=MAX_POINTS)
     section["rtol"] = fields.real(section, "solve", "rtol", minimum=MIN_RTOL, strict=False,
                                   maximum=MAX_RTOL)
-    section["atol"] = fields.real(section, "solve", "atol", minimum=MIN_ATOL, strict=False)
+    section["atol"] = fields.real(section, "solve", "atol", minimum=MIN_ATOL, strict=False,
+                                  maximum=MAX_ATOL)
     section["method"] = fields.choice(section, "solve", "method", METHODS)
 
 

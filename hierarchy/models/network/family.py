@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.config import fields
+from hierarchy.config.shared import MIN_RTOL
 from hierarchy.config.statistics_start import (
     PAIRED_RUNS,
     SGD_KEY_HELP,
@@ -434,8 +435,8 @@ UNCHECKED = ("the solve stopped before its end, so the re-solves that check the 
              "stated errors did not run")
 
 
-#: the integrator's ``rtol`` is never taken below this (scipy's own floor is ``100 eps``)
-TIGHTEST_RTOL = 1e-13
+#: the integrator's ``rtol`` is never taken below the configs' own floor (scipy's is ``100 eps``)
+TIGHTEST_RTOL = MIN_RTOL
 #: the most times a solve is replaced by its check (:func:`checked_solve`)
 MAX_PROMOTIONS = 2
 

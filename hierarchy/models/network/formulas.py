@@ -65,6 +65,10 @@ def check_activation(g, field):
     hierarchy.core.formula_bounds.Envelope
         The envelope of ``g``.
     """
+    if not g.has(X):  # a constant: nothing to learn (or to learn from)
+        raise HierarchyError(f"{field} = {_short(g)} does not depend on x: a constant "
+                             "activation makes every gradient 0; allowed: a formula in x",
+                             field=field)
     check_constants(g, field)
     found = check_integrable(g, field)
     check_integrable(derivative(g), field, what=f"the derivative {_short(derivative(g))}")
@@ -90,6 +94,10 @@ def check_loss(loss, field="model.loss", student=None, teacher=None):
             "t_final = 0.5 in 500 s; allowed: a smooth loss (kinks are allowed in the "
             "activations)", field=field)
     slope = sympy.diff(loss, YHAT)
+    if slope == 0:  # SGD on it never moves
+        raise HierarchyError(f"{field} = {_short(loss)} does not depend on yhat: its gradient is "
+                             "0 and SGD never moves; allowed: a formula in yhat and y",
+                             field=field)
     check_constants(loss, field)
     check_integrable(loss, field)
     check_integrable(slope, field, what=f"its derivative {_short(slope)}")
