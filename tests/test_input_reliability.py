@@ -433,3 +433,13 @@ def test_an_absolute_tolerance_above_a_tenth_is_refused(tmp_path, capsys, no_wor
     config = write_config(tmp_path, f'[model]\nfamily = "{family}"\n[solve]\natol = 1e3\n')
     status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
     assert_one_line(status, err, "solve.atol", "<= 0.1")
+
+
+@pytest.mark.parametrize("value", ["1e300", "1" + "0" * 400])
+def test_a_huge_integer_is_one_line_not_an_overflow(tmp_path, capsys, no_work, value):
+    """``init.d = 1e300`` (or a 401-digit literal) passed the integer check and overflowed
+    the memory estimate: a traceback, exit 1 (found by an audit). Integers without a maximum
+    of their own stop at ``2**63 - 1``."""
+    config = write_config(tmp_path, f"[init]\nd = {value}\n")
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "init.d", "2**63 - 1")

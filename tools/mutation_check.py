@@ -934,6 +934,10 @@ MUTATIONS = (
              ["tests/test_input_reliability.py::test_an_absolute_tolerance_above_a_tenth_is_"
               "refused"],
              "atol = 1e3 accepted, and a network solve certified against it"),
+    mutation("integers-without-a-ceiling", "hierarchy/config/fields.py",
+             "    maximum = MAX_INTEGER if maximum is None else min(maximum, MAX_INTEGER)\n", "",
+             ["tests/test_input_reliability.py::test_a_huge_integer_is_one_line_not_an_overflow"],
+             "init.d = 1e300 overflows the memory estimate: a traceback"),
 )
 
 

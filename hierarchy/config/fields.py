@@ -46,11 +46,18 @@ def check_is_table(value, field):
         raise HierarchyError(f"{field} must be a table (got {show(value)})", field=field)
 
 
+#: the largest integer any key takes when it states no maximum of its own (int64, what numpy
+#: and the compiled loops hold): ``init.d = 1e300`` overflowed the memory estimate
+MAX_INTEGER = 2**63 - 1
+
+
 def integer(section, name, key, minimum, maximum=None):
-    """``section[key]`` as an ``int`` in ``minimum..maximum`` (a float like ``3.0`` is 3)."""
+    """``section[key]`` as an ``int`` in ``minimum..maximum`` (a float like ``3.0`` is 3;
+    ``maximum`` at most :data:`MAX_INTEGER`)."""
     value = section[key]
     field = f"{name}.{key}"
-    allowed = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+    maximum = MAX_INTEGER if maximum is None else min(maximum, MAX_INTEGER)
+    allowed = f"in {minimum}..{'2**63 - 1' if maximum == MAX_INTEGER else maximum}"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
