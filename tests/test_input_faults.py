@@ -100,8 +100,10 @@ def tied_field():
     ('{"1": 1, "2": 1, "1.1": 2, "1.2": 0.5, "2.1": 0.6, "2.2": 2}', ("same word", "different values")),
     ('{"x.y": 1}', ("init.moments:", "not a word label")),
     ("[1, 2]", ("JSON object",)),
+    # json keeps a repeated key's last value silently: two values of one word
+    ('{"1": 1, "2": 1, "1.1": 2, "1.2": 0.5, "2.2": 2, "1": 5}', ("key '1' twice",)),
 ], ids=["5000-digits", "deep-nesting", "not-utf8", "nan", "json-true", "string", "list",
-        "conflicting-representatives", "bad-label", "not-an-object"])
+        "conflicting-representatives", "bad-label", "not-an-object", "repeated-key"])
 def test_bad_moments_files_are_one_line_naming_init_moments(tmp_path, capsys, no_work, content, words):
     path = moments_file(tmp_path, content, mode="wb" if isinstance(content, bytes) else "w")
     config = write_config(tmp_path, f'[init]\nsource = "moments"\nmoments = "{path}"\n')

@@ -938,6 +938,11 @@ MUTATIONS = (
              "    maximum = MAX_INTEGER if maximum is None else min(maximum, MAX_INTEGER)\n", "",
              ["tests/test_input_reliability.py::test_a_huge_integer_is_one_line_not_an_overflow"],
              "init.d = 1e300 overflows the memory estimate: a traceback"),
+    mutation("moments-file-keeps-the-last-repeat", "hierarchy/models/attention/initial.py",
+             ", object_pairs_hook=_unique_keys)", ")",
+             ["tests/test_input_faults.py::test_bad_moments_files_are_one_line_naming_init_"
+              "moments"],
+             "a moments file giving one word twice silently takes the last value"),
 )
 
 

@@ -181,13 +181,25 @@ def _read_moments_json(path):
         raise refuse(f"is not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text, parse_int=_bounded_number, parse_float=_bounded_number,
-                          parse_constant=_refuse_constant)
+                          parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise refuse("is nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise refuse(f"is not valid JSON: {exc}") from None
     except ValueError as exc:
         raise refuse(str(exc)) from None
+
+
+def _unique_keys(pairs):
+    """A JSON object whose keys are distinct (Python's json keeps a repeated key's last value
+    silently: two values of one word)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"gives the key {key[:40]!r} twice ({out[key]!r} and {value!r}): "
+                             "one value per word")
+        out[key] = value
+    return out
 
 
 def _bounded_number(text):
