@@ -289,7 +289,27 @@ def test_a_strictly_convex_class_loss_has_a_stable_point(tmp_path):
     path = tmp_path / "classes.toml"
     path.write_text(CROSS_ENTROPY)
     (point,) = family("network").fixed_points(load_config(path))
-    assert point["kind"] == "end of the solve" and point["residual"] < fp.RESIDUAL
+    # at t = 2 the solve is still far from the point Newton finds from its end
+    assert point["kind"] == "Newton root from the end of the solve"
+    assert point["residual"] < fp.RESIDUAL and "away from it" in point["note"]
     assert point["escape_eigenvalue"] == pytest.approx(-0.01, rel=1e-3)
     assert point["neutral_band"] < 0.01 and point["jacobian_step"] > fp.H
     assert point["stability"] == "stable" and "diffusion" in point
+
+
+def test_only_an_end_near_its_root_is_called_the_end_of_the_solve():
+    """Newton from a state still moving can jump far: an audit found a root labelled "end of
+    the solve" 0.2 away from where the solve ended. Within 0.02 it is the end of the solve;
+    farther, the Newton root from it, with the distance in its note."""
+    net, system = committee(2)
+    teacher = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0])  # Q = R = T: the specialised root
+    assert list(net.labels) == ["Q1.1", "Q1.2", "Q2.2", "R1.1", "R1.2", "R2.1", "R2.2"]
+    kinds = {}
+    for shift in (1e-3, 0.1):
+        points = fp.fixed_points(net, system, teacher + shift * np.linspace(1, -1, 7))
+        (end,) = [p for p in points if "end of the solve" in p["kind"] or
+                  "end of the solve" in p.get("note", "")]
+        kinds[shift] = (end["kind"], end["note"])
+    assert "also the end of the solve" in kinds[1e-3][1] or kinds[1e-3][0] == "end of the solve"
+    assert "Newton root from the end of the solve" in " ".join(kinds[0.1])
+    assert "away from it" in " ".join(kinds[0.1])

@@ -943,6 +943,11 @@ MUTATIONS = (
              ["tests/test_input_faults.py::test_bad_moments_files_are_one_line_naming_init_"
               "moments"],
              "a moments file giving one word twice silently takes the last value"),
+    mutation("any-newton-root-is-the-end-of-the-solve", "hierarchy/models/network/fixed_points.py",
+             "    if distance <= END_NEAR:", "    if True:",
+             ["tests/test_network_fixed_points.py::test_only_an_end_near_its_root_is_called_the_"
+              "end_of_the_solve"],
+             "a Newton jump 0.2 away from a moving state labelled the solve's end"),
 )
 
 

@@ -19,7 +19,8 @@ Three kinds of points (``kind`` of each result):
   ``sigma = 0`` the teacher is a root for every ``eta`` (the loss is 0 on every sample);
   with label noise the point moves by ``O(eta sigma^2)``;
 - ``"end of the solve"``: the end of the ODE from the config's start (``[solve] t_final``),
-  polished by Newton (scipy ``hybr``), when it is a root.
+  polished by Newton (scipy ``hybr``), when it is a root within :data:`END_NEAR` of the end;
+  a root farther away is ``"Newton root from the end of the solve"`` (:func:`end_point`).
 
 The Jacobian is a central difference of the field, at the step of
 :data:`~.linearisation.STEPS` whose ``J_h - J_2h`` is smallest
@@ -284,7 +285,8 @@ def distinct(net, points):
             kept.append(point)
             continue
         first = kept[same]
-        kept[same] = dict(first, note=f"{first['note']}; also the {point['kind']}, up to a "
+        kept[same] = dict(first, note=f"{first['note']}; also the "
+                                      f"{point.get('also', point['kind'])}, up to a "
                                       "permutation of the student units")
     return kept
 
@@ -315,8 +317,26 @@ def fixed_points(net, system, end=None):
         function = field_function(system)
         polished = polish(function, end)
         if residual(function, polished) < RESIDUAL:
-            points.append(classify(net, system, function, polished, "end of the solve"))
+            points.append(end_point(net, system, function, polished, end))
     return [with_diffusive_limit(net, system, point) for point in distinct(net, points)]
+
+
+#: the solve ended at the root Newton found from its end when every statistic is this close
+#: to it (the radius of "passes near" in the trajectory's figure, ``run_report.NEAR``)
+END_NEAR = 0.02
+
+
+def end_point(net, system, function, root, end):
+    """The root Newton found from the solve's ``end``, classified: ``"end of the solve"``
+    when the end is within :data:`END_NEAR` of it, else ``"Newton root from the end of the
+    solve"`` with the distance in its note (Newton can jump far from a state still moving:
+    an audit found such a root labelled the solve's end 0.2 away)."""
+    distance = float(np.max(np.abs(np.asarray(root) - np.asarray(end))))
+    if distance <= END_NEAR:
+        return classify(net, system, function, root, "end of the solve")
+    point = classify(net, system, function, root, "Newton root from the end of the solve")
+    away = f"the solve's end is {distance:.3g} away from it (not at a fixed point yet)"
+    return dict(point, note=f"{point['note']}; {away}", also=f"{point['kind']} ({away})")
 
 
 def with_diffusive_limit(net, system, point, replicates=DIFFUSION_REPLICATES,
