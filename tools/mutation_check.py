@@ -705,9 +705,9 @@ MUTATIONS = (
               "tolerance"],
              "the two re-solves' changes held to the tolerance each, not their sum"),
     mutation("certify-coarse-reason-after-tightening", "hierarchy/models/network/family.py",
-             "                    tight = tightened_solve(system, solve)\n",
-             "                    tight = tightened_solve(system, solve)\n"
-             "                    reason = coarse_reason(system, short_before)\n",
+             "        checks.tight = tightened_solve(system, solve, level)\n",
+             "        checks.tight = tightened_solve(system, solve, level)\n"
+             "        reason = reason or coarse_reason(system, 0)\n",
              ["tests/test_network_certify.py::test_rows_short_of_their_target_are_checked_one_"
               "order_lower"],
              "the coarse re-solve run on every solve (or never): its reason taken after the "
@@ -784,8 +784,8 @@ MUTATIONS = (
               "tolerances"],
              "a QMC solve certified at loose tolerances by its standard errors"),
     mutation("blown-up-solve-certified-unchecked", "hierarchy/models/network/family.py",
-             "                    return None, None, UNCHECKED if needed else None",
-             "                    return None, None, None",
+             "                    return Checks(unchecked=UNCHECKED)",
+             "                    return Checks()",
              ["tests/test_network_certify.py::test_a_solve_that_blew_up_is_not_certified_by_"
               "unchecked_estimates"],
              "a solve that blew up certified by stated errors no re-solve checked"),
