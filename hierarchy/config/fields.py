@@ -57,7 +57,9 @@ def integer(section, name, key, minimum, maximum=None):
     value = section[key]
     field = f"{name}.{key}"
     maximum = MAX_INTEGER if maximum is None else min(maximum, MAX_INTEGER)
-    allowed = f"in {minimum}..{'2**63 - 1' if maximum == MAX_INTEGER else maximum}"
+    allowed = f">= {minimum}" if maximum == MAX_INTEGER else f"in {minimum}..{maximum}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > maximum:
+        allowed += " and at most 2**63 - 1" if maximum == MAX_INTEGER else ""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
