@@ -634,3 +634,56 @@ def test_a_sample_matrix_too_big_to_read_is_one_line_before_it_is_read(tmp_path,
     with pytest.raises(HierarchyError) as error:
         make_net({"covariance": "file", "path": str(tmp_path / "x.npy"), "blocks": "all"})
     assert error.value.field == "model.inputs.path" and "200 x 4" in str(error.value)
+
+
+FILE_RUN = """[model]
+family = "network"
+[model.student]
+width = 1
+[model.teacher]
+width = 1
+[model.inputs]
+covariance = "file"
+path = "cov.npy"
+blocks = 2
+[solve]
+t_final = 0.5
+points = 3
+[sgd]
+dimension = 20
+runs = 2
+"""
+
+
+def test_a_covariance_file_is_known_by_its_content_not_its_path(tmp_path, monkeypatch, capsys):
+    """The config named its covariance file by a path only: ``--resume`` returned a run
+    computed with another file that had been copied to the same path (found by an audit).
+    Validation records the file's sha256 in the config (``model.inputs.sha256``), so the
+    resumed config differs and is refused; a config giving a sha256 must match the file;
+    and without ``blocks`` the merged config (defaults filled in) is refused too."""
+    from hierarchy.cli.main import main
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    for name, scale in (("a", 1.0), ("b", 3.0)):
+        x = rng.standard_normal((20, 20)) * np.linspace(1.0, scale, 20)
+        np.save(tmp_path / f"{name}.npy", x.T @ x / 20)
+    (tmp_path / "cov.npy").write_bytes((tmp_path / "a.npy").read_bytes())
+    (tmp_path / "run.toml").write_text(FILE_RUN)
+    config = load_config(tmp_path / "run.toml")
+    import hashlib
+    digest = hashlib.sha256((tmp_path / "a.npy").read_bytes()).hexdigest()
+    assert config["model"]["inputs"]["sha256"] == digest
+    assert main(["sgd", "run.toml", "--out", "o"]) == 0
+    (tmp_path / "cov.npy").write_bytes((tmp_path / "b.npy").read_bytes())
+    capsys.readouterr()
+    assert main(["sgd", "run.toml", "--out", "o", "--resume"]) == 2
+    assert "model.inputs.sha256" in capsys.readouterr().err
+    pinned = FILE_RUN.replace('blocks = 2', f'blocks = 2\nsha256 = "{digest}"')
+    (tmp_path / "pinned.toml").write_text(pinned)
+    with pytest.raises(HierarchyError) as info:
+        load_config(tmp_path / "pinned.toml")
+    assert info.value.field == "model.inputs.sha256"
+    (tmp_path / "loose.toml").write_text(FILE_RUN.replace('blocks = 2\n', ""))
+    with pytest.raises(HierarchyError) as info:
+        load_config(tmp_path / "loose.toml")
+    assert info.value.field == "model.inputs.blocks"

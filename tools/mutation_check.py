@@ -896,9 +896,11 @@ MUTATIONS = (
               "not_a_finished_job"],
              "an interrupted SGD seed of a study returns its NaN rows as a finished job"),
     mutation("file-covariance-defaults-to-one-block", "hierarchy/models/network/inputs.py",
-             '    if kind == "file" and "blocks" not in given:',
+             '    if kind == "file" and table["blocks"] == "":',
              '    if False:',
-             ["tests/test_network_structured.py::test_bad_inputs_are_one_line_naming_the_key"],
+             ["tests/test_network_structured.py::test_bad_inputs_are_one_line_naming_the_key",
+              "tests/test_network_structured.py::test_a_covariance_file_is_known_by_its_"
+              "content_not_its_path"],
              "a covariance file without blocks is silently x ~ N(0, I)"),
     mutation("certification-ignores-the-integrator", "hierarchy/models/network/family.py",
              "    factor = CHECK_FACTOR ** -level\n", "    factor = 1.0\n",
@@ -948,6 +950,11 @@ MUTATIONS = (
              ["tests/test_network_fixed_points.py::test_only_an_end_near_its_root_is_called_the_"
               "end_of_the_solve"],
              "a Newton jump 0.2 away from a moving state labelled the solve's end"),
+    mutation("covariance-file-known-by-its-path", "hierarchy/models/network/inputs.py",
+             '        given["sha256"] = _content_digest(table)', "        pass",
+             ["tests/test_network_structured.py::test_a_covariance_file_is_known_by_its_"
+              "content_not_its_path"],
+             "--resume returns a run computed with another file at the same path"),
 )
 
 

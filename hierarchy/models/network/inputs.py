@@ -29,6 +29,7 @@ which ``Sigma`` is ``rho_b``.
 
 import dataclasses
 import functools
+import hashlib
 import math
 import os
 
@@ -41,12 +42,13 @@ from hierarchy.models.network.laws import Component
 
 COVARIANCES = ("identity", "spectrum", "power-law", "file")
 KEYS = ("covariance", "eigenvalues", "fractions", "exponent", "blocks", "path",
-        "teacher_scales", "source_exponent")
+        "teacher_scales", "source_exponent", "sha256")
 DEFAULTS = {"covariance": "identity", "eigenvalues": [], "fractions": [], "exponent": 1.0,
-            "blocks": 1, "path": "", "teacher_scales": [], "source_exponent": 0.0}
+            "blocks": "", "path": "", "teacher_scales": [], "source_exponent": 0.0,
+            "sha256": ""}
 #: which keys each covariance reads (the others must keep their defaults)
 READS = {"identity": (), "spectrum": ("eigenvalues", "fractions"),
-         "power-law": ("exponent", "blocks"), "file": ("path", "blocks")}
+         "power-law": ("exponent", "blocks"), "file": ("path", "blocks", "sha256")}
 #: most blocks (the state has ``L (K(K+1)/2 + K M)`` entries)
 MAX_BLOCKS = 100_000
 #: largest dimension of a covariance file (its eigendecomposition is ``O(N^3)``)
@@ -79,9 +81,13 @@ KEY_HELP = {
     "model.inputs.blocks": ("`power-law`: the number L of blocks; `file`: L blocks of "
                             "consecutive eigenvalues (each with their mean), or `all` (one "
                             "block per distinct eigenvalue: values within 1e-9 of the "
-                            "largest are one). With `file` it must be given: the default "
-                            "1 block would be x ~ N(0, I).",
+                            "largest are one). `\"\"`: 1 block for `power-law`; with `file` "
+                            "it must be given (1 block would be x ~ N(0, I)).",
                             f'integer in 1..{MAX_BLOCKS} (`file`: also "all")'),
+    "model.inputs.sha256": ("`file`: the sha256 of the file's bytes, recorded by the package "
+                            "(`result.json`'s config), so that `--resume` and a study's jobs "
+                            "never take another file at the same path for it; given, it must "
+                            "match.", "\"\" or the file's sha256"),
     "model.inputs.path": ("`file`: a .npy file (relative to the working directory) holding "
                           "an N x N symmetric positive semi-definite covariance or an n x N "
                           "sample matrix with n > N; scaled to tr Sigma / N = 1.",
@@ -266,13 +272,15 @@ def inputs_from_config(config):
         raise HierarchyError('model.inputs: a structured covariance is for model.data = '
                              '"teacher"; mixtures have their own [model.mixture]',
                              field="model.inputs.covariance")
-    if kind == "file" and "blocks" not in given:
+    if kind == "file" and table["blocks"] == "":
         # the default of 1 block would silently replace the file's covariance by x ~ N(0, I)
         raise HierarchyError('model.inputs.blocks must be given with covariance = "file": '
                              '"all" (one block per distinct eigenvalue) or L (L blocks of '
                              'consecutive eigenvalues); 1 block would be x ~ N(0, I)',
                              field="model.inputs.blocks")
     rho, f = {"spectrum": _spectrum, "power-law": _power_law, "file": _file}[kind](table)
+    if kind == "file":
+        given["sha256"] = _content_digest(table)
     scales = _teacher_scales(table, rho, f)
     return StructuredInputs(covariance=kind, eigenvalues=rho, fractions=f,
                             teacher_scales=scales)
@@ -311,7 +319,8 @@ def _numbers(table, key, allowed):
 
 def _power_law(table):
     exponent = fields.real(table, "model.inputs", "exponent", 0.0, False, MAX_EXPONENT)
-    L = fields.integer(table, "model.inputs", "blocks", 1, MAX_BLOCKS)
+    L = 1 if table["blocks"] == "" else fields.integer(table, "model.inputs", "blocks", 1,
+                                                       MAX_BLOCKS)
     rho = np.arange(1, L + 1, dtype=float) ** -exponent
     f = np.full(L, 1.0 / L)
     return rho / float(f @ rho), f
@@ -319,6 +328,24 @@ def _power_law(table):
 
 #: copies of a covariance file's array while it is read (the array, scaled, centred)
 FILE_COPIES = 3
+
+
+def _content_digest(table):
+    """The sha256 of the covariance file's bytes, recorded in the config as
+    ``model.inputs.sha256``: a config names its file by a path, so without it ``--resume``
+    (and a study's job hash) took another file at the same path, or the same path from
+    another working folder, for the one the stored results were computed with. A config that
+    gives ``sha256`` (one written by the package into ``result.json``) must match."""
+    digest = hashlib.sha256()
+    with open(table["path"], "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    found = digest.hexdigest()
+    if table["sha256"] not in ("", found):
+        raise HierarchyError(f"model.inputs.sha256: the file {table['path']!r} is not the one "
+                             f"the config records (its sha256 is {found[:12]}..., the config "
+                             f"says {str(table['sha256'])[:12]}...)", field="model.inputs.sha256")
+    return found
 
 
 def _file(table):
