@@ -896,8 +896,8 @@ MUTATIONS = (
               "not_a_finished_job"],
              "an interrupted SGD seed of a study returns its NaN rows as a finished job"),
     mutation("file-covariance-defaults-to-one-block", "hierarchy/models/network/inputs.py",
-             '    if kind == "file" and table["blocks"] == "":',
-             '    if False:',
+             '            "blocks": "", "path": "",',
+             '            "blocks": 1, "path": "",',
              ["tests/test_network_structured.py::test_bad_inputs_are_one_line_naming_the_key",
               "tests/test_network_structured.py::test_a_covariance_file_is_known_by_its_"
               "content_not_its_path"],
