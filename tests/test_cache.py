@@ -367,3 +367,23 @@ def test_a_dangling_template_entry_is_built_again(only_tmp_cache, tiny_template,
     again = CompiledModules("tiny").template_module("tiny.pyx.j2", "tiny", context)
     assert again is first  # rendered again: the same source, the module already built
     assert json.loads(entry.read_text())["name"] == first.__name__  # the entry repaired
+
+
+def test_the_attention_kernel_key_covers_every_module_its_words_come_from():
+    """The key of an attention solver hashes the text of ``KEY_SOURCES``; a module they import
+    from the attention package decides the words too (``variants.py`` was left out: after an
+    edit there the stale solver was found, and ``hierarchy.build`` returned it again; an
+    audit). The key's sources are closed under those imports."""
+    import ast
+    from pathlib import Path
+
+    import hierarchy
+    from hierarchy.models.attention.compiled import KEY_SOURCES
+    root = Path(hierarchy.__file__).parent
+    for name in KEY_SOURCES:
+        tree = ast.parse((root / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "hierarchy.models.attention."):
+                source = node.module.removeprefix("hierarchy.").replace(".", "/") + ".py"
+                assert source in KEY_SOURCES, f"{name} imports {source}, not in the key"

@@ -60,9 +60,12 @@ __all__ = [
 
 META_FILE = "meta.json"
 META_FORMAT = 1
-#: the files (relative to the package) whose text decides a kernel, besides the arguments
+#: the files (relative to the package) whose text decides a kernel, besides the arguments:
+#: every module the field's words and rules are built from (``variants.py`` was missing: an
+#: edit there left a stale solver that ``hierarchy.build`` kept returning; an audit)
 KEY_SOURCES = ("models/attention/rules.py", "models/attention/operators.py",
-               "models/attention/words.py", "jit/sparse_kernels.py", "jit/render.py")
+               "models/attention/words.py", "models/attention/variants.py",
+               "jit/sparse_kernels.py", "jit/render.py")
 KEY_TEMPLATES = ("rhs_table.pyx.j2", "rhs_unrolled.pyx.j2", "_buffers.pyx.j2")
 
 
