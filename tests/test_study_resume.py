@@ -597,3 +597,23 @@ def test_the_status_line_names_the_jobs_being_computed_not_the_queued():
     assert sorted(job.key for job in running) == ["sgd-0", "sgd-2"]
     everything = runner.running_jobs(_Client(OSError("gone")), futures, pending)
     assert sorted(job.key for job in everything) == ["sgd-0", "sgd-1", "sgd-2", "sgd-3"]
+
+
+def test_results_of_another_package_version_are_not_resumed(tmp_path, monkeypatch):
+    """``--resume`` reused what another version of the package wrote: a study's jobs all,
+    a finished ``sgd`` run as it was (found by an audit). The version is in every job's hash,
+    and a result written by another version is refused in one line."""
+    from hierarchy.core import io
+    from hierarchy.study import compute
+    config = _config()
+    labels = study_observables(config)
+    before = job_hash(config, Job(SGD, seed=0), labels)
+    monkeypatch.setattr(compute, "__version__", "0.0.0-another")
+    assert job_hash(config, Job(SGD, seed=0), labels) != before
+    monkeypatch.undo()
+    io.write_result(tmp_path, t=[0.0], mu=[[1.0]], labels=["1"], config=config,
+                    complete=False, command="sgd")
+    monkeypatch.setattr(io, "__version__", "0.0.0-another")
+    with pytest.raises(HierarchyError, match="written by hierarchy") as info:
+        io.Checkpoint(tmp_path, config, command="sgd").resume()
+    assert info.value.field == "resume" and "\n" not in str(info.value)

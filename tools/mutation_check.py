@@ -955,6 +955,11 @@ MUTATIONS = (
              ["tests/test_network_structured.py::test_a_covariance_file_is_known_by_its_"
               "content_not_its_path"],
              "--resume returns a run computed with another file at the same path"),
+    mutation("resume-ignores-the-version", "hierarchy/core/io.py",
+             '        if previous.get("version") != __version__:', "        if False:",
+             ["tests/test_study_resume.py::test_results_of_another_package_version_are_not_"
+              "resumed"],
+             "--resume continues what another version of the package wrote"),
 )
 
 

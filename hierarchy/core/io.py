@@ -591,6 +591,12 @@ class Checkpoint:
             return None
         previous = read_result(self.out_dir, name=self.name)
         check_command(self.out_dir, previous.get("command"), self.command)
+        if previous.get("version") != __version__:  # other code: its numbers are not ours
+            raise HierarchyError(
+                f"--resume: {self.out_dir} holds a run written by hierarchy "
+                f"{previous.get('version')}, and this is {__version__}: nothing of it is "
+                "continued; run without --resume (--overwrite for an interrupted run) or "
+                "choose another --out", field="resume")
         difference = first_difference(to_jsonable(self.config), previous.get("config"), ignore=set(ignore))
         if difference is not None:
             raise HierarchyError(

@@ -10,6 +10,7 @@ for a config that would compute the same result.
 import hashlib
 import json
 
+from hierarchy import __version__
 from hierarchy.core.io import to_jsonable
 from hierarchy.core.registry import family_of
 from hierarchy.study.hooks import own_hooks
@@ -88,5 +89,7 @@ def job_inputs(config, job, labels):
 
 def job_hash(config, job, labels):
     """SHA-256 (hex) of :func:`job_inputs`, stored in each job file."""
-    text = json.dumps(to_jsonable(job_inputs(config, job, labels)), sort_keys=True)
+    # the package's version too: a job another version computed is not reused (an audit)
+    text = json.dumps([__version__, to_jsonable(job_inputs(config, job, labels))],
+                      sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
