@@ -29,8 +29,11 @@ searches. ``Cache(folder)`` is a cache in one folder (tests and tools use their 
 default cache (:func:`default_cache`, used by the module-level functions such as
 :func:`compile_pyx`) writes to ``generated/`` at the repository root when that folder exists
 and is writable (:data:`REPO_GENERATED`), otherwise to ``$XDG_CACHE_HOME/hierarchy``
-(default ``~/.cache/hierarchy``); the environment variable ``HIERARCHY_GENERATED`` overrides
-both, and :func:`set_default_cache` replaces the default with a given cache.
+(default ``~/.cache/hierarchy``); the environment variable ``HIERARCHY_GENERATED`` names the
+folder builds are written to instead, and is searched first, but the other two are still
+searched after it for a module already built (and written to when it is not writable): it
+does not isolate a run from the other caches. :func:`set_default_cache` replaces the default
+with a given cache (``Cache(folder)`` searches that folder alone).
 
 Every build is announced to the callables registered with :func:`add_build_listener`
 (tests count builds this way).
