@@ -492,8 +492,9 @@ def checked_solve(config, system, solve, result, eg, reason, progress):
                                               if getattr(system, "adaptive", False) else ""))
         checks.tight = tightened_solve(system, solve, level)
         state, risk = _moved(checks.result, checks.eg, checks.tight)
-        within = bool(np.all(state <= tolerance_of(checks.result)[:len(state)])
-                      and np.all(risk <= tolerance_of(checks.result)[:len(risk)]))
+        tolerance = tolerance_of(checks.result)
+        within = bool(np.all(state <= tolerance[:len(state)])
+                      and np.all(risk <= tolerance[:len(risk)]))
         again, _ = checks.tight
         if (within or level >= MAX_PROMOTIONS or again.status != Status.COMPLETE
                 or not np.all(np.isfinite(checks.eg))  # kept incomplete, not replaced
@@ -609,17 +610,14 @@ def certify(config, system, result, eg, check=None, coarse=None, unchecked=None,
     rows one order lower (:func:`coarse_solve`), each ``(trajectory, eg along it)`` or None;
     ``unchecked``: why the re-solves the field needs did not run (:data:`UNCHECKED`), which
     leaves the result not certified; ``level``, ``replaced``: see :class:`Checks`."""
-    solve = config["solve"]
-    atol, rtol = float(solve["atol"]), float(solve["rtol"])
-    used_rtol, used_atol = integrator_tolerances(solve, level)
+    used_rtol, used_atol = integrator_tolerances(config["solve"], level)
     field_error = np.zeros(len(result.y))
     eg_error = np.zeros(len(result.y))
     for j, u in enumerate(result.y):
         rhs_error, risk_error = system.quadrature_error(u)
         field_error[j] = float(np.max(rhs_error, initial=0.0))
         eg_error[j] = risk_error
-    scale = np.max(np.abs(result.y), axis=1, initial=1.0) if len(result.y) else np.ones(0)
-    tolerance = atol + rtol * scale
+    tolerance = tolerance_function(config)(result)
     bad = (field_error > tolerance) | (eg_error > tolerance)
     out = {"field": float(field_error.max(initial=0.0)), "eg": float(eg_error.max(initial=0.0)),
            "target": getattr(system, "quadrature_target", None),
