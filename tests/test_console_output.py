@@ -267,3 +267,17 @@ def test_the_untied_study_names_its_time_tau():
     text = format_extrapolation({"degrees": [2, 3, 4, 5], "tolerance": 1e-3,
                                  "observables": {"M1": entry}}, ["M1"], symbol)
     assert "certified until τ = 0.06" in text
+
+
+def test_the_answer_line_names_its_own_time_when_degree_m_stopped_earlier():
+    """After a degree-M blow-up the table is headed by where degree M stopped (t = 2.9) while
+    the answer column is the extrapolation at the last output time (t = 4): an audit found
+    the two paired without a word. The answer line now names its time."""
+    from hierarchy.models.attention.solve_job import format_summary
+    summary = {"final": {"1": -799.2}, "answer": {"1": -1834.66}, "answer_t": 4.0,
+               "t_recorded": 2.9, "tolerance": 1e-4, "degrees": list(range(2, 11)),
+               "extrapolate": True, "error_estimate": {"1": 10.0}, "valid_until": {"1": 1.0},
+               "beyond_horizon": True, "beyond_from": 1.1, "status": 1, "message": "blew up"}
+    lines = format_summary(summary).splitlines()
+    assert lines[0] == "final values at t = 2.9"
+    assert lines[1].startswith("answer at t = 4: extrapolated across degrees 2..10")

@@ -586,6 +586,9 @@ def _horizon_summary(summary, t_eval, solver, labels, answer, error, methods, to
         tolerance=tolerance, unchecked=error is None, valid_until=until,
         beyond_horizon=beyond is not None, beyond_from=beyond,
         answer={label: _float_or_none(values[-1, o]) for o, label in enumerate(labels)},
+        # the answer's own time: the last output time, past where degree M may have stopped
+        # (t_recorded), so the table says both (an audit found them paired silently)
+        answer_t=float(t_eval[-1]),
         error_estimate={label: None if errors is None else _float_or_none(errors[-1, o])
                         for o, label in enumerate(labels)},
         stretches={label: stretches(t_eval, methods[:, c], valid[:, o])
@@ -730,8 +733,10 @@ def _answer_line(summary):
     if summary.get("extrapolate") and len(degrees) < MIN_TERMS:
         few = (f"; {len(degrees)} degree(s) give no error estimate (it takes {MIN_TERMS}: lower "
                "solve.min_degree or raise the degree), so no time is valid, exact or not")
-    return (f"answer: {what}; valid while the error estimate is <= {summary['tolerance']:g} "
-            f"times the observable's largest magnitude{rho}{few}")
+    at = summary.get("answer_t")
+    when = "" if at is None else f" at {summary.get('time_variable', 't')} = {at:.6g}"
+    return (f"answer{when}: {what}; valid while the error estimate is <= "
+            f"{summary['tolerance']:g} times the observable's largest magnitude{rho}{few}")
 
 
 def horizon_line(summary):
