@@ -960,6 +960,15 @@ MUTATIONS = (
              ["tests/test_study_resume.py::test_results_of_another_package_version_are_not_"
               "resumed"],
              "--resume continues what another version of the package wrote"),
+    mutation("network-ridge-on-R-sign", "hierarchy/models/network/field.py",
+             "    out[n_q:n_q + n_r] = -net.step * net.ridge\n",
+             "    out[n_q:n_q + n_r] = net.step * net.ridge\n",
+             ["tests/test_network_presets.py"],
+             "the ridge pushes the overlaps R away from zero instead of towards it"),
+    mutation("network-field-drops-the-ridge", "hierarchy/models/network/field.py",
+             "ridge_rates(net) if net.ridge else None", "None",
+             ["tests/test_network_presets.py"],
+             "the solve's field leaves the ridge out (its rates kept but never added)"),
 )
 
 

@@ -41,17 +41,23 @@ from hierarchy.models.network.step_moments import step_expectation
 sympy = lazy_module("sympy")
 
 
-def ridge_drift(net, u):
-    """The ridge's part of the drift: ``-2 eta alpha Q_ik``, ``-eta alpha R_in`` and, for a
-    trained second layer, ``-eta_v alpha v_k`` (the penalty ``(alpha/2)(|w|^2/N + |v|^2)``)."""
+def ridge_rates(net):
+    """``(n,)``: the ridge's part of the drift is ``ridge_rates(net) * u`` (see
+    :func:`ridge_drift`); all zeros without a ridge."""
     out = np.zeros(len(net.labels))
     n_q = net.K * (net.K + 1) // 2
     n_r = net.K * net.M
-    out[:n_q] = -2 * net.step * net.ridge * u[:n_q]
-    out[n_q:n_q + n_r] = -net.step * net.ridge * u[n_q:n_q + n_r]
+    out[:n_q] = -2 * net.step * net.ridge
+    out[n_q:n_q + n_r] = -net.step * net.ridge
     if net.trained_second_layer:
-        out[n_q + n_r:] = -net.step_second_layer * net.ridge * u[n_q + n_r:]
+        out[n_q + n_r:] = -net.step_second_layer * net.ridge
     return out
+
+
+def ridge_drift(net, u):
+    """The ridge's part of the drift: ``-2 eta alpha Q_ik``, ``-eta alpha R_in`` and, for a
+    trained second layer, ``-eta_v alpha v_k`` (the penalty ``(alpha/2)(|w|^2/N + |v|^2)``)."""
+    return ridge_rates(net) * np.asarray(u, dtype=float)
 
 
 def batch_corrector(net, corrector):
@@ -490,6 +496,9 @@ class NetworkSystem(EngineTarget):
         self.n = len(self.labels)
         self._positions = {label: j for j, label in enumerate(self.labels)}
         self.factor = time_factor(net)
+        # the field is called thousands of times a solve: what does not change is kept
+        self._field_outputs = getattr(evaluator, "field_outputs", evaluator.outputs)
+        self._ridge_rates = ridge_rates(net) if net.ridge else None
 
     @property
     def engine(self):
@@ -513,8 +522,10 @@ class NetworkSystem(EngineTarget):
         ``constraint = "sphere"`` maps both through the renormalisation's Jacobian
         (:func:`~hierarchy.models.network.sphere.project`).
         """
-        out = getattr(self.evaluator, "field_outputs", self.evaluator.outputs)(u)
-        drift = out[:self.n] + ridge_drift(self.net, np.asarray(u, dtype=float))
+        out = self._field_outputs(u)
+        drift = out[:self.n]
+        if self._ridge_rates is not None:
+            drift = drift + self._ridge_rates * np.asarray(u, dtype=float)
         corrector = batch_corrector(self.net, out[self.n:2 * self.n])
         if self.net.constraint == "sphere":
             drift, corrector = project(self.net, u, drift), project(self.net, u, corrector)
