@@ -164,6 +164,47 @@ def test_beyond_the_radius_exits_3_shades_and_says_so(capsys, monkeypatch, tmp_p
     assert result["complete"] is True and np.all(np.isfinite(result["mu_extrapolated"][:, :5]))
 
 
+def test_each_panel_is_shaded_from_its_own_observables_horizon(capsys, monkeypatch, tmp_path):
+    # The audit's figure: the constant panel (t₂, q₂₂, valid to the end by the summary) was
+    # shaded "beyond validity horizon" from the moving observables' earliest horizon.
+    figures = capture_figures(monkeypatch)
+    code, _, err, out = cli_solve(capsys, monkeypatch, tmp_path,
+                                  "[solve]\nt_final = 1.0\npoints = 51\n")
+    assert code == 3, err
+    result, summary = read_result(out), json.loads((out / "result.json").read_text())["summary"]
+    t, labels = result["t"], list(result["labels"])
+
+    def first_past(label):  # the first output time after the observable's last valid one
+        until = summary["valid_until"][label]
+        later = t[t > until] if until is not None else t
+        return float(later[0]) if later.size else None
+
+    fig, = figures
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    constant = [label for label in summary["valid_until"]
+                if np.ptp(result["mu"][:, labels.index(label)]) == 0.0]
+    moving = [label for label in summary["valid_until"] if label not in constant]
+    assert constant and all(first_past(label) is None for label in constant)
+    spans = {name: [p.get_x() for p in ax.patches if p.get_label() == "beyond validity horizon"]
+             for name, ax in panels.items()}
+    assert spans["constant"] == []
+    expected = min(x for x in map(first_past, moving) if x is not None)
+    assert spans["moving observables"] == [pytest.approx(expected)]
+
+
+def test_a_long_title_is_wrapped_inside_the_figure(tmp_path):
+    from hierarchy.core.trajectory import Trajectory
+
+    t = np.linspace(0.0, 1.0, 5)
+    result = Trajectory(t=t, y=np.column_stack([t, 1 + t]), labels=["1", "1.1"], status=1,
+                        message="")
+    title = "tied K=2 trainable=[1] degree 10 (solid) -- " + "the truncated hierarchy blew up " * 4
+    fig = solve_job.plot_observables(tmp_path / "o.png", result, ["1", "1.1"], title=title)
+    fig.canvas.draw()
+    box, frame = fig._suptitle.get_window_extent(), fig.bbox
+    assert box.x0 >= frame.x0 and box.x1 <= frame.x1 and "\n" in fig._suptitle.get_text()
+
+
 def test_the_empty_config_is_valid(capsys, monkeypatch, tmp_path):
     figures = capture_figures(monkeypatch)
     code, out_text, err, out = cli_solve(capsys, monkeypatch, tmp_path, "")

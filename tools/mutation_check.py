@@ -969,6 +969,17 @@ MUTATIONS = (
              "ridge_rates(net) if net.ridge else None", "None",
              ["tests/test_network_presets.py"],
              "the solve's field leaves the ridge out (its rates kept but never added)"),
+    mutation("attention-panels-shaded-from-the-run-horizon",
+             "hierarchy/models/attention/solve_job.py",
+             "                            horizons_of(summary, labels, t_eval),",
+             '                            summary["beyond_from"],',
+             ["tests/test_long_horizons.py::test_each_panel_is_shaded_from_its_own_observables_"
+              "horizon"],
+             "a panel of constants valid to the end drawn beyond the validity horizon"),
+    mutation("observables-title-unwrapped", "hierarchy/core/plotting.py",
+             "        fit_title(fig, title)\n", "        fig.suptitle(title, fontsize=10)\n",
+             ["tests/test_long_horizons.py::test_a_long_title_is_wrapped_inside_the_figure"],
+             "a blow-up's title runs past both edges of observables.png"),
 )
 
 

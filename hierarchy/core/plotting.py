@@ -282,8 +282,11 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
         with a dash style per name (named once in the legend).
     curve_t : array (T',), optional
         Times of ``curves`` (default ``t``).
-    beyond_from : float, optional
-        Shade the region from this time on, labelled "beyond validity horizon".
+    beyond_from : float or dict, optional
+        Shade the region from this time on, labelled "beyond validity horizon"; a dict
+        ``{label: time or None}`` gives each observable its own horizon, and each panel is
+        shaded from the earliest of its own observables' (a panel of constants valid to the
+        end is not shaded).
     unchecked : bool
         Shade the whole run, labelled "unchecked (no error estimate)".
 
@@ -298,6 +301,7 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
                            width_ratios=[3, 1][:len(panels)])
     xlabel = {"t": "t", "tau": "τ"}.get(time_name, time_name)
     for ax, (name, labels) in zip(axes[0], panels):
+        horizon = panel_horizon(beyond_from, labels)
         for label in labels:
             line, = ax.plot(t, series[label], lw=1.4, label=math_label(label))
             for k, (curve, values) in enumerate(curves.items()):
@@ -311,18 +315,30 @@ def make_observables_figure(t, series, time_name="t", title="", stop_time=None,
         if unchecked:
             ax.axvspan(0.0, end, color="0.5", alpha=0.15, lw=0,
                        label="unchecked (no error estimate)")
-        elif beyond_from is not None:
-            ax.axvspan(beyond_from, end, color="0.5", alpha=0.2, lw=0,
+        elif horizon is not None:
+            ax.axvspan(horizon, end, color="0.5", alpha=0.2, lw=0,
                        label="beyond validity horizon")
         if curves and labels:
-            _answer_limits(ax, t, series, curve_t, curves, labels, beyond_from)
+            _answer_limits(ax, t, series, curve_t, curves, labels, horizon)
         ax.set(xlabel=xlabel, ylabel="moment μ", title=name)
         ax.grid(alpha=0.3)
-        if labels:
+        if labels and name == "constant":  # a narrow panel: its legend below, off the ticks
+            legend(ax, loc="upper center", bbox_to_anchor=(0.5, -0.18))
+        elif labels:
             legend(ax, ncol=max(1, (len(labels) + 7) // 8))
     if title:
-        fig.suptitle(title, fontsize=10)
+        fit_title(fig, title)
     return fig
+
+
+def panel_horizon(beyond_from, labels):
+    """Where a panel of ``labels`` is shaded from: ``beyond_from`` itself (one time for every
+    panel, or None), or the earliest of its labels' own times (``beyond_from`` a dict
+    ``{label: time or None}``; None when every label is valid to the end)."""
+    if not isinstance(beyond_from, dict):
+        return beyond_from
+    times = [beyond_from[label] for label in labels if beyond_from.get(label) is not None]
+    return min(times) if times else None
 
 
 def _answer_limits(ax, t, series, curve_t, curves, labels, beyond_from):

@@ -121,8 +121,25 @@ def plot_solve(path, solver, result, t_eval, summary, found, cont):
              + ("" if result.success else f" -- {result.message}"))
     return plot_observables(path, result, labels, time_name=TIME_VARIABLE[solver.parameterization],
                             title=title, curves=curves, curve_t=t_eval,
-                            beyond_from=None if summary["unchecked"] else summary["beyond_from"],
+                            beyond_from=None if summary["unchecked"] else
+                            horizons_of(summary, labels, t_eval),
                             unchecked=summary["unchecked"])
+
+
+def horizons_of(summary, labels, t_eval):
+    """``{label: the first output time past its validity horizon, or None}`` from the
+    summary's ``valid_until`` (None there: never valid, so from the first time); a label
+    it does not assess gets the run's own ``beyond_from``."""
+    t_eval = np.asarray(t_eval, float)
+    out = {}
+    for label in labels:
+        if label not in summary["valid_until"]:
+            out[label] = summary["beyond_from"]
+            continue
+        until = summary["valid_until"][label]
+        first = 0 if until is None else int(np.searchsorted(t_eval, until, side="right"))
+        out[label] = float(t_eval[first]) if first < t_eval.size else None
+    return out
 
 
 def truncation_check(config, solver, mu0, result, t_eval, lower=None):
