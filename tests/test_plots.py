@@ -245,6 +245,22 @@ def test_sgd_figure_has_math_titles_and_a_loss_panel(tmp_path):
     check_png(fig, tmp_path / "sgd.png")
 
 
+def test_sgd_figure_of_many_observables_wraps_into_rows_of_four():
+    # the audit's untied sgd.png: six observables and the loss in one row, 3150 x 510 px
+    labels = ["M1", "A1", "B1", "M1.M2", "M1.Mt1", "M1.A1"]
+    rng = np.random.default_rng(1)
+    mu = np.stack([np.outer(T, np.arange(1, 7)) + 0.01 * rng.normal(size=(T.size, 6))
+                   for _ in range(2)])
+    fig = attention_plotting.make_sgd_figure(T, mu, np.ones((2, T.size)), labels)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 7
+    columns = {round(ax.get_position().x0, 3) for ax in axes}
+    rows = {round(ax.get_position().y0, 3) for ax in axes}
+    assert len(columns) == 4 and len(rows) == 2
+    width, height = fig.get_size_inches()
+    assert width / height < 2.5
+
+
 def test_sgd_figure_of_an_interrupted_run_draws_without_warnings():
     # the last seed never started and the others stopped half-way: NaN rows, no RuntimeWarning
     mu = np.full((3, T.size, 2), np.nan)

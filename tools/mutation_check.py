@@ -980,6 +980,11 @@ MUTATIONS = (
              "        fit_title(fig, title)\n", "        fig.suptitle(title, fontsize=10)\n",
              ["tests/test_long_horizons.py::test_a_long_title_is_wrapped_inside_the_figure"],
              "a blow-up's title runs past both edges of observables.png"),
+    mutation("sgd-figure-in-one-row", "hierarchy/core/plotting.py",
+             "panel_grid(len(shown) + 1, width=3.0, height=3.2, extra_width=0.0)",
+             "panel_grid(len(shown) + 1, width=3.0, height=3.2, extra_width=0.0, max_columns=99)",
+             ["tests/test_plots.py::test_sgd_figure_of_many_observables_wraps_into_rows_of_four"],
+             "seven SGD panels in one 3150-pixel row, unreadable at column width"),
 )
 
 

@@ -394,9 +394,10 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, math_label=plain_label, tim
     moving, _ = split_constant({label: mean[:, i] for i, label in enumerate(labels)})
     shown = moving[:max_panels]
     seeds = mu_seeds.shape[0]
-    fig, axes = new_figure(1, len(shown) + 1, figsize=(3.0 * (len(shown) + 1), 3.4))
+    # rows of at most four panels: seven in one row made a 3150-pixel-wide strip
+    fig, axes = panel_grid(len(shown) + 1, width=3.0, height=3.2, extra_width=0.0)
     xlabel = time_label
-    for ax, label in zip(axes[0], shown):
+    for ax, label in zip(axes, shown):
         i = list(labels).index(label)
         ax.plot(t, mean[:, i], color="C0", lw=1.6, label="seed mean")
         if seeds > 1:
@@ -415,11 +416,11 @@ def make_sgd_figure(t, mu_seeds, loss_seeds, labels, math_label=plain_label, tim
             heading += f"  (seed range ≤ {width:.1e})"
         ax.set(xlabel=xlabel, ylabel=name)
         ax.set_title(heading, fontsize=9)
-    ax = axes[0][-1]
+    ax = axes[-1]
     ax.plot(t, loss, color="C3")
     ax.set(title="loss (minibatch)", xlabel=xlabel, ylabel="loss")
     if shown and seeds > 1:
-        figure_legend(fig, list(axes[0]), loc="outside lower center", ncol=3)
+        figure_legend(fig, list(axes), loc="outside lower center", ncol=3)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
