@@ -284,6 +284,17 @@ def test_the_worst_of_each_group_keeps_the_columns_aligned():
     assert len({len(line) for line in [lines[1], *rows]}) == 1  # every column right-aligned
 
 
+def test_the_printed_comparison_gives_the_unpaired_standard_error():
+    # the audit's spiked-tensor run: an unpaired difference of 3.7 standard errors in the
+    # JSON, printed without its standard error
+    statistics = {"m": {"paired": 0.01, "paired_se": 0.002, "unpaired": 0.0724,
+                        "unpaired_se": 0.0196}}
+    lines = comparison_table({"statistics": statistics, "paired_runs": 4, "runs": 4}).splitlines()
+    row, = [line for line in lines if line.lstrip().startswith("m ")]
+    assert row.split()[-3:] == ["0.0724", "±", "0.0196"]
+    assert len(lines[1]) == len(row)  # the header's columns line up with the row
+
+
 #: a 3-class cross-entropy network (unit k is the output of class k) whose unit 3 starts
 #: with the largest |R| on direction 1: a matching by |R| would swap units 1 and 3
 CROSS_ENTROPY = """

@@ -985,6 +985,11 @@ MUTATIONS = (
              "panel_grid(len(shown) + 1, width=3.0, height=3.2, extra_width=0.0, max_columns=99)",
              ["tests/test_plots.py::test_sgd_figure_of_many_observables_wraps_into_rows_of_four"],
              "seven SGD panels in one 3150-pixel row, unreadable at column width"),
+    mutation("printed-comparison-hides-the-unpaired-se", "hierarchy/core/summary_table.py",
+             "{'± ' + _text(entry.get('unpaired_se')):>10}", "{'':>10}",
+             ["tests/test_paired.py::test_the_printed_comparison_gives_the_unpaired_standard_"
+              "error"],
+             "an unpaired difference of 3.7 standard errors printed as if it had none"),
 )
 
 

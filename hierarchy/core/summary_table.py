@@ -119,19 +119,21 @@ def comparison_table(comparison, matching=None, limit=FULL_LIMIT):
                                      else f"; all {pairs} runs paired")
     head = ["SGD against the ODE, max over t (paired: mean over runs of |SGD_r - ODE_r| ± its "
             "standard error, ODE_r from run r's own start; unpaired: |mean SGD - ODE from the "
-            f"mean start|{runs}):"]
+            f"mean start| ± the standard error of the runs' mean there{runs}):"]
     rows = list(statistics) if len(statistics) <= limit else [
         max(members, key=lambda m: _or(statistics[m]["paired"]))
         for members in groups(list(statistics)).values()]
     names = {label: label if len(statistics) <= limit else f"{label} (worst of its group)"
              for label in rows}
     width = max([len(name) for name in names.values()] + [9])
-    head.append(f"  {'statistic':<{width}}  {'paired':>11} {'± se':>10}  {'unpaired':>11}")
+    head.append(f"  {'statistic':<{width}}  {'paired':>11} {'± se':>10}  {'unpaired':>11} "
+                f"{'± se':>10}")
     for label in rows:
         entry = statistics[label]
         name = names[label]
         head.append(f"  {name:<{width}}  {_text(entry['paired']):>11} "
-                    f"{'± ' + _text(entry['paired_se']):>10}  {_text(entry['unpaired']):>11}")
+                    f"{'± ' + _text(entry['paired_se']):>10}  {_text(entry['unpaired']):>11} "
+                    f"{'± ' + _text(entry.get('unpaired_se')):>10}")
     if matching and matching.get("matched"):
         head.append(f"  {matching['description']} ({matching['runs_relabelled']} of "
                     f"{matching['runs']} runs relabelled; unmatched arrays: *_unmatched in "
