@@ -199,6 +199,17 @@ def test_study_figure_log_ticks_are_the_dimensions_and_there_is_a_title():
     assert fig.get_suptitle().startswith("spiked-pca")
 
 
+def test_study_figure_panel_titles_give_the_slope_with_its_standard_error():
+    # the audit's gb_study: "v1: slope -0.37" in the figure, "-0.37 ± 0.21" in the table
+    from hierarchy.study import dimension_report
+    dimensions = [50, 100, 200, 400]
+    analysis = {"errors": [{"observable": "m1", "dimension": n, "error": 1.0 / np.sqrt(n),
+                            "noise": 0.1 / np.sqrt(n)} for n in dimensions],
+                "rate": {"sgd": {"m1": -0.37}}, "slope_stderr": {"m1": 0.21}}
+    fig = dimension_report.plot_errors(io.BytesIO(), analysis, dimensions, ["m1"])
+    assert "slope -0.37 ± 0.21" in fig.axes[0].get_title()
+
+
 def test_study_observables_that_are_not_statistics_are_refused_before_any_job(tmp_path, capsys):
     config = write(tmp_path, MULTICLASS.format(t_final=5.0, extra='observables = ["q1.2"]'))
     assert main(["study", config, "--out", str(tmp_path / "out")]) == 2

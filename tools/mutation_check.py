@@ -990,6 +990,11 @@ MUTATIONS = (
              ["tests/test_paired.py::test_the_printed_comparison_gives_the_unpaired_standard_"
               "error"],
              "an unpaired difference of 3.7 standard errors printed as if it had none"),
+    mutation("study-figure-slope-without-its-error", "hierarchy/study/dimension_report.py",
+             '                   + ("" if stderr is None else f" ± {stderr:.2f}")\n', "",
+             ["tests/test_console_output.py::test_study_figure_panel_titles_give_the_slope_with_"
+              "its_standard_error"],
+             "study_errors.png states a slope without the standard error the table gives"),
 )
 
 

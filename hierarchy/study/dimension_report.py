@@ -310,8 +310,10 @@ def plot_errors(path, analysis, dimensions, labels, *, chosen=None, title="",
     for label in chosen:
         j = labels.index(label)
         curves = {"error": errors[:, j]}
+        stderr = analysis.get("slope_stderr", {}).get(label)
         heading = (f"{math_label(label)}: slope {analysis['rate']['sgd'][label]:.2f}"
-                   f"{_panel_verdict(analysis, label)}")
+                   + ("" if stderr is None else f" ± {stderr:.2f}")
+                   + _panel_verdict(analysis, label))
         if paired is not None:
             curves["paired"] = paired[:, j]
             heading += f"\npaired slope {analysis['rate']['paired'][label]:.2f}"
