@@ -513,3 +513,37 @@ def test_no_committed_figure_is_over_6000_pixels_on_a_side():
     """
     sizes = {path.name: png_shape(path) for path in sorted((TOOLS / "figures").glob("*.png"))}
     assert sizes and all(max(shape) <= 6000 for shape in sizes.values()), sizes
+
+
+# ----------------------------------------------------------------------------- paired sgd.png
+
+def _paired_arrays(shared_start):
+    rng = np.random.default_rng(2)
+    runs, labels = 6, ["m", "r2"]
+    starts = np.full((runs, 2), 0.5) if shared_start else 0.5 + 0.05 * rng.normal(size=(runs, 2))
+    ode_paired = starts[:, None, :] * (1 + T[None, :, None])
+    ode_mean = starts.mean(axis=0)[None, :] * (1 + T[:, None])
+    u_runs = ode_paired + 0.02 * rng.normal(size=ode_paired.shape)
+    return u_runs, ode_paired, ode_mean, labels
+
+
+@pytest.mark.parametrize("shared_start", [True, False])
+def test_paired_sgd_figure_draws_the_run_mean_with_its_band(shared_start):
+    # the audit: with the paired comparison on, sgd.png drew no run mean and no band, and a
+    # statistics start's "paired ODEs" were listed in the legend, hidden under the black line
+    u_runs, ode_paired, ode_mean, labels = _paired_arrays(shared_start)
+    fig = plotting.make_paired_figure(T, u_runs, ode_paired, ode_mean, labels, "spiked-pca")
+    entries = {text.get_text() for legend in fig.legends for text in legend.get_texts()}
+    assert "mean of the runs ± 2 standard errors" in entries
+    assert ("paired ODEs (each run's own start)" in entries) is not shared_start
+    assert ("ODE (the runs' common start)" in entries) is shared_start
+    ax = fig.axes[0]
+    band, = [c for c in ax.collections if c.get_label() == "mean of the runs ± 2 standard errors"]
+    vertices = band.get_paths()[0].vertices
+    j = 3  # a time inside the band: its vertical extent there is mean ± 2 se of the six runs
+    column = u_runs[:, j, 0]
+    half = 2 * column.std(ddof=1) / np.sqrt(column.size)
+    at = vertices[np.isclose(vertices[:, 0], T[j]), 1]
+    assert at.min() == pytest.approx(column.mean() - half) and \
+        at.max() == pytest.approx(column.mean() + half)
+    assert ax.get_ylabel() == "m"

@@ -995,6 +995,15 @@ MUTATIONS = (
              ["tests/test_console_output.py::test_study_figure_panel_titles_give_the_slope_with_"
               "its_standard_error"],
              "study_errors.png states a slope without the standard error the table gives"),
+    mutation("paired-figure-band-of-one-standard-error", "hierarchy/core/plotting.py",
+             "2.0 * spread / np.sqrt(np.maximum(count, 1))",
+             "spread / np.sqrt(np.maximum(count, 1))",
+             ["tests/test_plots.py::test_paired_sgd_figure_draws_the_run_mean_with_its_band"],
+             "the band says two standard errors and draws one"),
+    mutation("paired-odes-listed-under-a-common-start", "hierarchy/core/plotting.py",
+             "            if not one_start:\n", "            if True:\n",
+             ["tests/test_plots.py::test_paired_sgd_figure_draws_the_run_mean_with_its_band"],
+             "the legend lists paired ODEs hidden under the one ODE they all equal"),
 )
 
 

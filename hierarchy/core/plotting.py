@@ -545,9 +545,11 @@ def make_paired_figure(t, u_runs, ode_paired, ode_mean_start, labels, title,
                        math_label=plain_label, time_label="t", extra_panels=(), note=""):
     """An SGD ensemble beside its ODEs: one panel per statistic, then the family's panels.
 
-    Each panel draws the runs (thin lines), each run's paired ODE (the ODE from that run's
-    own initial statistics; thin dashed lines of another colour) and the ODE from the mean
-    of the runs' starts (black). One legend for the figure.
+    Each panel draws the runs (thin lines), their mean with a band of two standard errors
+    of the mean, each run's paired ODE (the ODE from that run's own initial statistics;
+    thin dashed lines of another colour) and the ODE from the mean of the runs' starts
+    (black). When the runs share one start the paired ODEs are that one ODE: they are not
+    drawn, and the black line says so. One legend for the figure.
 
     Parameters
     ----------
@@ -572,15 +574,23 @@ def make_paired_figure(t, u_runs, ode_paired, ode_mean_start, labels, title,
     ode_mean_start = np.asarray(ode_mean_start, float)
     fig, axes = panel_grid(len(labels) + len(extra_panels), width=3.4, height=3.0,
                            max_columns=4)
+    one_start = bool(np.allclose(ode_paired, ode_mean_start[None], rtol=1e-9, atol=1e-12))
+    mean, width = run_mean_band(u_runs)
     for j, (ax, label) in enumerate(zip(axes, labels)):
         for r in range(len(u_runs)):
             first = r == 0
             ax.plot(t, u_runs[r, :, j], "-", color="C0", lw=0.7, alpha=0.45,
                     label="SGD runs" if first else None)
-            ax.plot(t, ode_paired[r, :, j], "--", color="C1", lw=0.7, alpha=0.7,
-                    label="paired ODEs (each run's own start)" if first else None)
-        ax.plot(t, ode_mean_start[:, j], "-", color="k", lw=1.5, label="ODE from the mean start")
-        ax.set(title=math_label(label), xlabel=time_label)
+            if not one_start:
+                ax.plot(t, ode_paired[r, :, j], "--", color="C1", lw=0.7, alpha=0.7,
+                        label="paired ODEs (each run's own start)" if first else None)
+        ax.fill_between(t, mean[:, j] - width[:, j], mean[:, j] + width[:, j], color="C3",
+                        alpha=0.35, lw=0, label="mean of the runs ± 2 standard errors",
+                        zorder=3)
+        ax.plot(t, mean[:, j], "-", color="C3", lw=1.2, zorder=3)
+        ax.plot(t, ode_mean_start[:, j], "-", color="k", lw=1.5, zorder=4,
+                label="ODE (the runs' common start)" if one_start else "ODE from the mean start")
+        ax.set(title=math_label(label), xlabel=time_label, ylabel=math_label(label))
     for ax, (name, curves) in zip(axes[len(labels):], extra_panels):
         for curve, values in curves.items():
             ax.plot(t, values, lw=1.4, label=curve)
@@ -591,6 +601,17 @@ def make_paired_figure(t, u_runs, ode_paired, ode_mean_start, labels, title,
     figure_legend(fig, axes[:max(len(labels), 1)], loc="outside lower center", ncol=3)
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10)
     return fig
+
+
+def run_mean_band(u_runs):
+    """``(mean, 2 se)`` over the runs (axis 0) of ``u_runs`` ``(runs, T, n)``, ignoring runs
+    that stopped (NaN); the band is 0 with fewer than two runs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # a time no run reached: NaN
+        mean = np.nanmean(u_runs, axis=0)
+        count = np.sum(np.isfinite(u_runs), axis=0)
+        spread = np.nanstd(u_runs, axis=0, ddof=1) if len(u_runs) > 1 else np.zeros_like(mean)
+    return mean, np.where(count > 1, 2.0 * spread / np.sqrt(np.maximum(count, 1)), 0.0)
 
 
 # ----------------------------------------------------------------------------- study
