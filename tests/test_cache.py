@@ -81,6 +81,20 @@ def test_compile_and_reuse_without_compiler(tmp_cache, build_listener):
     assert f"{module.__name__} 4.5" in proc.stdout
 
 
+def test_a_killed_builds_folder_is_removed_by_the_next_build(tmp_cache):
+    # the cache audit: a SIGKILL during a compile left .build-<name>-* (0.4 MB) for good
+    source = tiny_source(uuid.uuid4().hex)
+    name = cache.module_name("tiny", cache.module_key(source))
+    tmp_cache.mkdir(parents=True)
+    leftover = tmp_cache / f".build-{name}-k1ll3d"
+    (leftover / name).mkdir(parents=True)
+    (leftover / name / f"{name}.pyx").write_text(source)
+    other = tmp_cache / ".build-tiny_0123456789abcdef-k1ll3d"  # another module's: kept
+    other.mkdir()
+    assert cache.compile_pyx(source, "tiny").triple(1.0) == 3.0
+    assert not leftover.exists() and other.exists()
+
+
 def test_key_depends_on_source_flags_and_files():
     base = cache.module_key("x = 1\n")
     assert base == cache.module_key("x = 1\n")

@@ -1004,6 +1004,10 @@ MUTATIONS = (
              "            if not one_start:\n", "            if True:\n",
              ["tests/test_plots.py::test_paired_sgd_figure_draws_the_run_mean_with_its_band"],
              "the legend lists paired ODEs hidden under the one ODE they all equal"),
+    mutation("killed-builds-left-behind", "hierarchy/jit/cache.py",
+             "                remove_leftover_builds(folder, name)\n", "",
+             ["tests/test_cache.py::test_a_killed_builds_folder_is_removed_by_the_next_build"],
+             "a compile killed by SIGKILL leaves its temporary folder in the cache for good"),
 )
 
 

@@ -194,6 +194,16 @@ def _segments(table, wide, order, entry_size):
         yield (fields[2], fields[5]) if wide else (fields[1], fields[4])
 
 
+def remove_leftover_builds(folder, name):
+    """Delete the temporary folders of killed builds of ``name`` in ``folder``.
+
+    Call it holding ``name``'s build lock: every build of ``name`` takes that lock, so a
+    ``.build-{name}-*`` folder seen under it belongs to no running build (a build killed by
+    SIGKILL never reached its own cleanup)."""
+    for leftover in Path(folder).glob(f".build-{name}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def _import_extension(name, entry):
     with _loaded_lock:
         if name in _loaded:
@@ -428,6 +438,7 @@ class Cache:
         entry = folder / name
         with FileLock(str(folder / f".{name}.lock"), timeout=LOCK_TIMEOUT_S):
             if force or not _entry_is_valid(entry, name):
+                remove_leftover_builds(folder, name)
                 self._build_into(folder, entry, source, name, compile_args, files)
         return _import_extension(name, entry)
 
