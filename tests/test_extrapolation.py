@@ -330,3 +330,55 @@ def test_levin_error_covers_input_noise_through_the_perturbed_table():
         noisy = s[:, None] * (1.0 + rtol * rng.standard_normal((len(s), 200)))
         estimate, error = levin_u(noisy, rtol=rtol)
         assert np.all(np.abs(estimate - 10.0) < 10 * error), rtol
+
+
+# ----------------------------------------------------------------------------- irregular ladders
+
+def test_a_steady_rate_is_regular_and_an_oscillating_ladder_is_not():
+    n = np.arange(12.0)
+    regular = {"geometric": 1 - 0.6**n, "alternating": np.cumsum((-0.7) ** n),
+               "divergent": np.cumsum(1.8 ** n), "logarithmic": np.cumsum(1 / (n + 1) ** 2)}
+    for name, s in regular.items():
+        assert not extrapolation.irregular(s[:, None])[0], name
+    # a complex pair: differences r^n cos(n pi / 3), a period of six terms
+    pair = np.cumsum(0.8 ** n * np.cos(n * np.pi / 3 + 0.3))
+    assert extrapolation.irregular(pair[:, None])[0]
+    # an accidental plateau: the last differences 1e-2, 1e-6, 1e-2
+    plateau = np.array([0.0, 0.5, 0.8, 0.95, 0.96, 0.960001, 0.97])
+    assert extrapolation.irregular(plateau[:, None])[0]
+    # steady in size, but the differences change sign out of turn: +, +, +, -, +
+    turn = np.cumsum([1.0, 0.5, 0.25, 0.125, -0.0625, 0.03125])
+    assert extrapolation.irregular(turn[:, None])[0]
+    assert extrapolation.irregular(np.arange(4.0)[:, None])[0]   # too few ratios to tell
+
+
+def test_an_oscillating_ladder_is_not_credited_with_acceleration(tmp_path):
+    # An audit of the tied quadratic model at d = 200, seed 5 (degrees 2..10): the ladders
+    # oscillate with a period of about six degrees and degrees 9 and 10 agree to 1e-6 at every
+    # time, so every transformation saw convergence: q12 was certified at t = 0.2 with a claim
+    # of 4e-7 and off the exact matrix flow by 1.2e-2, 48 points over ten times their claims.
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.io import read_result
+    from hierarchy.models.attention import solve_job
+    from hierarchy.models.attention.coefficients import coefficients_from_config
+    from hierarchy.models.attention.initial import initial_matrices
+
+    config = load_config(None, {"model": {"parameterization": "tied", "K": 2, "trainable": [1]},
+                                "loss": {"name": "quadratic"}, "hierarchy": {"degree": 10},
+                                "init": {"d": 200, "scale": [0.6, 1.0], "seed": 5},
+                                "solve": {"t_final": 0.3, "points": 31}})
+    solve_job.run_solve(config, tmp_path)
+    result = read_result(tmp_path)
+    labels = list(result["labels"])
+    observed = ["1", "1.1", "1.2"]
+    solver = hierarchy.build("tied", 2, [1], 10)
+    matrices = initial_matrices(config)
+    exact = flows.matrix_flow(solver.field, matrices,
+                              coefficients_from_config(solver.field, config, matrices),
+                              result["t"], words=[solver.words[solver.index(x)] for x in observed]).mu
+    columns = [labels.index(x) for x in observed]
+    claimed = result["error_estimate"][:, columns]
+    certified = result["valid"][:, columns]
+    true = np.abs(result["mu_extrapolated"][:, columns] - exact)
+    assert certified[:, 2].sum() >= 5                   # q12 is certified for a while
+    assert np.all(true[certified] <= 10 * claimed[certified])   # the project's criterion

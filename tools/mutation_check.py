@@ -1008,6 +1008,17 @@ MUTATIONS = (
              "                remove_leftover_builds(folder, name)\n", "",
              ["tests/test_cache.py::test_a_killed_builds_folder_is_removed_by_the_next_build"],
              "a compile killed by SIGKILL leaves its temporary folder in the cache for good"),
+    mutation("irregular-ladders-credited-with-acceleration", "hierarchy/core/extrapolation.py",
+             "    return estimate, np.where(irregular(seqs), np.fmax(error, floor), error)\n",
+             "    return estimate, error\n",
+             ["tests/test_extrapolation.py::test_an_oscillating_ladder_is_not_credited_with_"
+              "acceleration"],
+             "an oscillating ladder's accidental plateau certified, 10^5 times off its claim"),
+    mutation("irregular-ignores-sign-changes", "hierarchy/core/extrapolation.py",
+             "                  & (np.all(ratios > 0, axis=0) | np.all(ratios < 0, axis=0))\n",
+             "", ["tests/test_extrapolation.py::test_a_steady_rate_is_regular_and_an_"
+                  "oscillating_ladder_is_not"],
+             "a ladder whose differences change sign counted as converging steadily"),
 )
 
 
