@@ -167,21 +167,48 @@ def build_parser(handlers=None):
     return parser
 
 
+#: flag -> its value when not given (from the attention family's config defaults: its tables
+#: only, so that building the parser imports neither the attention family's solver nor any
+#: other family). The flags themselves default to None, so that ``show --config`` can tell a
+#: given flag, which it would ignore, from an absent one (:func:`model_flag_defaults`).
+MODEL_FLAG_DEFAULTS = {
+    "parameterization": ATTENTION_DEFAULTS["model"]["parameterization"],
+    "K": str(ATTENTION_DEFAULTS["model"]["K"]),
+    "trainable": ",".join(map(str, ATTENTION_DEFAULTS["model"]["trainable"])),
+    "degree": str(ATTENTION_DEFAULTS["hierarchy"]["degree"]),
+    "observables": "",
+}
+
+
 def add_field_arguments(sub):
-    """The model flags of ``show`` and ``generate`` (defaults from the attention family's
-    config defaults: its tables only, so that building the parser imports neither the
-    attention family's solver nor any other family)."""
-    model, hierarchy = ATTENTION_DEFAULTS["model"], ATTENTION_DEFAULTS["hierarchy"]
-    sub.add_argument("--parameterization", default=model["parameterization"],
-                     help=f"{' | '.join(PARAMETERIZATIONS)} (default {model['parameterization']})")
-    sub.add_argument("--K", default=str(model["K"]), help=f"number of indices (default {model['K']})")
-    sub.add_argument("--trainable", default=",".join(map(str, model["trainable"])),
-                     help="trainable indices, 1-based, comma-separated (default 1)")
-    sub.add_argument("--degree", default=str(hierarchy["degree"]),
-                     help=f"truncation degree M >= 2 (default {hierarchy['degree']})")
-    sub.add_argument("--observables", default="", help="extra word labels to keep, comma-separated")
+    """The model flags of ``show`` and ``generate`` (each None when not given; its default
+    is in :data:`MODEL_FLAG_DEFAULTS`)."""
+    default = MODEL_FLAG_DEFAULTS
+    sub.add_argument("--parameterization", help=f"{' | '.join(PARAMETERIZATIONS)} "
+                     f"(default {default['parameterization']})")
+    sub.add_argument("--K", help=f"number of indices (default {default['K']})")
+    sub.add_argument("--trainable", help="trainable indices, 1-based, comma-separated "
+                     f"(default {default['trainable']})")
+    sub.add_argument("--degree", help=f"truncation degree M >= 2 (default {default['degree']})")
+    sub.add_argument("--observables", help="extra word labels to keep, comma-separated")
     sub.add_argument("--all-words", action="store_true",
                      help="keep every canonical word up to the degree")
+
+
+def model_flag_defaults(args):
+    """``args`` with every model flag that was not given set to its default (a copy)."""
+    filled = argparse.Namespace(**vars(args))
+    for name, value in MODEL_FLAG_DEFAULTS.items():
+        if getattr(filled, name, None) is None:
+            setattr(filled, name, value)
+    return filled
+
+
+def given_model_flags(args):
+    """The model flags given on the command line (``["--degree", "--K"]``), in flag order."""
+    given = [f"--{name}" for name in MODEL_FLAG_DEFAULTS if getattr(args, name, None) is not None]
+    given += ["--all-words"] if getattr(args, "all_words", False) else []
+    return given + (["--why"] if getattr(args, "why", None) is not None else [])
 
 
 def _add_out(sub):

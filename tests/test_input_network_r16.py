@@ -1,0 +1,155 @@
+"""Input handling of the network family, the command line and the Python API (round 16).
+
+Each test is one finding of the input audit: a contradiction that was silently ignored,
+input that ran for minutes or raised a traceback instead of one line naming the key or flag
+(exit status 2), checked before any work.
+"""
+import pytest
+
+from hierarchy.cli import main as cli
+from hierarchy.core import registry
+
+NETWORK = """\
+[model]
+family = "network"
+data = "teacher"
+loss = "mse"
+[model.student]
+width = 2
+activation = "erf"
+[model.teacher]
+width = 2
+activation = "erf"
+[solve]
+t_final = 1.0
+points = 3
+[sgd]
+dimension = 200
+runs = 2
+"""
+
+
+def run_cli(capsys, *argv):
+    """``hierarchy ARGV`` in this process: (exit status, stderr)."""
+    status = cli.main([str(a) for a in argv])
+    return status, capsys.readouterr().err
+
+
+def assert_one_line(status, err, *words):
+    assert status == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+
+
+def write_config(tmp_path, text, name="run.toml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Make every network run fail the test: refusals come first."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the input was checked")
+
+    kind = type(registry.family("network"))
+    for method in ("run_solve", "run_sgd", "fixed_points"):
+        monkeypatch.setattr(kind, method, forbidden)
+
+
+# --- A5: keys a network config sets but nothing reads ----------------------------------------
+
+UNREAD = [
+    ('[init]\nsource = "statistics"\nscale = 0.5\n', "init.scale", 'init.source = "gaussian"'),
+    # the default source is "statistics": a Gaussian key alone is as ignored
+    ("[init]\nscale = 0.01\n", "init.scale", 'here init.source = "statistics"'),
+    ('[init]\nsource = "statistics"\nseed = 7\n', "init.seed", 'model.teacher.overlaps = "drawn"'),
+]
+
+
+@pytest.mark.parametrize("table, key, words", UNREAD)
+@pytest.mark.parametrize("command", ["solve", "sgd", "fixed-points"])
+def test_gaussian_start_keys_with_a_statistics_start_are_refused(tmp_path, capsys, no_work,
+                                                                 table, key, words, command):
+    config = write_config(tmp_path, NETWORK + table)
+    status, err = run_cli(capsys, command, config, "--out", tmp_path / "out")
+    assert_one_line(status, err, f"error: {key} is set but would be ignored", words)
+
+
+def test_init_seed_is_read_by_drawn_teacher_overlaps(tmp_path):
+    from hierarchy.config.loader import load_config
+    text = NETWORK.replace('[model.teacher]\nwidth = 2', '[model.teacher]\noverlaps = "drawn"\n'
+                           'width = 2') + "[init]\nseed = 7\n"
+    config = load_config(write_config(tmp_path, text))
+    assert config["init"]["seed"] == 7 and config["init"]["source"] == "statistics"
+
+
+def test_gaussian_start_keys_are_read_by_a_gaussian_start(tmp_path):
+    from hierarchy.config.loader import load_config
+    text = NETWORK + '[init]\nsource = "gaussian"\nscale = 0.5\nseed = 7\n'
+    config = load_config(write_config(tmp_path, text))
+    assert (config["init"]["scale"], config["init"]["seed"]) == (0.5, 7)
+
+
+def test_python_api_refuses_the_same_unread_key():
+    from hierarchy import Model
+    from hierarchy.core.errors import HierarchyError
+    with pytest.raises(HierarchyError) as error:
+        Model(family="network", init={"source": "statistics", "seed": 3})
+    assert error.value.field == "init.seed"
+
+
+@pytest.mark.parametrize("command", ["solve", "sgd"])
+def test_second_layer_step_with_a_fixed_second_layer_is_refused(tmp_path, capsys, no_work,
+                                                                command):
+    config = write_config(tmp_path, NETWORK + "step_second_layer = 0.01\n")
+    status, err = run_cli(capsys, command, config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "sgd.step_second_layer = 0.01 is set but would be ignored",
+                    'model.student.second_layer = "trained"')
+
+
+def test_second_layer_step_written_as_its_default_or_with_a_trained_layer_is_accepted(tmp_path):
+    from hierarchy.config.loader import load_config
+    load_config(write_config(tmp_path, NETWORK + 'step_second_layer = "step"\n'))
+    trained = NETWORK.replace('[model.student]\n', '[model.student]\nsecond_layer = "trained"\n')
+    config = load_config(write_config(tmp_path, trained + "step_second_layer = 0.01\n"))
+    assert config["sgd"]["step_second_layer"] == 0.01
+
+
+# --- A5: flags that contradict each other -------------------------------------------------------
+
+def test_sgd_resume_with_overwrite_is_refused(tmp_path, capsys, no_work):
+    config = write_config(tmp_path, NETWORK)
+    status, err = run_cli(capsys, "sgd", config, "--out", tmp_path / "out", "--resume",
+                          "--overwrite")
+    assert_one_line(status, err, "--resume and --overwrite exclude each other")
+
+
+def test_python_api_sgd_resume_with_overwrite_is_refused(tmp_path, monkeypatch):
+    from hierarchy import Model
+    from hierarchy.core.errors import HierarchyError
+    kind = type(registry.family("network"))
+    monkeypatch.setattr(kind, "run_sgd", lambda *a, **k: pytest.fail("SGD ran"))
+    model = Model(family="network", solve={"t_final": 1.0, "points": 3})
+    with pytest.raises(HierarchyError, match="resume=True and overwrite=True exclude") as error:
+        model.sgd(tmp_path / "out", resume=True, overwrite=True)
+    assert error.value.field == "overwrite=True"
+
+
+def test_show_config_with_model_flags_is_refused(tmp_path, capsys):
+    config = write_config(tmp_path, NETWORK)
+    status, err = run_cli(capsys, "show", "--config", config, "--degree", "99", "--K", "0")
+    assert_one_line(status, err, "--K, --degree would be ignored")
+    status, err = run_cli(capsys, "show", "--config", config, "--why", "1")
+    assert_one_line(status, err, "--why would be ignored")
+
+
+def test_show_config_alone_and_show_with_flags_still_work(tmp_path, capsys):
+    assert cli.main(["show", "--config", str(write_config(tmp_path, NETWORK))]) == 0
+    assert "Q1.1" in capsys.readouterr().out
+    assert cli.main(["show", "--K", "2", "--trainable", "1,2", "--degree", "3"]) == 0
+    assert "K=2, trainable {1,2}, degree 3" in capsys.readouterr().out
+
