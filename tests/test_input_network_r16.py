@@ -153,3 +153,22 @@ def test_show_config_alone_and_show_with_flags_still_work(tmp_path, capsys):
     assert cli.main(["show", "--K", "2", "--trainable", "1,2", "--degree", "3"]) == 0
     assert "K=2, trainable {1,2}, degree 3" in capsys.readouterr().out
 
+
+# --- A4: a target's polynomial degree, whatever its form ----------------------------------------
+
+@pytest.mark.parametrize("target, degree", [("nu1**9", 9), ("nu1**9 + nu1", 9),
+                                            ("(nu1+1)**16", 16), ("nu1**5*nu2**4", 9),
+                                            ("erf(nu1**3)**3", 9)])
+def test_targets_of_degree_above_a_teachers_are_refused_at_validation(tmp_path, capsys, no_work,
+                                                                      target, degree):
+    text = NETWORK.replace("[model.teacher]\nwidth = 2\nactivation = \"erf\"\n",
+                           f'[model.teacher]\nwidth = 2\ntarget = "{target}"\n')
+    status, err = run_cli(capsys, "solve", write_config(tmp_path, text), "--out",
+                          tmp_path / "out")
+    assert_one_line(status, err, "model.teacher.target",
+                    f"polynomial degree up to {degree} is too high (at most 8)")
+
+
+def test_a_target_of_degree_eight_is_accepted():
+    from hierarchy.models.network.target import parse_target
+    assert parse_target("nu1**8 + nu1*nu2**7 + erf(nu2)", 2) is not None

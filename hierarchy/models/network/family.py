@@ -110,9 +110,11 @@ KEY_HELP = {
                              "a teacher activation or second_layer_values other than their "
                              "defaults is an error. Polynomials and erf, erfc, tanh, atan, sin, "
                              "cos of them (no nu in an exponent, numbers at most 1000 in "
-                             "magnitude, integer exponents written as integers); a committee "
+                             "magnitude, integer exponents written as integers, polynomial "
+                             "degree at most 8 as written, a call counting as its argument's "
+                             "degree: `nu1**9 + nu1` is refused); a committee "
                              "sum_n c_n h(nu_n) is the teacher g* = h, v* = c, with a "
-                             "teacher's limits (h of degree at most 8).",
+                             "teacher's limits.",
                              '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
