@@ -172,3 +172,51 @@ def test_targets_of_degree_above_a_teachers_are_refused_at_validation(tmp_path, 
 def test_a_target_of_degree_eight_is_accepted():
     from hierarchy.models.network.target import parse_target
     assert parse_target("nu1**8 + nu1*nu2**7 + erf(nu2)", 2) is not None
+
+
+# --- T10: the Python API's arguments ------------------------------------------------------------
+
+SMALL = {"model": {"family": "network"}, "solve": {"t_final": 1.0, "points": 3}}
+
+
+def refused(call):
+    from hierarchy.core.errors import HierarchyError
+    with pytest.raises(HierarchyError) as error:
+        call()
+    assert "\n" not in str(error.value)
+    return error.value
+
+
+@pytest.mark.parametrize("out", [123, b"/tmp/x"])
+def test_api_out_that_is_no_path_is_refused_naming_out(out, no_work):
+    from hierarchy import Model
+    model = Model(SMALL)
+    for run in (model.solve, model.sgd, model.fixed_points):
+        error = refused(lambda: run(out=out))
+        assert error.field == "out" and "must be the path of a folder" in str(error)
+
+
+def test_api_document_and_path_of_the_wrong_type_are_refused_naming_them():
+    from hierarchy import Model
+    assert refused(lambda: Model("abc", solve={"t_final": 1.0})).field == "document"
+    assert refused(lambda: Model.from_toml(None)).field == "path"
+
+
+def test_api_self_referencing_and_too_deep_tables_are_refused():
+    from hierarchy import Model
+    document = {"model": {"family": "network"}, "init": {}}
+    document["init"]["statistics"] = document
+    assert refused(lambda: Model(document)).field == "document"
+    deep = [1.0]
+    for _ in range(40):
+        deep = [deep]
+    error = refused(lambda: Model(family="network", solve={"t_final": deep}))
+    assert error.field == "solve" and "deeper than 32 levels" in str(error)
+
+
+def test_api_progress_must_be_a_switch(no_work):
+    from hierarchy import Model
+    model = Model(SMALL)
+    for run in (model.solve, model.sgd, model.fixed_points):
+        error = refused(lambda: run(progress="no"))
+        assert error.field == "progress"
