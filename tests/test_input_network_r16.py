@@ -220,3 +220,40 @@ def test_api_progress_must_be_a_switch(no_work):
     for run in (model.solve, model.sgd, model.fixed_points):
         error = refused(lambda: run(progress="no"))
         assert error.field == "progress"
+
+
+# --- T6, H1: flags with thousands of digits, a config that is a FIFO ---------------------------
+
+NINES = "9" * 5000
+
+
+@pytest.mark.parametrize("argv, flag", [(["--trainable", NINES], "--trainable"),
+                                        (["--trainable", f"1,{NINES}"], "--trainable"),
+                                        (["--K", NINES], "--K"), (["--degree", f"-{NINES}"],
+                                                                  "--degree")])
+def test_flags_with_thousands_of_digits_are_one_line(capsys, argv, flag):
+    status, err = run_cli(capsys, "show", *argv)
+    assert_one_line(status, err, f"{flag}: ", "is too large (more than 18 digits)")
+    assert len(err) < 200, err
+
+
+def test_a_config_that_is_a_fifo_is_refused_not_read(tmp_path, capsys):
+    import os
+    import threading
+    fifo = tmp_path / "run.toml"
+    os.mkfifo(fifo)
+    outcome = {}
+
+    def run():
+        outcome["status"] = cli.main(["--quiet", "solve", str(fifo), "--out", str(tmp_path / "o")])
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # unblock the reader so the thread ends, then fail
+        with open(fifo, "w") as handle:
+            handle.write("")
+        worker.join(20)
+        pytest.fail("reading a FIFO as the config blocked")
+    assert_one_line(outcome["status"], capsys.readouterr().err,
+                    "is not a regular file (a FIFO, device or socket)")

@@ -241,15 +241,38 @@ def parse_index_list(text, flag="--trainable"):
     for part in parts:
         if not part.lstrip("+").isdigit():
             raise HierarchyError(
-                f"{flag}: {part!r} is not an index; give 1-based integers separated by commas, "
-                "like 1,2", field=flag)
-        indices.append(int(part))
+                f"{flag}: {shown(part)} is not an index; give 1-based integers separated by "
+                "commas, like 1,2", field=flag)
+        indices.append(bounded_int(part, flag))
     return indices
+
+
+#: the most digits an integer flag value may have: every flag's own maximum is far below
+#: 10**18, and Python refuses to convert more than 4300 digits (a ValueError traceback)
+MAX_FLAG_DIGITS = 18
+
+
+def bounded_int(text, flag):
+    """``int(text)`` of a string of digits (a sign allowed), refused in one line naming
+    ``flag`` when it has more than :data:`MAX_FLAG_DIGITS` digits."""
+    if sum(c.isdigit() for c in text) > MAX_FLAG_DIGITS:
+        raise HierarchyError(f"{flag}: {shown(text)} is too large (more than "
+                             f"{MAX_FLAG_DIGITS} digits)", field=flag)
+    return int(text)
+
+
+def shown(text, limit=40):
+    """``repr(text)``, shortened to about ``limit`` characters for an error line."""
+    text = repr(text)
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
 def parse_int(text, flag):
     """Parse an integer flag value with a one-line error naming the flag."""
+    text = str(text).strip()
+    if text.lstrip("+-").isdigit():
+        return bounded_int(text, flag)
     try:
-        return int(str(text).strip())
+        return int(text)  # what int() also reads: "1_000", " 7"
     except ValueError:
-        raise HierarchyError(f"{flag}: {text!r} is not an integer", field=flag) from None
+        raise HierarchyError(f"{flag}: {shown(text)} is not an integer", field=flag) from None
