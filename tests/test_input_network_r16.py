@@ -257,3 +257,30 @@ def test_a_config_that_is_a_fifo_is_refused_not_read(tmp_path, capsys):
         pytest.fail("reading a FIFO as the config blocked")
     assert_one_line(outcome["status"], capsys.readouterr().err,
                     "is not a regular file (a FIFO, device or socket)")
+
+
+# --- cache audit 5: sgd --resume of a finished run says it reused the results -----------------
+
+def test_resume_of_a_finished_sgd_run_says_the_results_were_reused(tmp_path, capsys):
+    config, out = write_config(tmp_path, NETWORK), tmp_path / "out"
+    assert cli.main(["sgd", str(config), "--out", str(out)]) == 0
+    assert f"results written to {out}" in capsys.readouterr().out
+    stamp = (out / "result.json").stat().st_mtime_ns
+    assert cli.main(["sgd", str(config), "--out", str(out), "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert f"results already complete in {out}: reused, nothing recomputed" in printed
+    assert "results written" not in printed
+    assert (out / "result.json").stat().st_mtime_ns == stamp
+
+
+def test_api_resume_of_a_finished_sgd_run_warns_that_it_was_reused(tmp_path):
+    from hierarchy import Model
+    model = Model(NETWORK_DOCUMENT)
+    model.sgd(tmp_path)
+    with pytest.warns(UserWarning, match="already complete; its results were reused"):
+        model.sgd(tmp_path, resume=True)
+
+
+NETWORK_DOCUMENT = {"model": {"family": "network", "student": {"width": 2},
+                              "teacher": {"width": 2}},
+                    "solve": {"t_final": 1.0, "points": 3}, "sgd": {"dimension": 200, "runs": 2}}

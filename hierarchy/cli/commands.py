@@ -186,6 +186,11 @@ def sgd(args, progress):
         return EXIT_INCOMPLETE
     if table and not is_quiet(args):
         print(table)
+    if isinstance(summary, dict) and summary.get("reused"):
+        if not is_quiet(args):  # in place of "results written": nothing was
+            print(f"results already complete in {args.out}: reused, nothing recomputed "
+                  "(--overwrite runs it again)")
+        return EXIT_OK
     return finish_resumable(summary, args)
 
 
