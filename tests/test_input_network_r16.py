@@ -284,3 +284,20 @@ def test_api_resume_of_a_finished_sgd_run_warns_that_it_was_reused(tmp_path):
 NETWORK_DOCUMENT = {"model": {"family": "network", "student": {"width": 2},
                               "teacher": {"width": 2}},
                     "solve": {"t_final": 1.0, "points": 3}, "sgd": {"dimension": 200, "runs": 2}}
+
+
+# --- M5: a huge sgd.dimension is named first, not sgd.runs alone --------------------------------
+
+def test_one_run_too_big_names_sgd_dimension(tmp_path, capsys, no_work):
+    text = NETWORK.replace("[model.student]\nwidth = 2", "[model.student]\nwidth = 8") \
+                  .replace("dimension = 200", "dimension = 10000000")
+    status, err = run_cli(capsys, "sgd", write_config(tmp_path, text), "--out", tmp_path / "o")
+    assert_one_line(status, err, "error: sgd.dimension: one run alone holds 1e+08 weights")
+    assert "sgd.runs" not in err, err  # fewer runs would not help
+
+
+def test_too_many_runs_of_a_huge_dimension_names_both(tmp_path, capsys, no_work):
+    text = NETWORK.replace("dimension = 200", "dimension = 10000000")
+    status, err = run_cli(capsys, "sgd", write_config(tmp_path, text), "--out", tmp_path / "o")
+    assert_one_line(status, err, "error: sgd.runs and sgd.dimension: the ensemble holds 8e+07",
+                    "(at most 1 run fits)")

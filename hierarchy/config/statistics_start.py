@@ -169,8 +169,10 @@ def check_sgd_ensemble(config, dimension, runs, *, width, statistics, keys,
         Whether to check the number of steps too.
     """
     solve = config["solve"]
+    dimension_key = field if field != "sgd.runs" else "sgd.dimension"
     check_ensemble_fits(runs=runs, points=int(solve["points"]), statistics=statistics,
-                        parameters=dimension * width, keys=keys, field=field)
+                        parameters=dimension * width, keys=keys, field=field,
+                        size_field=dimension_key)
     if steps:
         check_step_count(solve["t_final"], dimension, config["sgd"]["step"],
-                         dimension_key=field if field != "sgd.runs" else "sgd.dimension")
+                         dimension_key=dimension_key)
