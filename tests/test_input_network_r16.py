@@ -301,3 +301,25 @@ def test_too_many_runs_of_a_huge_dimension_names_both(tmp_path, capsys, no_work)
     status, err = run_cli(capsys, "sgd", write_config(tmp_path, text), "--out", tmp_path / "o")
     assert_one_line(status, err, "error: sgd.runs and sgd.dimension: the ensemble holds 8e+07",
                     "(at most 1 run fits)")
+
+
+# --- H4: an integer beyond the float range in any numeric key is a one-line error --------------
+
+HUGE = "1" + "0" * 400
+
+
+@pytest.mark.parametrize("family, table, field", [
+    ("attention", f"[sgd]\nseeds = [0, {HUGE}]\n", "sgd.seeds"),
+    ("attention", f"[study]\nseeds = [{HUGE}]\n", "study.seeds"),
+    ("network", f"[sgd]\npaired_runs = {HUGE}\n", "sgd.paired_runs"),
+    ("network", f"[spectra]\ntop = {HUGE}\n", "spectra.top"),
+    ("network", f"[study]\ndimensions = [200, {HUGE}]\n", "study.dimensions"),
+])
+def test_400_digit_integers_in_lists_and_counts_are_refused(tmp_path, family, table, field):
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.errors import HierarchyError
+    path = write_config(tmp_path, f'[model]\nfamily = "{family}"\n{table}')
+    with pytest.raises(HierarchyError) as error:
+        load_config(path)
+    assert error.value.field == field and "2**63 - 1" in str(error.value)
+    assert len(str(error.value)) < 200  # the 400 digits are not spelled out

@@ -184,7 +184,8 @@ def render_config_reference(defaults=None, key_help=None):
         "optional: a missing key takes the default below. An unknown section or key, a wrong type",
         "or a value outside the allowed range is refused before any work starts, with one line",
         "naming the field (exit status 2). An integer key with no maximum of its own takes at",
-        "most `2**63 - 1`. Example files: [`tools/configs/`](../tools/configs/).",
+        "most `2**63 - 1`, and so does every entry of a list of integers (seeds included).",
+        "Example files: [`tools/configs/`](../tools/configs/).",
         "The mathematics behind the keys: [math.md](math.md).",
     ]
     lines += _tables(defaults, key_help, SECTION_HELP, level="##")

@@ -61,9 +61,10 @@ def check_paired_runs(table):
         return "all"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise HierarchyError(f'sgd.paired_runs must be "all" or an integer >= 0 (got '
-                             f'{fields.show(value)})', field="sgd.paired_runs")
+    if not isinstance(value, int) or isinstance(value, bool) or not \
+            0 <= value <= fields.MAX_INTEGER:
+        raise HierarchyError(f'sgd.paired_runs must be "all" or an integer in 0..2**63 - 1 '
+                             f'(got {fields.show(value)})', field="sgd.paired_runs")
     return value
 
 
