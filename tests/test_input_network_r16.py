@@ -323,3 +323,12 @@ def test_400_digit_integers_in_lists_and_counts_are_refused(tmp_path, family, ta
         load_config(path)
     assert error.value.field == field and "2**63 - 1" in str(error.value)
     assert len(str(error.value)) < 200  # the 400 digits are not spelled out
+
+
+# --- M4: a UTF-8 byte-order mark is read past ---------------------------------------------------
+
+def test_a_config_with_a_utf8_byte_order_mark_is_read(tmp_path, capsys):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + NETWORK.encode("utf-8"))
+    assert cli.main(["show", "--config", str(path)]) == 0
+    assert "Q1.1" in capsys.readouterr().out

@@ -22,7 +22,9 @@ def read_toml(path):
     """Parse a TOML file; any failure is a one-line :class:`HierarchyError`."""
     raw = read_config_bytes(path)
     try:
-        text = raw.decode("utf-8")
+        # a leading byte-order mark (Windows editors write one) is read past, not refused:
+        # tomllib took it for a statement ("Invalid statement (at line 1, column 1)")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise HierarchyError(
             f"config file {path}: not UTF-8 text (byte {error.start}); a config is a TOML text "
