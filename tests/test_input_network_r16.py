@@ -250,9 +250,9 @@ def test_a_config_that_is_a_fifo_is_refused_not_read(tmp_path, capsys):
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(20)
-    if worker.is_alive():  # unblock the reader so the thread ends, then fail
+    if worker.is_alive():  # unblock the reader with malformed TOML so the thread ends
         with open(fifo, "w") as handle:
-            handle.write("")
+            handle.write("[")
         worker.join(20)
         pytest.fail("reading a FIFO as the config blocked")
     assert_one_line(outcome["status"], capsys.readouterr().err,
