@@ -332,3 +332,14 @@ def test_a_config_with_a_utf8_byte_order_mark_is_read(tmp_path, capsys):
     path.write_bytes(b"\xef\xbb\xbf" + NETWORK.encode("utf-8"))
     assert cli.main(["show", "--config", str(path)]) == 0
     assert "Q1.1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("family", ["gmm-binary", "gmm-xor"])
+def test_a_mixture_familys_init_seed_with_a_statistics_start_is_refused(tmp_path, family):
+    from hierarchy.config.loader import load_config
+    from hierarchy.core.errors import HierarchyError
+    text = f'[model]\nfamily = "{family}"\n[init]\nsource = "statistics"\nseed = 3\n'
+    with pytest.raises(HierarchyError, match="init.seed is set but would be ignored") as error:
+        load_config(write_config(tmp_path, text))
+    assert error.value.field == "init.seed"
+    load_config(write_config(tmp_path, f'[model]\nfamily = "{family}"\n[init]\nseed = 3\n'))
