@@ -122,7 +122,7 @@ def build_parser(handlers=None):
                       "substitutions that reach it from an observable")
     show.add_argument("--config", metavar="CONFIG.toml", default=None,
                       help="print the equations of the model of a config (any family) instead "
-                      "of the model flags'")
+                      "of the model flags' (which are refused beside it: it would ignore them)")
 
     generate = add("generate",
                    help="generate and compile a solver; print its module and path")
