@@ -25,9 +25,9 @@ from hierarchy.core.summary_table import settings_title
 #: keyword arguments (:class:`hierarchy.api.Model`)
 SPELLINGS = {
     "cli": {"resume": "`hierarchy {command} --resume`", "overwrite": "--overwrite",
-            "out": "--out", "format": "--format"},
+            "out": "--out", "format": "--format", "resume_switch": "--resume"},
     "api": {"resume": "`Model.{command}(out, resume=True)`", "overwrite": "overwrite=True",
-            "out": "out", "format": "format"},
+            "out": "out", "format": "format", "resume_switch": "resume=True"},
 }
 
 
@@ -43,7 +43,9 @@ def check_folder(out_dir, command, *, resume=False, overwrite=False, spelling="c
     Raises
     ------
     HierarchyError
-        ``out_dir`` holds an interrupted run (:func:`hierarchy.core.io.interrupted_run`),
+        ``resume`` with ``overwrite`` (the one continues the run in ``out_dir``, the other
+        deletes it first); ``out_dir`` holds an interrupted run
+        (:func:`hierarchy.core.io.interrupted_run`),
         naming the way to resume it (the same command) and to overwrite it; or, for another
         command than ``study``, a study (finished or not: :func:`hierarchy.core.io.holds_study`),
         whose files the command would leave beside its own (``overwrite`` deletes them first,
@@ -51,6 +53,11 @@ def check_folder(out_dir, command, *, resume=False, overwrite=False, spelling="c
         study, which refuses it itself.
     """
     words = SPELLINGS[spelling]
+    if resume and overwrite:
+        raise HierarchyError(f"{words['resume_switch']} and {words['overwrite']} exclude each "
+                             f"other: {words['resume_switch']} continues the run in "
+                             f"{words['out']}, {words['overwrite']} deletes it first",
+                             field=words["overwrite"])
     if command != "study" and not resume and holds_study(out_dir):
         if overwrite:
             from hierarchy.study.store import clear_study  # noqa: PLC0415  (a study's folder only)

@@ -19,6 +19,7 @@ folder that is removed once the results are read back.
 
 import contextlib
 import copy
+import os
 import pathlib
 import tempfile
 import warnings
@@ -26,7 +27,9 @@ import warnings
 import numpy as np
 
 from hierarchy import actions
-from hierarchy.config import loader
+from hierarchy.config import fields, loader
+from hierarchy.config.documents import MAX_NESTING
+from hierarchy.config.fields import check_is_table
 from hierarchy.core import registry, run_report
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import check_out_dir, read_result
@@ -54,7 +57,9 @@ class Model:
     """
 
     def __init__(self, document=None, *, family=None, **tables):
-        self._document = loader.deep_merge(copy.deepcopy(plain(document or {})), plain(tables))
+        document = plain({} if document is None else document, "document")
+        check_is_table(document, "document")
+        self._document = loader.deep_merge(copy.deepcopy(document), plain_tables(tables))
         if family is not None:
             self._document = loader.deep_merge(self._document, {"model": {"family": family}})
         self._folder = None
@@ -63,16 +68,18 @@ class Model:
     @classmethod
     def from_toml(cls, path, **tables):
         """The model of a TOML config file (relative file fields taken from its folder)."""
+        check_path(path, "path", "a config file")
+        tables = plain_tables(tables)
         model = cls.__new__(cls)
-        model._document = loader.deep_merge(loader.read_toml(path), plain(tables))
+        model._document = loader.deep_merge(loader.read_toml(path), tables)
         model._folder = pathlib.Path(path).resolve().parent
-        model._config = loader.load_config(path, plain(tables) or None)
+        model._config = loader.load_config(path, tables or None)
         return model
 
     def with_(self, **tables):
         """A new model with ``tables`` merged over this one's (``with_(sgd={"step": 0.5})``)."""
         model = copy.copy(self)
-        model._document = loader.deep_merge(self._document, plain(tables))
+        model._document = loader.deep_merge(self._document, plain_tables(tables))
         model._config = loader.load_document(model._document, folder=self._folder)
         return model
 
@@ -112,7 +119,7 @@ class Model:
             columns (``sol.eg`` for ``network``); ``info["summary"]`` the printed summary;
             ``status`` not COMPLETE when the solve stopped early (a blow-up).
         """
-        check_switches(overwrite=overwrite)
+        check_switches(progress=progress, overwrite=overwrite)
         config = self._merged(solve=solve)
         with _folder(out) as folder:
             summary = actions.solve(config, folder, _reporter(progress), overwrite=overwrite,
@@ -137,7 +144,7 @@ class Model:
             ``eg_runs``) as columns; ``info["summary"]`` and ``info["table"]`` (what
             ``hierarchy sgd`` prints).
         """
-        check_switches(resume=resume, overwrite=overwrite)
+        check_switches(progress=progress, resume=resume, overwrite=overwrite)
         config = self._merged(sgd=sgd)
         with _folder(out) as folder:
             summary, table = actions.sgd(config, folder, resume=resume, overwrite=overwrite,
@@ -153,6 +160,7 @@ class Model:
         """The classified fixed points (``hierarchy fixed-points``): a list of dicts with ``u``
         (label -> value), ``stable``, ``eigenvalues`` and what the family adds (``kind``,
         ``eg``, ``escape_eigenvalue``, ``note`` ...)."""
+        check_switches(progress=progress)
         with _folder(out) as folder:
             return actions.fixed_points(self._config, folder, _reporter(progress))
 
@@ -179,7 +187,7 @@ class Model:
         return actions.equations(self._config, format, spelling="api")
 
     def _merged(self, **tables):
-        tables = {name: plain(values) for name, values in tables.items() if values}
+        tables = {name: values for name, values in plain_tables(tables).items() if values}
         if not tables:
             return self.config
         return loader.load_document(self._document, tables, folder=self._folder)
@@ -203,26 +211,55 @@ def check_visit_arguments(family, trajectory, points, near):
 
 
 def check_switches(**switches):
-    """Refuse a switch (``resume``, ``overwrite``) that is not True or False: ``"no"`` would
-    be taken for True."""
+    """Refuse a switch (``progress``, ``resume``, ``overwrite``) that is not True or False:
+    ``"no"`` would be taken for True."""
     for name, value in switches.items():
         if not isinstance(value, (bool, np.bool_)):
             raise HierarchyError(f"{name} must be True or False, got {value!r}", field=name)
 
 
-def plain(value):
+def check_path(path, field, what):
+    """Refuse a path (to ``what``) that is not a ``str`` or an ``os.PathLike`` of one
+    (``None``, ``123``, ``b"/tmp/x"``: pathlib raised a TypeError), naming the argument
+    ``field``."""
+    if isinstance(path, str) or (isinstance(path, os.PathLike)
+                                 and isinstance(os.fspath(path), str)):
+        return path
+    raise HierarchyError(f"{field} must be the path of {what} (a str or pathlib.Path), got "
+                         f"{type(path).__name__} {fields.show(path)}", field=field)
+
+
+def plain_tables(tables):
+    """The keyword tables of a call (``solve={...}``), each :func:`plain` (named by its
+    keyword, one level below the document)."""
+    return {name: plain(values, name, depth=1) for name, values in tables.items()}
+
+
+def plain(value, field, depth=0):
     """``value`` with every numpy scalar made the Python number it holds (in dicts, lists
-    and tuples): a notebook's ``np.int64(1000)`` is the config's ``1000``, as in TOML."""
+    and tuples): a notebook's ``np.int64(1000)`` is the config's ``1000``, as in TOML.
+
+    Raises
+    ------
+    HierarchyError
+        Tables and arrays nested deeper than a config can be
+        (:data:`~hierarchy.config.documents.MAX_NESTING`), which a table that holds itself
+        always is, naming the argument ``field``.
+    """
+    if isinstance(value, (dict, list, tuple)) and depth > MAX_NESTING:
+        raise HierarchyError(f"{field}: tables or lists nested deeper than {MAX_NESTING} levels "
+                             "(or a table that holds itself)", field=field)
     if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
+        return {key: plain(item, field, depth + 1) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(plain(item) for item in value)
+        return type(value)(plain(item, field, depth + 1) for item in value)
     return value.item() if isinstance(value, np.generic) else value
 
 
 @contextlib.contextmanager
 def _folder(out):
     if out is not None:
+        check_path(out, "out", "a folder")
         yield check_out_dir(out, field="out")  # as the command's --out: before any work
         return
     with tempfile.TemporaryDirectory(prefix="hierarchy-") as folder:

@@ -8,7 +8,12 @@ progress reporter (``Progress()``, or ``Progress.quiet()`` under ``--quiet``).
 """
 
 from hierarchy import actions
-from hierarchy.cli.parser import parse_index_list, parse_int
+from hierarchy.cli.parser import (
+    given_model_flags,
+    model_flag_defaults,
+    parse_index_list,
+    parse_int,
+)
 from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
 from hierarchy.core import registry
@@ -57,6 +62,7 @@ def field_arguments(args):
     HierarchyError
         A bad flag value, named by its flag (``--K``), not by its config field.
     """
+    args = model_flag_defaults(args)
     overrides = {
         "model": {
             "parameterization": args.parameterization,
@@ -90,6 +96,7 @@ def with_flag_names(error):
 def show(args, progress):
     """``hierarchy show``: print the truncated equations (or a config's, with ``--config``)."""
     if args.config is not None:
+        check_no_model_flags(args)
         print(actions.equations(loader.load_config(args.config), args.format))
         return
     from hierarchy.models.attention import display, operators  # noqa: PLC0415  (lazy)
@@ -97,6 +104,17 @@ def show(args, progress):
     if args.why is not None:
         check_why(field, args.why)
     print(display.render(field, args.format, why=args.why))
+
+
+def check_no_model_flags(args):
+    """Refuse model flags beside ``show --config``: the config gives the model, so they would
+    be ignored (one line naming them)."""
+    given = given_model_flags(args)
+    if given:
+        raise HierarchyError(f"show --config takes the model from the config; "
+                             f"{', '.join(given)} would be ignored: drop "
+                             f"{'it' if len(given) == 1 else 'them'}, or drop --config to show "
+                             "the attention model the flags give", field=given[0])
 
 
 def check_why(field, label):
@@ -168,6 +186,11 @@ def sgd(args, progress):
         return EXIT_INCOMPLETE
     if table and not is_quiet(args):
         print(table)
+    if isinstance(summary, dict) and summary.get("reused"):
+        if not is_quiet(args):  # in place of "results written": nothing was
+            print(f"results already complete in {args.out}: reused, nothing recomputed "
+                  "(--overwrite runs it again)")
+        return EXIT_OK
     return finish_resumable(summary, args)
 
 

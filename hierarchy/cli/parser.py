@@ -122,7 +122,7 @@ def build_parser(handlers=None):
                       "substitutions that reach it from an observable")
     show.add_argument("--config", metavar="CONFIG.toml", default=None,
                       help="print the equations of the model of a config (any family) instead "
-                      "of the model flags'")
+                      "of the model flags' (which are refused beside it: it would ignore them)")
 
     generate = add("generate",
                    help="generate and compile a solver; print its module and path")
@@ -167,21 +167,48 @@ def build_parser(handlers=None):
     return parser
 
 
+#: flag -> its value when not given (from the attention family's config defaults: its tables
+#: only, so that building the parser imports neither the attention family's solver nor any
+#: other family). The flags themselves default to None, so that ``show --config`` can tell a
+#: given flag, which it would ignore, from an absent one (:func:`model_flag_defaults`).
+MODEL_FLAG_DEFAULTS = {
+    "parameterization": ATTENTION_DEFAULTS["model"]["parameterization"],
+    "K": str(ATTENTION_DEFAULTS["model"]["K"]),
+    "trainable": ",".join(map(str, ATTENTION_DEFAULTS["model"]["trainable"])),
+    "degree": str(ATTENTION_DEFAULTS["hierarchy"]["degree"]),
+    "observables": "",
+}
+
+
 def add_field_arguments(sub):
-    """The model flags of ``show`` and ``generate`` (defaults from the attention family's
-    config defaults: its tables only, so that building the parser imports neither the
-    attention family's solver nor any other family)."""
-    model, hierarchy = ATTENTION_DEFAULTS["model"], ATTENTION_DEFAULTS["hierarchy"]
-    sub.add_argument("--parameterization", default=model["parameterization"],
-                     help=f"{' | '.join(PARAMETERIZATIONS)} (default {model['parameterization']})")
-    sub.add_argument("--K", default=str(model["K"]), help=f"number of indices (default {model['K']})")
-    sub.add_argument("--trainable", default=",".join(map(str, model["trainable"])),
-                     help="trainable indices, 1-based, comma-separated (default 1)")
-    sub.add_argument("--degree", default=str(hierarchy["degree"]),
-                     help=f"truncation degree M >= 2 (default {hierarchy['degree']})")
-    sub.add_argument("--observables", default="", help="extra word labels to keep, comma-separated")
+    """The model flags of ``show`` and ``generate`` (each None when not given; its default
+    is in :data:`MODEL_FLAG_DEFAULTS`)."""
+    default = MODEL_FLAG_DEFAULTS
+    sub.add_argument("--parameterization", help=f"{' | '.join(PARAMETERIZATIONS)} "
+                     f"(default {default['parameterization']})")
+    sub.add_argument("--K", help=f"number of indices (default {default['K']})")
+    sub.add_argument("--trainable", help="trainable indices, 1-based, comma-separated "
+                     f"(default {default['trainable']})")
+    sub.add_argument("--degree", help=f"truncation degree M >= 2 (default {default['degree']})")
+    sub.add_argument("--observables", help="extra word labels to keep, comma-separated")
     sub.add_argument("--all-words", action="store_true",
                      help="keep every canonical word up to the degree")
+
+
+def model_flag_defaults(args):
+    """``args`` with every model flag that was not given set to its default (a copy)."""
+    filled = argparse.Namespace(**vars(args))
+    for name, value in MODEL_FLAG_DEFAULTS.items():
+        if getattr(filled, name, None) is None:
+            setattr(filled, name, value)
+    return filled
+
+
+def given_model_flags(args):
+    """The model flags given on the command line (``["--degree", "--K"]``), in flag order."""
+    given = [f"--{name}" for name in MODEL_FLAG_DEFAULTS if getattr(args, name, None) is not None]
+    given += ["--all-words"] if getattr(args, "all_words", False) else []
+    return given + (["--why"] if getattr(args, "why", None) is not None else [])
 
 
 def _add_out(sub):
@@ -214,15 +241,38 @@ def parse_index_list(text, flag="--trainable"):
     for part in parts:
         if not part.lstrip("+").isdigit():
             raise HierarchyError(
-                f"{flag}: {part!r} is not an index; give 1-based integers separated by commas, "
-                "like 1,2", field=flag)
-        indices.append(int(part))
+                f"{flag}: {shown(part)} is not an index; give 1-based integers separated by "
+                "commas, like 1,2", field=flag)
+        indices.append(bounded_int(part, flag))
     return indices
+
+
+#: the most digits an integer flag value may have: every flag's own maximum is far below
+#: 10**18, and Python refuses to convert more than 4300 digits (a ValueError traceback)
+MAX_FLAG_DIGITS = 18
+
+
+def bounded_int(text, flag):
+    """``int(text)`` of a string of digits (a sign allowed), refused in one line naming
+    ``flag`` when it has more than :data:`MAX_FLAG_DIGITS` digits."""
+    if sum(c.isdigit() for c in text) > MAX_FLAG_DIGITS:
+        raise HierarchyError(f"{flag}: {shown(text)} is too large (more than "
+                             f"{MAX_FLAG_DIGITS} digits)", field=flag)
+    return int(text)
+
+
+def shown(text, limit=40):
+    """``repr(text)``, shortened to about ``limit`` characters for an error line."""
+    text = repr(text)
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
 def parse_int(text, flag):
     """Parse an integer flag value with a one-line error naming the flag."""
+    text = str(text).strip()
+    if text.lstrip("+-").isdigit():
+        return bounded_int(text, flag)
     try:
-        return int(str(text).strip())
+        return int(text)  # what int() also reads: "1_000", " 7"
     except ValueError:
-        raise HierarchyError(f"{flag}: {text!r} is not an integer", field=flag) from None
+        raise HierarchyError(f"{flag}: {shown(text)} is not an integer", field=flag) from None

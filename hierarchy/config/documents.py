@@ -5,7 +5,9 @@ the field, never a traceback.
 """
 
 import copy
+import os
 import pathlib
+import stat
 import tomllib
 
 from hierarchy.config.fields import check_is_table, nearest, one_line
@@ -18,14 +20,11 @@ MAX_NESTING = 32
 
 def read_toml(path):
     """Parse a TOML file; any failure is a one-line :class:`HierarchyError`."""
+    raw = read_config_bytes(path)
     try:
-        raw = pathlib.Path(path).read_bytes()
-    except OSError as error:
-        reason = error.strerror or type(error).__name__
-        raise HierarchyError(f"config file {path}: cannot read it ({reason})",
-                             field="config") from None
-    try:
-        text = raw.decode("utf-8")
+        # a leading byte-order mark (Windows editors write one) is read past, not refused:
+        # tomllib took it for a statement ("Invalid statement (at line 1, column 1)")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise HierarchyError(
             f"config file {path}: not UTF-8 text (byte {error.start}); a config is a TOML text "
@@ -41,6 +40,39 @@ def read_toml(path):
                              f"allowed: at most {MAX_NESTING} levels", field="config") from None
     check_nesting(document, f"config file {path}")
     return document
+
+
+def read_config_bytes(path):
+    """The bytes of a config file, which must be a regular file.
+
+    It is opened without blocking and checked before it is read: a FIFO (``mkfifo``) read
+    as a config blocked forever, and a device need not end.
+
+    Raises
+    ------
+    HierarchyError
+        A file that cannot be opened, a folder, or no regular file (one line).
+    """
+    try:
+        handle = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise HierarchyError(f"config file {path}: cannot read it ({reason})",
+                             field="config") from None
+    with handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise HierarchyError(f"config file {path}: cannot read it (Is a directory)",
+                                 field="config")
+        if not stat.S_ISREG(mode):
+            raise HierarchyError(f"config file {path}: is not a regular file (a FIFO, device "
+                                 "or socket); give the TOML file itself", field="config")
+        try:
+            return handle.read()
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            raise HierarchyError(f"config file {path}: cannot read it ({reason})",
+                                 field="config") from None
 
 
 def check_nesting(document, where):

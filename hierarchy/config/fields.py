@@ -128,15 +128,16 @@ def _list(section, name, key, kind):
 
 
 def int_list(section, name, key):
-    """``section[key]`` as a list of ``int``."""
+    """``section[key]`` as a list of ``int``, each of magnitude at most :data:`MAX_INTEGER`
+    (a 400-digit seed was accepted)."""
     out = []
     for value in _list(section, name, key, "integers"):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > MAX_INTEGER:
             raise HierarchyError(
-                f"{name}.{key} must be a list of integers (got entry {show(value)})",
-                field=f"{name}.{key}")
+                f"{name}.{key} must be a list of integers of magnitude at most 2**63 - 1 (got "
+                f"entry {show(value)})", field=f"{name}.{key}")
         out.append(value)
     return out
 

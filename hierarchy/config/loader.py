@@ -14,6 +14,7 @@ family's defaults is present, every integer field is an ``int``, every real fiel
 ``float``, and ``study.degrees`` is the explicit, sorted list of degrees.
 """
 import copy
+import json
 import pathlib
 
 from hierarchy.config import shared
@@ -28,7 +29,7 @@ from hierarchy.config.shared import check_scheduler
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 
-__all__ = ["DEFAULTS", "check_scheduler", "deep_merge", "defaults_for", "family_of_document",
+__all__ = ["DEFAULTS", "check_scheduler", "check_unread_keys", "deep_merge", "defaults_for", "family_of_document",
            "load_config", "load_document", "read_toml", "validate_config"]
 
 
@@ -141,7 +142,65 @@ def load_document(document, overrides=None, *, folder=None):
     if overrides:
         document = deep_merge(document, overrides)
     defaults = defaults_for(family)
-    return validate_config(deep_merge(defaults, check_known_keys(document, defaults)))
+    config = validate_config(deep_merge(defaults, check_known_keys(document, defaults)))
+    check_unread_keys(document, config, family.read_only_when)
+    return config
+
+
+def check_unread_keys(document, config, read_only_when):
+    """Refuse a key the document writes that the config would not read.
+
+    The merged config holds every default, so whether a key was written is read from the
+    document (before the defaults), and whether it is read from the validated ``config``.
+
+    Parameters
+    ----------
+    document : dict
+        The tables as written (file and overrides merged, no defaults).
+    config : dict
+        The validated config.
+    read_only_when : dict
+        ``"table.key" -> (("table.other", (value, ...)), ...)`` (a family's
+        ``read_only_when``): the key is read only where one of the conditions holds.
+
+    Raises
+    ------
+    HierarchyError
+        A written key none of whose conditions holds: one line naming it, the keys that
+        decide, and their values.
+    """
+    for key, conditions in read_only_when.items():
+        if not _written(document, key):
+            continue
+        values = [(other, _value_at(config, other)) for other, _ in conditions]
+        if any(value in allowed for (_, value), (_, allowed) in zip(values, conditions)):
+            continue
+        wanted = " or ".join(f"{other} = {' | '.join(map(_toml, allowed))}"
+                             for other, allowed in conditions)
+        here = ", ".join(f"{other} = {_toml(value)}" for other, value in values)
+        raise HierarchyError(f"{key} is set but would be ignored: it is read only with "
+                             f"{wanted} (here {here}); remove {key}", field=key)
+
+
+def _toml(value):
+    """A value as a config writes it (strings in double quotes)."""
+    return json.dumps(value) if isinstance(value, str) else show(value)
+
+
+def _written(document, dotted):
+    table = document
+    for part in dotted.split("."):
+        if not isinstance(table, dict) or part not in table:
+            return False
+        table = table[part]
+    return True
+
+
+def _value_at(config, dotted):
+    value = config
+    for part in dotted.split("."):
+        value = value[part]
+    return value
 
 
 def validate_config(cfg, *, sections=None):

@@ -61,9 +61,10 @@ def check_paired_runs(table):
         return "all"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise HierarchyError(f'sgd.paired_runs must be "all" or an integer >= 0 (got '
-                             f'{fields.show(value)})', field="sgd.paired_runs")
+    if not isinstance(value, int) or isinstance(value, bool) or not \
+            0 <= value <= fields.MAX_INTEGER:
+        raise HierarchyError(f'sgd.paired_runs must be "all" or an integer in 0..2**63 - 1 '
+                             f'(got {fields.show(value)})', field="sgd.paired_runs")
     return value
 
 
@@ -169,8 +170,10 @@ def check_sgd_ensemble(config, dimension, runs, *, width, statistics, keys,
         Whether to check the number of steps too.
     """
     solve = config["solve"]
+    dimension_key = field if field != "sgd.runs" else "sgd.dimension"
     check_ensemble_fits(runs=runs, points=int(solve["points"]), statistics=statistics,
-                        parameters=dimension * width, keys=keys, field=field)
+                        parameters=dimension * width, keys=keys, field=field,
+                        size_field=dimension_key)
     if steps:
         check_step_count(solve["t_final"], dimension, config["sgd"]["step"],
-                         dimension_key=field if field != "sgd.runs" else "sgd.dimension")
+                         dimension_key=dimension_key)

@@ -154,7 +154,8 @@ def _either(keys):
     return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} or {keys[-1]}"
 
 
-def check_ensemble_fits(*, runs, points, statistics, parameters, keys, field="sgd.runs"):
+def check_ensemble_fits(*, runs, points, statistics, parameters, keys, field="sgd.runs",
+                        size_field=None):
     """Refuse an SGD ensemble that would not fit in memory.
 
     The one resource estimate of the ensemble families (spiked PCA, the Gaussian mixtures,
@@ -175,24 +176,34 @@ def check_ensemble_fits(*, runs, points, statistics, parameters, keys, field="sg
         ``("sgd.runs", "sgd.dimension", "model.width")``).
     field : str
         The field the error is attached to.
+    size_field : str, optional
+        The key of one run's size (``sgd.dimension``): where one run alone is too big, the
+        error is attached to it and names the keys other than the runs' (fewer runs would
+        not help); default ``field``.
 
     Raises
     ------
     HierarchyError
         One line naming ``keys``, what is needed and what is allowed.
     """
-    lower = f"; lower {_either(keys)}"
-    if runs * parameters > MAX_ENSEMBLE_PARAMETERS:
-        raise HierarchyError(f"{field}: the ensemble holds {_sci(runs * parameters)} weights "
-                             f"(runs x dimension x width), more than the "
-                             f"{MAX_ENSEMBLE_PARAMETERS:.3g} allowed{lower}", field=field)
     per_run = 8 * (ENSEMBLE_COPIES * points * statistics + WEIGHT_COPIES * parameters)
     budget = memory_budget_bytes()
+    if parameters > MAX_ENSEMBLE_PARAMETERS or per_run > budget:
+        check_one_run_fits(parameters, per_run, budget, keys, size_field or field)
+    lower = f"; lower {_either(keys)}"
+    # one run fits, their number does not: the runs and the size are at fault together
+    named = field if size_field in (None, field) else f"{field} and {size_field}"
+    if runs * parameters > MAX_ENSEMBLE_PARAMETERS:
+        raise HierarchyError(f"{named}: the ensemble holds {_sci(runs * parameters)} weights "
+                             f"(runs x dimension x width), more than the "
+                             f"{MAX_ENSEMBLE_PARAMETERS:.3g} allowed "
+                             f"({_runs_fit(MAX_ENSEMBLE_PARAMETERS // parameters)}){lower}",
+                             field=field)
     if runs * per_run > budget:
         raise HierarchyError(
-            f"{field}: the ensemble needs about {format_gib(runs * per_run)} (runs x points x "
+            f"{named}: the ensemble needs about {format_gib(runs * per_run)} (runs x points x "
             f"statistics and runs x weights), more than the {format_gib(budget)} available "
-            f"(at most {int(budget // per_run)} runs fit){lower}", field=field)
+            f"({_runs_fit(int(budget // per_run))}){lower}", field=field)
 
 
 def check_expansion_fits(*, entries, bytes_per_entry, limit, what, keys, field):
@@ -238,3 +249,20 @@ def check_evaluations(*, count, limit, what, keys, field):
     if count > limit:
         raise HierarchyError(f"{field}: {what} takes {_sci(count)} term evaluations, more than "
                              f"the {limit:.3g} allowed; lower {_either(keys)}", field=field)
+
+
+def _runs_fit(count):
+    return f"at most {count} run fits" if count == 1 else f"at most {count} runs fit"
+
+
+def check_one_run_fits(parameters, per_run, budget, keys, field):
+    """Refuse one run of an ensemble that alone is too big (:func:`check_ensemble_fits`),
+    naming ``field`` first and the keys that set a run's size (``keys`` but the runs')."""
+    lower = f"; lower {_either([key for key in keys if not key.endswith('.runs')] or keys)}"
+    if parameters > MAX_ENSEMBLE_PARAMETERS:
+        raise HierarchyError(f"{field}: one run alone holds {_sci(parameters)} weights "
+                             f"(dimension x width), more than the {MAX_ENSEMBLE_PARAMETERS:.3g} "
+                             f"allowed for the whole ensemble{lower}", field=field)
+    raise HierarchyError(f"{field}: one run alone needs about {format_gib(per_run)} (points x "
+                         f"statistics and weights), more than the {format_gib(budget)} "
+                         f"available{lower}", field=field)

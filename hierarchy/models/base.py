@@ -14,7 +14,8 @@ The contract, in the order the pipeline uses it:
    (only the tables in ``sections`` when given) and return it normalised; raise
    :class:`~hierarchy.core.errors.HierarchyError` naming the field. Cheap: it runs before
    any expensive work. ``path_fields`` names the ``(table, key)`` pairs holding file paths
-   (resolved against the config file's folder); ``key_help`` and ``section_help`` document
+   (resolved against the config file's folder); ``read_only_when`` the keys read only where
+   another key has some value (written elsewhere, they are refused); ``key_help`` and ``section_help`` document
    the family's keys in ``docs/config.md``; ``resource_keys`` names the keys that set the
    size of a run (what an out-of-memory or resource error tells the user to lower; see
    :mod:`hierarchy.core.resources`).
@@ -79,6 +80,11 @@ class ModelFamily:
     state_name = "y"
     #: 2. ``(table, key)`` pairs holding file paths, resolved against the config's folder
     path_fields = ()
+    #: 2. keys a config may write only where another key makes them read:
+    #: ``"table.key" -> (("table.other", (value, ...)), ...)``. A written key none of whose
+    #: conditions holds would be ignored, and is refused
+    #: (:func:`hierarchy.config.loader.check_unread_keys`)
+    read_only_when = {}
     #: 2. ``docs/config.md``: ``"table.key" -> (what it does, what is allowed)``
     key_help = {}
     #: 2. ``docs/config.md``: ``"table" -> one line about the table``

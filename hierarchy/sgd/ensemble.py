@@ -563,6 +563,9 @@ def run_ensemble_job(config, out_dir, run, output_times, *, state_name="u", time
 
 def resume_line(summary):
     """The resume report on stderr: where the run continued, and the snapshots' fate."""
+    if summary.get("reused"):
+        return ("resume: the run was already complete; its results were reused (nothing "
+                "recomputed)")
     step = summary.get("resumed_from_step")
     line = (f"resume: continued from step {step}" if step else
             "resume: no checkpoint to continue; ran from step 0")

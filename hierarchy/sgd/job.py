@@ -92,13 +92,14 @@ class SgdJob:
         self.threads = {}
 
     def resume(self):
-        """Load the run found in the output folder: its summary when it is complete, else None.
+        """Load the run found in the output folder: its summary when it is complete (marked
+        ``reused``), else None.
 
         An incomplete run's seeds done (and the state of the seed in flight) are kept.
         """
         previous = self.checkpoint.resume()
         if previous is not None and previous.get("complete"):
-            return previous["summary"]
+            return dict(previous["summary"], reused=True)
         state = (previous or {}).get("state")
         if state is not None:
             for key in self.store:

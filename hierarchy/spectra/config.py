@@ -45,7 +45,8 @@ KEY_HELP = {
     "spectra.data": ("`test`: a fixed independent test set; `train`: the last M~ samples SGD "
                      "used.", "test | train"),
     "spectra.top": ("Eigenpairs per block; `auto`: the rank of its theorem (k for a class "
-                    "block, 2 for W_i, 4 for v).",
+                    "block, 2 for W_i, 4 for v); a number above a block's size takes all of "
+                    "its eigenpairs.",
                     '"auto" or integer >= 1'),
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (x1 .. xk; W1 .. WK, v).",
                        '"all" or list of block names'),
@@ -133,9 +134,10 @@ def _top(value):
         return value
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise HierarchyError(f'spectra.top must be "auto" or an integer >= 1; got {value!r}',
-                             field="spectra.top")
+    if isinstance(value, bool) or not isinstance(value, int) or not \
+            1 <= value <= fields.MAX_INTEGER:
+        raise HierarchyError(f'spectra.top must be "auto" or an integer in 1..2**63 - 1; got '
+                             f'{fields.show(value)}', field="spectra.top")
     return value
 
 

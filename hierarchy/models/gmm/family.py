@@ -64,7 +64,8 @@ KEY_HELP = {
                         "are inner products of weight vectors: they must form a positive "
                         "semi-definite matrix.",
                         f"table of numbers in [-{START_LIMIT:g}, {START_LIMIT:g}]"),
-    "init.seed": ("Seed of the Gaussian start's draw (`solve`).", "integer >= 0"),
+    "init.seed": ("Seed of the Gaussian start's draw (`solve`); setting it with a `statistics` "
+                  "start, which does not read it, is an error.", "integer >= 0"),
     "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.",
                  f"number in (0, {STEP_MAX:g}]"),
     **SGD_KEY_HELP,
@@ -88,6 +89,8 @@ class MixtureFamily(ModelFamily):
     path_fields = ()
     resource_keys = ("sgd.runs", "sgd.dimension", "model.width", "solve.points",
                      "solve.t_final")
+    #: init.seed draws the Gaussian start only (SGD has sgd.seed)
+    read_only_when = {"init.seed": (("init.source", ("gaussian",)),)}
 
     def __init__(self, name, kind, width, description, spectra=False):
         self.name = name

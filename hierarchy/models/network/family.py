@@ -110,9 +110,11 @@ KEY_HELP = {
                              "a teacher activation or second_layer_values other than their "
                              "defaults is an error. Polynomials and erf, erfc, tanh, atan, sin, "
                              "cos of them (no nu in an exponent, numbers at most 1000 in "
-                             "magnitude, integer exponents written as integers); a committee "
+                             "magnitude, integer exponents written as integers, polynomial "
+                             "degree at most 8 as written, a call counting as its argument's "
+                             "degree: `nu1**9 + nu1` is refused); a committee "
                              "sum_n c_n h(nu_n) is the teacher g* = h, v* = c, with a "
-                             "teacher's limits (h of degree at most 8).",
+                             "teacher's limits.",
                              '"" or an expression in nu1..nuM'),
     "init.source": ("`statistics`: start from `[init.statistics]`; `gaussian`: draw the student "
                     "weights w_k ~ N(0, scale^2 I_N) and a teacher with overlaps T at "
@@ -124,15 +126,20 @@ KEY_HELP = {
                         "R{i}.{n}@{b} set block b (from 1), a key without @ every block; "
                         "each block's [[q_b, r_b], [r_b^T, t_b]] must be positive "
                         "semi-definite.", "table of numbers"),
-    "init.scale": ("Standard deviation of each student weight of the Gaussian start.",
-                   "number > 0 and <= 1000"),
-    "init.seed": ("Seed of the Gaussian start's draw.", "integer >= 0"),
+    "init.scale": ("Standard deviation of each student weight of the Gaussian start "
+                   "(`source = \"gaussian\"` only: with a `statistics` start, which does not "
+                   "read it, setting it is an error).", "number > 0 and <= 1000"),
+    "init.seed": ("Seed of the Gaussian start's draw and of `model.teacher.overlaps = "
+                  "\"drawn\"` (setting it where neither reads it is an error).",
+                  "integer >= 0"),
     "sgd.dimension": ("Input dimension N of SGD (and of the Gaussian start).",
                       f"integer in 2..{MAX_DIMENSION}"),
     "sgd.step": ("Learning rate eta of the first layer: w_k <- w_k - eta dl/dlambda_k x/sqrt(N).",
                  "number > 0 and <= 1000"),
     "sgd.step_second_layer": ("Learning rate eta_v of a trained second layer: "
-                              "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta.",
+                              "v_k <- v_k - (eta_v/N) dl/dv_k; `\"step\"`: eta. A number "
+                              "with `second_layer = \"fixed\"`, which does not read it, is an "
+                              "error.",
                               "\"step\" or a number > 0 and <= 1000"),
     "sgd.batch": ("Mini-batch size B: B fresh samples per step, gradients averaged; time is "
                   "still alpha = steps/N (samples seen: B alpha N), and the ODE's eta^2 "
@@ -164,6 +171,16 @@ KEY_HELP = {
     "spectra.blocks": ("Blocks to record: `all`, or a list of names (W1 .. WK; v when the "
                        "second layer is trained).", '"all" or list of block names'),
 }
+
+
+def check_second_layer_step(net, value):
+    """Refuse a learning rate of the second layer (``sgd.step_second_layer`` other than its
+    default ``"step"``) for a network whose second layer is fixed: nothing would read it."""
+    if not net.trained_second_layer and value != "step":
+        raise HierarchyError(f"sgd.step_second_layer = {fields.show(value)} is set but would be "
+                             'ignored: model.student.second_layer = "fixed" trains no second '
+                             'layer; remove it, or set model.student.second_layer = "trained"',
+                             field="sgd.step_second_layer")
 
 
 class NetworkFamily(ModelFamily):
@@ -205,6 +222,12 @@ class NetworkFamily(ModelFamily):
         "spectra": dict(spectra_config.DEFAULTS),
     }
 
+    #: the Gaussian start's keys; init.seed also draws model.teacher.overlaps = "drawn"
+    read_only_when = {
+        "init.scale": (("init.source", ("gaussian",)),),
+        "init.seed": (("init.source", ("gaussian",)), ("model.teacher.overlaps", ("drawn",))),
+    }
+
     def network(self, config):
         """The :class:`~hierarchy.models.network.model.Network` of a merged config."""
         return network_from_config(config)
@@ -214,6 +237,7 @@ class NetworkFamily(ModelFamily):
         """Check the model, ``[init]`` and ``[sgd]``; one line naming the field."""
         net = self.network(config)
         sgd = config["sgd"]
+        check_second_layer_step(net, sgd["step_second_layer"])
         sgd["dimension"] = fields.integer(sgd, "sgd", "dimension", 2, MAX_DIMENSION)
         sgd["runs"] = fields.integer(sgd, "sgd", "runs", 1)
         sgd["seed"] = fields.integer(sgd, "sgd", "seed", 0)

@@ -209,14 +209,10 @@ def network_from_config(config):
         v_star = _values(teacher, "model.teacher", M)
         target_name, target = _target(teacher, M)
         if target_name:
-            from hierarchy.models.network.target import (  # noqa: PLC0415 (sympy)
-                check_committee,
-                committee,
-            )
+            from hierarchy.models.network.target import committee  # noqa: PLC0415 (sympy)
             reduced = committee(target, M)
             if reduced is not None:       # sum_n c_n h(nu_n): today's teacher, g* = h, v* = c
                 h, v_star = reduced
-                check_committee(h, v_star, target_name)
                 teacher_g, target = activations.formula(h, activation_name(h)), None
             else:
                 teacher_g, v_star = activations.NO_TEACHER, (0.0,) * M

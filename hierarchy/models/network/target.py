@@ -7,7 +7,10 @@ line naming ``model.teacher.target``:
 - a name other than ``nu1 .. nuM`` (``nu5`` when ``M = 2``), or a target that depends on none;
 - an *explosive* or singular target: anything but polynomials in the ``nu``'s and the bounded
   functions :func:`bounded_functions` of them (``exp(nu1**2)`` has no second moment; ``1/nu1``,
-  ``log(nu1)``, ``sqrt(nu1)`` are singular or undefined on half the line).
+  ``log(nu1)``, ``sqrt(nu1)`` are singular or undefined on half the line);
+- a target of polynomial degree above a teacher activation's
+  (:data:`~.activations.ACTIVATION_DEGREE`), as the parser bounds it before sympy expands
+  anything (a call counts as its argument's degree, at least 1): ``nu1**9 + nu1``.
 
 :func:`committee` recognises a target of the form ``sum_n c_n h(nu_n)`` with one function
 ``h``: it *is* today's teacher (``g* = h``, ``v* = c``), and goes through exactly that path.
@@ -52,7 +55,11 @@ def parse_target(text, M):
     nus = nu_symbols(M)
     names = {str(nu): nu for nu in nus}
     from hierarchy.core.expressions import expression_from_text  # noqa: PLC0415 (sympy)
+    # the degree a teacher's activation may have bounds the whole target, as the parser
+    # reads it (before sympy expands anything): "nu1**9 + nu1" and "(nu1+1)**16" were taken
+    # to the term table, which ran for minutes and then failed
     expr = expression_from_text(text, FIELD, names=names,
+                                max_degree=activations.ACTIVATION_DEGREE,
                                 hint=f"an expression in {', '.join(names)} (M = {M})",
                                 allowed=f"{' '.join(BOUNDED_NAMES)} of the nu's (and any "
                                 "function of numbers alone)")
@@ -125,20 +132,6 @@ def committee(expr, M):
     if len(shapes) != 1:
         return None
     return shapes.pop(), tuple(values)
-
-
-def check_committee(h, values, text):
-    """Refuse a committee target ``sum_n c_n h(nu_n)`` (:func:`committee`) whose ``h`` a
-    teacher's activation could not be: a polynomial of degree above
-    :data:`~.activations.ACTIVATION_DEGREE`; one line naming ``model.teacher.target``. (The
-    numbers ``c`` are held by :func:`parse_target`, and ``h``'s growth by the checks of every
-    teacher, :func:`.formulas.check_network`, which then name the target too.)"""
-    x = activations.X
-    if h.is_polynomial(x) and sympy.Poly(h, x).degree() > activations.ACTIVATION_DEGREE:
-        raise HierarchyError(f"{FIELD} = {text!r}: sum_n c_n h(nu_n) with h of polynomial "
-                             f"degree {sympy.Poly(h, x).degree()} is too high (at most "
-                             f"{activations.ACTIVATION_DEGREE}, as a teacher's activation)",
-                             field=FIELD)
 
 
 def monomials(expr, M):
