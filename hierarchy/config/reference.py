@@ -77,8 +77,10 @@ KEY_HELP = {
                   "non-empty list of distinct integers >= 0"),
     "study.degrees": ("Truncation degrees of the study; `[]`: `min_degree..max_degree`.",
                       "`[]` or a list of integers >= 2"),
-    "study.min_degree": ("Smallest degree when `degrees = []`.", "integer >= 2"),
-    "study.max_degree": ("Largest degree when `degrees = []`.", "integer >= `min_degree`"),
+    "study.min_degree": ("Smallest degree when `degrees = []`.", "integer in 2..512"),
+    "study.max_degree": ("Largest degree when `degrees = []`.",
+                         "integer in `min_degree`..512 (refused when the field would not fit "
+                         "in memory)"),
     "study.seeds": ("SGD seeds of the study.", "non-empty list of distinct integers >= 0"),
     "study.references": ("What the truncations are compared with.",
                          "subset of " + ", ".join(f"`{r}`" for r in REFERENCES)),

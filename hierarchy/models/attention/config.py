@@ -143,8 +143,11 @@ def validate_sgd(section):
 
 def validate_study(section):
     """Check and normalise the ``[study]`` table (in place); ``degrees`` becomes explicit."""
-    low = section["min_degree"] = fields.integer(section, "study", "min_degree", minimum=2)
-    high = section["max_degree"] = fields.integer(section, "study", "max_degree", minimum=2)
+    # Capped before range() builds the list: past MAX_DEGREE_SCANNED no field fits anyway.
+    low = section["min_degree"] = fields.integer(section, "study", "min_degree", minimum=2,
+                                                 maximum=MAX_DEGREE_SCANNED)
+    high = section["max_degree"] = fields.integer(section, "study", "max_degree", minimum=2,
+                                                  maximum=MAX_DEGREE_SCANNED)
     degrees = fields.int_list(section, "study", "degrees")
     if not degrees:
         if high < low:

@@ -1,0 +1,63 @@
+"""Input handling of the attention family and its study (audit of user input, round 16).
+
+Bad input must be one line naming the config key and what is allowed, exit status 2, before
+any work: huge ``study.max_degree`` (T2), ...
+"""
+import pytest
+
+from hierarchy.cli import main as cli
+from hierarchy.config.loader import load_config
+from hierarchy.core.errors import HierarchyError
+
+HUGE = 10**400
+
+
+def run_cli(capsys, *argv):
+    """``hierarchy ARGV`` in this process: (exit status, stderr)."""
+    status = cli.main([str(a) for a in argv])
+    return status, capsys.readouterr().err
+
+
+def assert_one_line(status, err, *words):
+    assert status == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+
+
+def write_config(tmp_path, text, name="run.toml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Make any solve/sgd/study compute fail the test: bad input must stop before it."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("expensive work started before the input was checked")
+
+    import hierarchy.sgd.job
+    import hierarchy.models.attention.solve_job
+    import hierarchy.study.run
+    monkeypatch.setattr(hierarchy.models.attention.solve_job, "run_solve", forbidden)
+    monkeypatch.setattr(hierarchy.sgd.job, "run_sgd", forbidden)
+    monkeypatch.setattr(hierarchy.study.run, "run_study", forbidden)
+
+
+# --- T2: study.max_degree is bounded before the degree list is built ------------------------
+
+@pytest.mark.parametrize("key", ["max_degree", "min_degree"])
+@pytest.mark.parametrize("value", ["10000000", "1e9", str(2**63 - 1)])
+def test_huge_study_degree_is_refused_by_value_before_any_list(tmp_path, capsys, no_work,
+                                                                monkeypatch, key, value):
+    import hierarchy.models.attention.config as attention_config
+
+    def no_range(*args):
+        raise AssertionError("the degree list was built before the bound was checked")
+
+    monkeypatch.setattr(attention_config, "range", no_range, raising=False)
+    config = write_config(tmp_path, f"[study]\n{key} = {value}\n")
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, f"study.{key}", "512")
