@@ -61,3 +61,20 @@ def test_huge_study_degree_is_refused_by_value_before_any_list(tmp_path, capsys,
     config = write_config(tmp_path, f"[study]\n{key} = {value}\n")
     status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
     assert_one_line(status, err, f"study.{key}", "512")
+
+
+# --- T4: a loss that overflows double precision is one line naming its key -------------------
+
+@pytest.mark.parametrize("key", ["student", "teacher"])
+def test_an_mse_activation_overflowing_the_squared_loss_is_one_line(tmp_path, capsys, no_work,
+                                                                     key):
+    # atan(x)*1e299 is finite but its square (the loss) is ~1e598: not a double.
+    config = write_config(tmp_path, f'[loss]\nname = "mse"\n{key} = "atan(x)*1e299"\n')
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, f"loss.{key}", "overflows")
+
+
+def test_a_large_but_finite_mse_loss_is_accepted():
+    # 1e150*atan(x) squares to ~2.5e300: finite, so it stays a valid (if odd) loss.
+    config = load_config(None, {"loss": {"name": "mse", "student": "atan(x)*1e150"}})
+    assert config["loss"]["student"] == "atan(x)*1e150"

@@ -450,10 +450,12 @@ KEY_HELP = {
     "loss.name": ("Which loss: `(G_1 − G_2)²`, teacher–student MSE, row-softmax MSE, or your own.",
                   _choices(BUILTIN_LOSSES)),
     "loss.student": ("Student activation `σ` of `mse`.",
-                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`"),
+                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`; "
+                     "the loss and its gradient must be finite doubles at entries of order one"),
     "loss.teacher": ("Teacher activation `σ*` of `mse`.", "as `loss.student`"),
     "loss.expression": ("The loss for `name = \"expression\"`, written in the entries `G[i,j,k]` (1-based).",
-                        "smooth expression; non-smooth functions and unknown symbols are refused"),
+                        "smooth expression, finite (with its gradient) in double precision at entries of "
+                        "order one; non-smooth functions and unknown symbols are refused"),
     "hierarchy.degree": ("Truncation degree `M`: words longer than `M` are set to 0.",
                          "integer >= 2 (refused when the field would not fit in memory)"),
     "hierarchy.observables": ("Extra word labels to keep (any representative of a word).",
