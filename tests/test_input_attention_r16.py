@@ -3,6 +3,10 @@
 Bad input must be one line naming the config key and what is allowed, exit status 2, before
 any work: huge ``study.max_degree`` (T2), ...
 """
+import json
+import math
+
+import numpy as np
 import pytest
 
 from hierarchy.cli import main as cli
@@ -78,3 +82,35 @@ def test_a_large_but_finite_mse_loss_is_accepted():
     # 1e150*atan(x) squares to ~2.5e300: finite, so it stays a valid (if odd) loss.
     config = load_config(None, {"loss": {"name": "mse", "student": "atan(x)*1e150"}})
     assert config["loss"]["student"] == "atan(x)*1e150"
+
+
+# --- T5: an allowed degree-16 polynomial loss is derived and evaluated exactly ---------------
+
+def _gaussian_power_moment(n, mean, variance):
+    """``E u^n`` for ``u ~ N(mean, variance)``: Σ_k C(n, 2k) mean^(n-2k) variance^k (2k-1)!!."""
+    total = 0.0
+    for k in range(n // 2 + 1):
+        total += (math.comb(n, 2 * k) * mean ** (n - 2 * k) * variance ** k
+                  * math.prod(range(1, 2 * k, 2)))
+    return total
+
+
+def test_a_degree_16_polynomial_loss_gets_its_exact_gaussian_expectation():
+    from hierarchy.models.attention.losses import make_loss
+    from hierarchy.models.attention.potential import _WickPiece
+
+    loss = make_loss({"name": "expression", "expression": "(G[1,1,1]+G[1,1,2]+1)**16"}, 1, 2)
+    (term,) = loss.terms
+    piece = _WickPiece(term)  # the lambdified form hit a RecursionError after ~35 s
+    mean, cov = np.array([0.3, 0.2]), np.array([[0.5, 0.1], [0.1, 0.4]])
+    value, gradient, hessian, error, _ = piece(mean, cov)
+    u_mean, u_var = 1.0 + mean.sum(), cov.sum()
+    # Every monomial is positive here (positive mean and covariance), so the table's sum is
+    # accurate to (number of monomials) x machine epsilon.
+    rtol = piece._coefficients.shape[1] * np.finfo(float).eps
+    assert value == pytest.approx(_gaussian_power_moment(16, u_mean, u_var), rel=rtol)
+    assert gradient == pytest.approx([16 * _gaussian_power_moment(15, u_mean, u_var)] * 2, rel=rtol)
+    assert hessian == pytest.approx(np.full((2, 2), 240 * _gaussian_power_moment(14, u_mean, u_var)),
+                                    rel=rtol)
+    assert error == 0.0
+
