@@ -114,3 +114,17 @@ def test_a_degree_16_polynomial_loss_gets_its_exact_gaussian_expectation():
                                     rel=rtol)
     assert error == 0.0
 
+
+# --- T8: a start that runs away at once is exit 1 even with extrapolation --------------------
+
+def test_a_solve_that_runs_away_at_once_is_exit_1_naming_the_blow_up(tmp_path, capsys):
+    # weight decay 1e300: the integrator cannot take a step past t = 0 (docs/cli.md, exit 1:
+    # "a start from which the solution runs away at once"), though solve.extrapolate is on.
+    config = write_config(tmp_path, "[model]\nweight_decay = 1e300\n[solve]\nt_final = 0.01\n"
+                                    "points = 3\nextrapolate = true\n")
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "--quiet", "solve", config, "--out", out)
+    assert status == 1, err
+    assert "ran away at once" in err and "integrator failed" in err, err
+    assert "validity horizon" not in err, err
+    assert json.loads((out / "result.json").read_text())["complete"] is False

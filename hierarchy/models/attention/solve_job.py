@@ -495,7 +495,8 @@ class SolveRun:
         except KeyboardInterrupt as interrupt:
             self.write_interrupted(interrupt)
             raise
-        self.write(complete=self.result.success or bool(self.settings["extrapolate"]))
+        self.write(complete=self.result.success or (bool(self.settings["extrapolate"])
+                                                    and not self.summary["ran_away_at_once"]))
 
     def check_degrees(self):
         """Solve the extrapolation ladder and compare degree ``M`` with ``M − 1``."""
@@ -617,6 +618,9 @@ def solve_summary(solver, result, interrupted=None):
         "wall_s": result.wall_s,
         "t_reached": result.t_reached,
         "t_recorded": result.t_recorded,
+        # a stop before the first output time after the start: nothing for the extrapolation
+        # to work with, so a failure (exit 1) even with solve.extrapolate (docs/cli.md)
+        "ran_away_at_once": bool(not result.success and result.t.size <= 1),
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
 
@@ -742,6 +746,9 @@ def _answer_line(summary):
 def horizon_line(summary):
     """The summary's last line: the validity horizon and the exit status it implies."""
     name = summary.get("time_variable", "t")
+    if summary.get("ran_away_at_once"):
+        return ("no answer: the degree-M solve stopped before the first output time after the "
+                "start (exit status 1)")
     if summary.get("unchecked"):
         return ("unchecked: no error estimate (solve.extrapolate and solve.check_truncation are "
                 "false), so the whole run counts as beyond the validity horizon (exit status 3)")
