@@ -128,3 +128,27 @@ def test_a_solve_that_runs_away_at_once_is_exit_1_naming_the_blow_up(tmp_path, c
     assert "ran away at once" in err and "integrator failed" in err, err
     assert "validity horizon" not in err, err
     assert json.loads((out / "result.json").read_text())["complete"] is False
+
+
+# --- T7/M3: a loss the untied hierarchy cannot use is refused before the study's jobs --------
+
+UNTIED_CONCAVE = ('[model]\nparameterization = "untied"\nK = 2\ntrainable = [1]\n'
+                  '[loss]\nname = "expression"\nexpression = "-(G[1,1,1]-G[1,1,2])**2"\n'
+                  '[init]\nd = 20\n[sgd]\nd = 20\n[solve]\nt_final = 0.01\npoints = 3\n'
+                  '[study]\nmax_degree = 3\nseeds = [0]\nscheduler = "serial"\n')
+
+
+def test_study_refuses_an_untied_loss_without_a_convex_mean_before_any_job(tmp_path, capsys,
+                                                                           monkeypatch):
+    from hierarchy.models.attention import study_jobs
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a study job ran before the loss was checked")
+
+    for job in ("sgd_job", "degree_job", "flow_job"):
+        monkeypatch.setattr(study_jobs, job, forbidden)
+    config = write_config(tmp_path, UNTIED_CONCAVE)
+    out = tmp_path / "out"
+    status, err = run_cli(capsys, "study", config, "--out", out)
+    assert_one_line(status, err, "loss.expression", 'model.parameterization = "untied"')
+    assert not (out / "jobs").exists()
