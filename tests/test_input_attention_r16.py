@@ -152,3 +152,25 @@ def test_study_refuses_an_untied_loss_without_a_convex_mean_before_any_job(tmp_p
     status, err = run_cli(capsys, "study", config, "--out", out)
     assert_one_line(status, err, "loss.expression", 'model.parameterization = "untied"')
     assert not (out / "jobs").exists()
+
+
+# --- T3: a minibatch beyond memory is refused naming sgd.batch -------------------------------
+
+@pytest.mark.parametrize("batch", ["1000000000000", "1e15", str(2**63 - 1)])
+def test_a_batch_beyond_memory_is_refused_naming_sgd_batch(tmp_path, capsys, no_work,
+                                                           monkeypatch, batch):
+    monkeypatch.setenv("HIERARCHY_MEMORY_BYTES", str(8 * 2**30))
+    config = write_config(tmp_path, f"[sgd]\nbatch = {batch}\n")
+    status, err = run_cli(capsys, "sgd", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "sgd.batch", "allowed: batch <=")
+    assert "out of memory" not in err
+
+
+def test_the_largest_batch_the_message_allows_is_accepted(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HIERARCHY_MEMORY_BYTES", str(8 * 2**30))
+    with pytest.raises(HierarchyError) as refused:
+        load_config(None, {"sgd": {"batch": 10**12}})
+    largest = int(str(refused.value).rsplit("batch <= ", 1)[1])
+    assert load_config(None, {"sgd": {"batch": largest}})["sgd"]["batch"] == largest
+    with pytest.raises(HierarchyError, match="sgd.batch"):
+        load_config(None, {"sgd": {"batch": largest + 1}})

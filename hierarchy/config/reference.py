@@ -72,7 +72,9 @@ KEY_HELP = {
                                  "`[]` or one integer >= 2 per `continuation_dims` entry"),
     "sgd.d": ("Dimension `d` of the SGD run.", "integer >= 1 (fitting in memory)"),
     "sgd.learning_rate": ("Learning rate `α`.", "number > 0"),
-    "sgd.batch": ("Minibatch size `B` (fresh samples per step).", "integer >= 1"),
+    "sgd.batch": ("Minibatch size `B` (fresh samples per step).",
+                  "integer >= 1 (one step's arrays, about 8·B·L·d·(1 + m(K+1)) bytes with m "
+                  "matrices per index, fitting in memory)"),
     "sgd.seeds": ("Seeds of the SGD sample streams of `hierarchy sgd` (one run each).",
                   "non-empty list of distinct integers >= 0"),
     "study.degrees": ("Truncation degrees of the study; `[]`: `min_degree..max_degree`.",

@@ -26,7 +26,7 @@ from hierarchy.models.attention import defaults as attention_defaults
 from hierarchy.models.attention import words
 from hierarchy.models.attention.initial import read_moments_file
 from hierarchy.models.attention.losses import BUILTIN_LOSSES, MAX_TOKENS, make_loss
-from hierarchy.models.attention.variants import PARAMETERIZATIONS
+from hierarchy.models.attention.variants import PARAMETERIZATIONS, VARIANTS
 from hierarchy.study.jobs import REFERENCES
 
 # Below this relative tolerance the across-degree error estimates were measured to under-state
@@ -87,7 +87,7 @@ def validate(config, sections=None):
         "hierarchy": lambda: validate_hierarchy(config["hierarchy"], model),
         "init": lambda: validate_init(config["init"], model),
         "solve": lambda: check_solve_fits(config["solve"], model, config["hierarchy"]),
-        "sgd": lambda: resources.check_matrices_fit(config["sgd"]["d"], model["K"], "sgd.d"),
+        "sgd": lambda: check_sgd_fits(config["sgd"], model),
         "study": lambda: check_degree_fits(model["parameterization"], model["K"],
                                            max(config["study"]["degrees"]),
                                            field="study.degrees"),
@@ -173,6 +173,32 @@ def validate_study(section):
     section["workers"] = fields.integer(section, "study", "workers", minimum=0)
     section["connect_timeout"] = fields.real(section, "study", "connect_timeout", minimum=0.0,
                                              strict=True)
+
+
+def check_sgd_fits(section, model):
+    """Refuse an ``sgd.d`` or ``sgd.batch`` whose arrays would not fit in memory.
+
+    One SGD step holds, per sample of the minibatch and token, the ``d`` entries of the
+    sample, the products with every model matrix (``matrices_per_index · K`` columns of
+    width ``d``) and a work row as wide as one index's matrices, plus ``L·K`` entries of
+    ``G``: about ``8·B·L·(d·(1 + m·(K + 1)) + L·K)`` bytes (``m`` matrices per index).
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``sgd.d``, or ``sgd.batch`` and the largest batch that fits.
+    """
+    d, K, L = section["d"], model["K"], model["tokens"]
+    resources.check_matrices_fit(d, K, "sgd.d")
+    per_sample = 8 * L * (d * (1 + VARIANTS[model["parameterization"]].matrices_per_index
+                               * (K + 1)) + L * K)
+    budget = resources.memory_budget_bytes()
+    if section["batch"] * per_sample > budget:
+        raise HierarchyError(
+            f"sgd.batch = {fields.show(section['batch'])} is too large: one step's arrays need about "
+            f"{resources.format_gib(section['batch'] * per_sample)}, more than the "
+            f"{resources.format_gib(budget)} available (sgd.d = {d}, model.tokens = {L}, "
+            f"model.K = {K}); allowed: batch <= {int(budget // per_sample)}", field="sgd.batch")
 
 
 # ---------------------------------------------------------------------------------------
