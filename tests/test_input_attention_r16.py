@@ -174,3 +174,19 @@ def test_the_largest_batch_the_message_allows_is_accepted(tmp_path, capsys, monk
     assert load_config(None, {"sgd": {"batch": largest}})["sgd"]["batch"] == largest
     with pytest.raises(HierarchyError, match="sgd.batch"):
         load_config(None, {"sgd": {"batch": largest + 1}})
+
+
+# --- M2: a huge spectra.test_ratio gets a short line naming spectra.test_ratio ---------------
+
+MULTICLASS_SPECTRA = ('[model]\nfamily = "gmm-multiclass"\nclasses = 3\n[sgd]\ndimension = 60\n'
+                      "[spectra]\ntimes = [0.0]\n")
+
+
+@pytest.mark.parametrize("line, key", [("test_ratio = 1e300", "spectra.test_ratio"),
+                                       ("test_size = 10000000", "spectra.test_size")])
+def test_too_many_spectra_samples_are_one_short_line_naming_the_key_set(tmp_path, capsys,
+                                                                        no_work, line, key):
+    config = write_config(tmp_path, MULTICLASS_SPECTRA + line + "\n")
+    status, err = run_cli(capsys, "sgd", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, key, "allowed: M~ <= 1000000 at d = 60")
+    assert len(err) < 200, err  # the 1e300 ratio spelled a 300-digit integer (415 characters)
