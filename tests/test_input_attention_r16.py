@@ -190,3 +190,48 @@ def test_too_many_spectra_samples_are_one_short_line_naming_the_key_set(tmp_path
     status, err = run_cli(capsys, "sgd", config, "--out", tmp_path / "out")
     assert_one_line(status, err, key, "allowed: M~ <= 1000000 at d = 60")
     assert len(err) < 200, err  # the 1e300 ratio spelled a 300-digit integer (415 characters)
+
+
+# --- A5: keys the chosen option ignores are refused, not silently dropped ---------------------
+
+@pytest.mark.parametrize("loss, key", [
+    ({"name": "quadratic", "student": "tanh"}, "loss.student"),
+    ({"name": "quadratic", "expression": "G[1,1,1]**2"}, "loss.expression"),
+    ({"name": "expression", "expression": "G[1,1,1]**2", "teacher": "erf"}, "loss.teacher"),
+    ({"name": "mse", "expression": "G[1,1,1]**2"}, "loss.expression"),
+])
+def test_a_loss_key_the_loss_does_not_read_is_refused(loss, key):
+    with pytest.raises(HierarchyError) as refused:
+        load_config(None, {"loss": loss})
+    assert refused.value.field == key and "does not read it" in str(refused.value)
+
+
+@pytest.mark.parametrize("loss", [{"name": "mse", "student": "tanh", "teacher": "erf"},
+                                  {"name": "expression", "expression": "G[1,1,1]**2"},
+                                  {"name": "quadratic", "student": "h1"}])
+def test_loss_keys_read_by_the_loss_or_left_at_their_default_are_accepted(loss):
+    assert load_config(None, {"loss": loss})["loss"]["name"] == loss["name"]
+
+
+@pytest.mark.parametrize("source", ["gaussian", "limit"])
+def test_a_moments_file_with_another_source_is_refused(tmp_path, capsys, no_work, source):
+    config = write_config(tmp_path, f'[init]\nsource = "{source}"\nmoments = "m.json"\n')
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "init.moments", f'init.source = "{source}"')
+
+
+@pytest.mark.parametrize("references", ['["sgd"]', "[]"])
+def test_study_references_without_the_matrix_flow_are_refused(tmp_path, capsys, no_work,
+                                                              references):
+    # The study always runs the flow and reported its errors whatever the list said.
+    config = write_config(tmp_path, f"[study]\nreferences = {references}\n")
+    status, err = run_cli(capsys, "study", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "study.references", '"matrix-flow"')
+
+
+def test_study_references_without_sgd_plan_no_sgd_job():
+    from hierarchy.study.jobs import FLOW, SGD, plan_jobs
+
+    config = load_config(None, {"study": {"references": ["matrix-flow"], "max_degree": 3}})
+    kinds = {job.kind for job in plan_jobs(config)}
+    assert SGD not in kinds and FLOW in kinds

@@ -15,7 +15,6 @@ from hierarchy.config.shared import (MAX_ATOL, MAX_POINTS, MAX_RTOL, MAX_T_FINAL
                                      MIN_T_FINAL)
 from hierarchy.core import registry
 from hierarchy.ode.integrate import METHODS
-from hierarchy.study.jobs import REFERENCES
 
 DEFAULT_FAMILY = registry.family(registry.DEFAULT_FAMILY)
 
@@ -84,8 +83,10 @@ KEY_HELP = {
                          "integer in `min_degree`..512 (refused when the field would not fit "
                          "in memory)"),
     "study.seeds": ("SGD seeds of the study.", "non-empty list of distinct integers >= 0"),
-    "study.references": ("What the truncations are compared with.",
-                         "subset of " + ", ".join(f"`{r}`" for r in REFERENCES)),
+    "study.references": ("What the truncations are compared with: the exact matrix flow "
+                         "always (it also sets the tolerance floor and checks the error "
+                         "estimates), SGD when listed.",
+                         "`[\"matrix-flow\"]` or `[\"matrix-flow\", \"sgd\"]`"),
     "study.scheduler": ("Address of a running Dask scheduler; `\"\"` starts local worker processes, "
                         "`serial` runs the jobs in this process.",
                         "`\"\"`, `serial`, or `tcp://HOST:PORT` (also `tls://`, `ucx://`, `inproc://`)"),

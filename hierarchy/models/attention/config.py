@@ -160,14 +160,7 @@ def validate_study(section):
                                  field="study.degrees")
     section["degrees"] = sorted(set(degrees))
     section["seeds"] = fields.seeds(section, "study")
-    references = fields.str_list(section, "study", "references")
-    for reference in references:
-        if reference not in REFERENCES:
-            raise HierarchyError(
-                f"study.references: unknown reference {reference!r}"
-                f"{fields.nearest(reference, REFERENCES)}; allowed: {', '.join(REFERENCES)}",
-                field="study.references")
-    section["references"] = references
+    section["references"] = _references(section)
     section["scheduler"] = fields.string(section, "study", "scheduler")
     check_scheduler(section["scheduler"], field="study.scheduler")
     section["workers"] = fields.integer(section, "study", "workers", minimum=0)
@@ -199,6 +192,30 @@ def check_sgd_fits(section, model):
             f"{resources.format_gib(section['batch'] * per_sample)}, more than the "
             f"{resources.format_gib(budget)} available (sgd.d = {d}, model.tokens = {L}, "
             f"model.K = {K}); allowed: batch <= {int(budget // per_sample)}", field="sgd.batch")
+
+
+def _references(section):
+    """``study.references``, which must hold ``matrix-flow``.
+
+    The study always runs the matrix flow: it is the exact reference that sets the tolerance
+    floor and checks the extrapolation's error estimates (exit status 3). A list without it
+    was accepted and its matrix-flow errors reported anyway, so it is refused; ``sgd`` is
+    honoured (without it no SGD job runs).
+    """
+    field = "study.references"
+    references = fields.str_list(section, "study", "references")
+    for reference in references:
+        if reference not in REFERENCES:
+            raise HierarchyError(
+                f"{field}: unknown reference {reference!r}"
+                f"{fields.nearest(reference, REFERENCES)}; allowed: {', '.join(REFERENCES)}",
+                field=field)
+    if "matrix-flow" not in references:
+        raise HierarchyError(
+            f'{field} = {fields.show(references)} lacks "matrix-flow": the study always runs the '
+            'exact matrix flow (its tolerance floor and the check of the error estimates); '
+            'allowed: ["matrix-flow"] or ["matrix-flow", "sgd"]', field=field)
+    return references
 
 
 # ---------------------------------------------------------------------------------------
@@ -292,7 +309,24 @@ def validate_loss(section, model):
         raise HierarchyError(
             'loss.expression is empty; with loss.name = "expression" write the loss in G[i,j,k]',
             field="loss.expression")
+    _refuse_unused_loss_keys(section)
     make_loss(dict(section), model["tokens"], model["K"])
+
+
+#: The ``[loss]`` keys only some losses read: key -> the loss.name that reads it.
+LOSS_KEY_USERS = {"student": "mse", "teacher": "mse", "expression": "expression"}
+
+
+def _refuse_unused_loss_keys(section):
+    """Refuse ``loss.student``/``teacher``/``expression`` given to a loss that ignores them
+    (a value other than the default, which no other loss reads)."""
+    for key, user in LOSS_KEY_USERS.items():
+        value, default = section[key], DEFAULTS["loss"][key]
+        if section["name"] != user and value.strip() != default:
+            raise HierarchyError(
+                f"loss.{key} = {fields.show(value)} is given but loss.name = "
+                f'"{section["name"]}" does not read it (only loss.name = "{user}" does); '
+                f"remove it or change loss.name", field=f"loss.{key}")
 
 
 def validate_hierarchy(section, model):
@@ -337,6 +371,10 @@ def validate_init(section, model):
         raise HierarchyError(
             'init.moments is empty; with init.source = "moments" give a JSON file {label: value}',
             field="init.moments")
+    if section["moments"] and section["source"] != "moments":
+        raise HierarchyError(
+            f'init.moments is given but init.source = "{section["source"]}" does not read it; '
+            'set init.source = "moments" or remove init.moments', field="init.moments")
     if section["source"] == "moments":
         read_moments_file(section["moments"],
                           words.alphabet(model["parameterization"], model["K"]))
@@ -475,11 +513,13 @@ KEY_HELP = {
     "model.weight_decay": ("Weight decay `γ`.", "number >= 0"),
     "loss.name": ("Which loss: `(G_1 − G_2)²`, teacher–student MSE, row-softmax MSE, or your own.",
                   _choices(BUILTIN_LOSSES)),
-    "loss.student": ("Student activation `σ` of `mse`.",
+    "loss.student": ("Student activation `σ` of `mse` (another loss refuses a non-default value).",
                      "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`; "
                      "the loss and its gradient must be finite doubles at entries of order one"),
-    "loss.teacher": ("Teacher activation `σ*` of `mse`.", "as `loss.student`"),
-    "loss.expression": ("The loss for `name = \"expression\"`, written in the entries `G[i,j,k]` (1-based).",
+    "loss.teacher": ("Teacher activation `σ*` of `mse` (another loss refuses a non-default value).",
+                     "as `loss.student`"),
+    "loss.expression": ("The loss for `name = \"expression\"` (another name refuses it), written in the "
+                        "entries `G[i,j,k]` (1-based).",
                         "smooth expression, finite (with its gradient) in double precision at entries of "
                         "order one; non-smooth functions and unknown symbols are refused"),
     "hierarchy.degree": ("Truncation degree `M`: words longer than `M` are set to 0.",
@@ -490,7 +530,7 @@ KEY_HELP = {
                     "matrices, `moments` a JSON file, `limit` the exact d -> infinity moments of the "
                     "Gaussian initialization (free probability).", _choices(INIT_SOURCES)),
     "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
-                     "system; relative to the config file.", "path of an existing file"),
+                     "system; relative to the config file. Another source refuses it.", "path of an existing file"),
     "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
                "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
     "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",
