@@ -235,3 +235,38 @@ def test_study_references_without_sgd_plan_no_sgd_job():
     config = load_config(None, {"study": {"references": ["matrix-flow"], "max_degree": 3}})
     kinds = {job.kind for job in plan_jobs(config)}
     assert SGD not in kinds and FLOW in kinds
+
+
+# --- H2: a moments label longer than the degree is refused by its length, at once ------------
+
+def test_a_huge_moments_label_is_refused_by_its_length_before_canonicalising(tmp_path, capsys,
+                                                                             no_work,
+                                                                             monkeypatch):
+    from hierarchy.models.attention import initial
+
+    parse = initial.parse_label
+
+    def no_canonical(label, alph):
+        assert len(label) < 100, "the long label was canonicalised (quadratic time)"
+        return parse(label, alph)
+
+    labels = {"1": 1.0, "2": 1.0, "1.1": 2.0, "1.2": 0.5, "2.2": 2.0}
+    moments = dict(labels, **{".".join(["1"] * 60_000): 1.0})
+    (tmp_path / "m.json").write_text(json.dumps(moments), encoding="utf-8")
+    monkeypatch.setattr(initial, "parse_label", no_canonical)
+    config = write_config(tmp_path, '[hierarchy]\ndegree = 4\n'
+                                    '[init]\nsource = "moments"\nmoments = "m.json"\n')
+    status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "init.moments", "60000 letters", "hierarchy.degree = 4")
+
+
+def test_moments_labels_up_to_the_degree_are_read(tmp_path):
+    from hierarchy.models.attention import words
+    from hierarchy.models.attention.initial import read_moments_file
+
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"1.2.1.2": 0.5, "2.1": 0.25}), encoding="utf-8")
+    values = read_moments_file(path, words.alphabet("tied", 2), degree=4)
+    assert values == {"1.2.1.2": 0.5, "1.2": 0.25}
+    with pytest.raises(HierarchyError, match="more than hierarchy.degree = 3"):
+        read_moments_file(path, words.alphabet("tied", 2), degree=3)

@@ -85,7 +85,9 @@ def validate(config, sections=None):
     checks = {
         "loss": lambda: validate_loss(config["loss"], model),
         "hierarchy": lambda: validate_hierarchy(config["hierarchy"], model),
-        "init": lambda: validate_init(config["init"], model),
+        "init": lambda: validate_init(config["init"], model,
+                                      fields.integer(config["hierarchy"], "hierarchy", "degree",
+                                                     minimum=2)),
         "solve": lambda: check_solve_fits(config["solve"], model, config["hierarchy"]),
         "sgd": lambda: check_sgd_fits(config["sgd"], model),
         "study": lambda: check_degree_fits(model["parameterization"], model["K"],
@@ -363,8 +365,9 @@ def observable_label(label, model, degree):
     return words.word_label(word, alph)
 
 
-def validate_init(section, model):
-    """Check the ``[init]`` table; a moments file is read now, so a bad one fails early."""
+def validate_init(section, model, degree):
+    """Check the ``[init]`` table; a moments file is read now, so a bad one fails early
+    (its labels of more than ``degree`` = ``hierarchy.degree`` letters are refused)."""
     section["source"] = fields.choice(section, "init", "source", INIT_SOURCES)
     section["moments"] = fields.string(section, "init", "moments")
     if section["source"] == "moments" and not section["moments"]:
@@ -377,7 +380,7 @@ def validate_init(section, model):
             'set init.source = "moments" or remove init.moments', field="init.moments")
     if section["source"] == "moments":
         read_moments_file(section["moments"],
-                          words.alphabet(model["parameterization"], model["K"]))
+                          words.alphabet(model["parameterization"], model["K"]), degree)
     section["d"] = fields.integer(section, "init", "d", minimum=1)
     resources.check_matrices_fit(section["d"], model["K"], "init.d")
     section["width"] = _per_index_list(section, "width", model["K"], fields.int_list, minimum=1)
@@ -530,7 +533,8 @@ KEY_HELP = {
                     "matrices, `moments` a JSON file, `limit` the exact d -> infinity moments of the "
                     "Gaussian initialization (free probability).", _choices(INIT_SOURCES)),
     "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
-                     "system; relative to the config file. Another source refuses it.", "path of an existing file"),
+                     "system; relative to the config file. Another source refuses it.",
+                     "path of an existing file; labels of at most `hierarchy.degree` letters"),
     "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
                "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
     "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",

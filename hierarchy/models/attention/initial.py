@@ -116,7 +116,7 @@ def moments_from_file(field, path):
     return np.array([values[lab] for lab in field.labels])
 
 
-def read_moments_file(path, alph):
+def read_moments_file(path, alph, degree=None):
     """The moments of a ``{label: value}`` JSON file, by canonical label.
 
     The file must be UTF-8 JSON holding one object whose values are plain numbers; a label may
@@ -127,6 +127,10 @@ def read_moments_file(path, alph):
     path : str or path-like
     alph : words.Alphabet
         The model's letters (labels are canonicalised with them).
+    degree : int, optional
+        ``hierarchy.degree``: a label of more letters names no word of the system and is
+        refused by its letter count, before canonicalising it (which takes time quadratic in
+        its length: a 60 000-letter label ran for minutes).
 
     Returns
     -------
@@ -137,8 +141,8 @@ def read_moments_file(path, alph):
     ------
     HierarchyError
         Naming ``init.moments``, for an unreadable, oversized, non-UTF-8 or malformed file,
-        booleans, strings or huge literals as values, unknown labels, and conflicting
-        representatives of one word.
+        booleans, strings or huge literals as values, unknown labels, labels longer than
+        ``degree``, and conflicting representatives of one word.
     """
     data = _read_moments_json(path)
     if not isinstance(data, dict):
@@ -146,6 +150,8 @@ def read_moments_file(path, alph):
                              field=_MOMENTS_KEY)
     values, given_as = {}, {}
     for label, value in data.items():
+        if degree is not None:
+            _check_label_length(label, degree)
         canonical = _canonical_moment_label(alph, label)
         number = _moment_value(label, value)
         if canonical in values and values[canonical] != number:
@@ -211,6 +217,16 @@ def _bounded_number(text):
 
 def _refuse_constant(name):
     raise ValueError(f"holds {name}, which is not finite; initial moments must be finite numbers")
+
+
+def _check_label_length(label, degree):
+    letters = label.count(".") + 1  # every label form separates its letters by dots
+    if letters > degree:
+        shown = label if len(label) <= 40 else f"{label[:40]}…"
+        raise HierarchyError(
+            f"{_MOMENTS_KEY}: {shown!r} has {letters} letters, more than hierarchy.degree = "
+            f"{degree}: no word of the system is that long; give words of degree <= {degree}",
+            field=_MOMENTS_KEY)
 
 
 def _canonical_moment_label(alph, label):
