@@ -270,3 +270,44 @@ def test_moments_labels_up_to_the_degree_are_read(tmp_path):
     assert values == {"1.2.1.2": 0.5, "1.2": 0.25}
     with pytest.raises(HierarchyError, match="more than hierarchy.degree = 3"):
         read_moments_file(path, words.alphabet("tied", 2), degree=3)
+
+
+# --- A3: tied powers Tr(S_k^n)/d must be the moments of a spectrum >= 0 -----------------------
+
+def _tied_moments(field, matrices):
+    from hierarchy.models.attention.moments import moments_of
+
+    return dict(zip(field.labels, (float(v) for v in moments_of(field, matrices))))
+
+
+@pytest.mark.parametrize("label, value", [("1.1.1.1", -5.0),  # Tr(S^4)/d < 0
+                                          ("1", 1.6),          # Tr(S^2)/d < (Tr(S)/d)^2
+                                          ("1.1.1.1", 1e-2)])  # m4 m2 < m3^2
+def test_unrealisable_tied_power_moments_are_refused_naming_init_moments(tmp_path, capsys,
+                                                                         label, value):
+    from hierarchy.models.attention.operators import build_field
+
+    field = build_field("tied", 2, [1], 4)
+    rng = np.random.default_rng(0)
+    moments = _tied_moments(field, [rng.standard_normal((20, 20)) / np.sqrt(20)] * 2)
+    moments[label] = value
+    (tmp_path / "m.json").write_text(json.dumps(moments), encoding="utf-8")
+    config = write_config(tmp_path, '[hierarchy]\ndegree = 4\n[solve]\nt_final = 0.01\n'
+                                    '[init]\nsource = "moments"\nmoments = "m.json"\n')
+    status, err = run_cli(capsys, "--quiet", "solve", config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "Tr(S_1^n)/d", "not PSD")
+
+
+@pytest.mark.parametrize("width, scale", [(1, 1.0), (2, 1.0), (20, 1.0), (20, 0.0)])
+def test_realisable_low_rank_and_zero_starts_pass_the_power_check(width, scale):
+    # A rank-1 or zero S_1 puts its spectrum on one or two points: the Hankel matrices are
+    # exactly singular, so rounding decides the sign; HANKEL_TOLERANCE must absorb it.
+    from hierarchy.models.attention.initial import check_moments
+    from hierarchy.models.attention.moments import moments_of
+    from hierarchy.models.attention.operators import build_field
+
+    field = build_field("tied", 2, [1], 10)
+    rng = np.random.default_rng(1)
+    matrices = [scale * rng.standard_normal((20, width)) / np.sqrt(20),
+                rng.standard_normal((20, 20)) / np.sqrt(20)]
+    check_moments(field, moments_of(field, matrices))

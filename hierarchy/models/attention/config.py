@@ -534,7 +534,9 @@ KEY_HELP = {
                     "Gaussian initialization (free probability).", _choices(INIT_SOURCES)),
     "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
                      "system; relative to the config file. Another source refuses it.",
-                     "path of an existing file; labels of at most `hierarchy.degree` letters"),
+                     "path of an existing file; labels of at most `hierarchy.degree` letters; values "
+                     "some matrices have (traces of PSD letters >= 0, degree-2 Gram matrices PSD, tied "
+                     "`Tr(S_kⁿ)/d` the moments of a spectrum >= 0: Hankel matrices PSD)"),
     "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
                "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
     "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",

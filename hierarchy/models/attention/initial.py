@@ -247,9 +247,11 @@ def check_moments(field, mu):
     """Refuse non-finite or non-realisable initial moments.
 
     Realisability checks what every finite-d state satisfies: traces of PSD letters
-    (tied ``t_k``, untied ``t^A_k, t^B_k``) are ``≥ 0`` and the Gram matrices of degree-2
+    (tied ``t_k``, untied ``t^A_k, t^B_k``) are ``≥ 0``, the Gram matrices of degree-2
     words are PSD (tied ``q``; untied ``q⁽¹⁾`` and ``q⁽¹⁾ ± q⁽²⁾``; direct ``Ω`` and
-    ``Ω ± Ψ``).
+    ``Ω ± Ψ``), and, tied, the powers ``m_n = Tr(S_kⁿ)/d`` of each ``S_k = W_kW_kᵀ`` are the
+    moments of a probability measure on ``[0, ∞)`` (its spectrum): the Hankel matrices
+    ``[m_{i+j}]`` and ``[m_{i+j+1}]`` (``m_0 = 1``) are PSD (:func:`_power_hankels`).
     """
     mu = np.asarray(mu, dtype=float)
     bad = [field.labels[i] for i in np.flatnonzero(~np.isfinite(mu))]
@@ -265,6 +267,47 @@ def check_moments(field, mu):
         if low < -1e-9 * max(1.0, np.abs(matrix).max()):
             raise HierarchyError(f"initial moments are not realisable: {name} is not PSD "
                                  f"(smallest eigenvalue {low:g})", field="init.moments")
+    for name, matrix in _power_hankels(field, mu):
+        low = np.linalg.eigvalsh(matrix).min()
+        if low < -HANKEL_TOLERANCE:
+            raise HierarchyError(
+                f"initial moments are not realisable: {name} are not the moments of the "
+                f"spectrum of a PSD matrix (their Hankel matrix is not PSD: smallest "
+                f"eigenvalue {low:.3g} at unit scale)", field="init.moments")
+
+
+# The Hankel matrices are scaled to entries in [-1, 1] with m_0 = 1 (below). A state computed
+# from matrices, or a file written at full double precision, moves their eigenvalues by about
+# n·d·eps <= 1e-12; a realisable spectrum with few points (a low-rank S_k) sits exactly on the
+# boundary, so the margin is that rounding with three orders to spare, the Gram check's 1e-9.
+HANKEL_TOLERANCE = 1e-9
+
+
+def _power_hankels(field, mu):
+    """Tied: for each ``k`` with ``m_n = Tr(S_kⁿ)/d`` in the field for ``n = 1..N``, the Hankel
+    matrices ``[m_{i+j}]`` (``i, j <= N/2``) and ``[m_{i+j+1}]`` (``i, j <= (N-1)/2``).
+
+    A measure on ``[0, ∞)`` with moments ``m`` makes both PSD (Stieltjes); dividing ``m_n`` by
+    ``cⁿ``, ``c = max |m_n|^{1/n}``, is a congruence (PSD either way) that puts every entry in
+    ``[-1, 1]``, so one absolute tolerance fits every scale.
+    """
+    if field.parameterization != "tied":
+        return
+    for k in range(1, field.K + 1):
+        moments = [1.0]
+        while (i := _lookup(field, ".".join([str(k)] * len(moments)))) is not None:
+            moments.append(float(mu[i]))
+        top = len(moments) - 1
+        if top < 2:
+            continue
+        scale = max(abs(m) ** (1.0 / n) for n, m in enumerate(moments) if n)
+        if scale == 0.0:
+            continue  # S_k = 0: the measure at 0, realisable
+        m = np.array(moments) / scale ** np.arange(top + 1)
+        name = f"Tr(S_{k}^n)/d for n = 1..{top}"
+        yield name, np.array([[m[i + j] for j in range(top // 2 + 1)] for i in range(top // 2 + 1)])
+        half = (top - 1) // 2 + 1
+        yield name, np.array([[m[i + j + 1] for j in range(half)] for i in range(half)])
 
 
 def _lookup(field, label):
