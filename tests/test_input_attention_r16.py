@@ -311,3 +311,34 @@ def test_realisable_low_rank_and_zero_starts_pass_the_power_check(width, scale):
     matrices = [scale * rng.standard_normal((20, width)) / np.sqrt(20),
                 rng.standard_normal((20, 20)) / np.sqrt(20)]
     check_moments(field, moments_of(field, matrices))
+
+
+# --- T9/M1: an init.scale whose start overflows is refused at validation ---------------------
+
+@pytest.mark.parametrize("command", ["solve", "sgd", "study"])
+def test_a_huge_init_scale_is_refused_naming_init_scale(tmp_path, capsys, no_work, command):
+    # sgd called it a divergence at step 0 ("lower sgd.learning_rate"), solve blamed
+    # init.moments after numpy overflow warnings.
+    config = write_config(tmp_path, "[init]\nscale = [1e300, 1.0]\n")
+    status, err = run_cli(capsys, command, config, "--out", tmp_path / "out")
+    assert_one_line(status, err, "init.scale", "index 1", "allowed: scale <=")
+
+
+@pytest.mark.parametrize("parameterization", ["tied", "untied", "direct"])
+def test_the_largest_scale_allowed_gives_finite_moments(parameterization):
+    from hierarchy.models.attention.initial import initial_moments
+    from hierarchy.models.attention.operators import build_field
+
+    overrides = {"model": {"parameterization": parameterization},
+                 "hierarchy": {"degree": 4}, "init": {"d": 20, "scale": [1e300, 1.0]}}
+    with pytest.raises(HierarchyError) as refused:
+        load_config(None, overrides)
+    largest = float(str(refused.value).rsplit("scale <= ", 1)[1])
+    overrides["init"]["scale"] = [largest, 1.0]
+    config = load_config(None, overrides)
+    field = build_field(parameterization, 2, [1], 4)
+    with np.errstate(all="raise"):
+        mu = initial_moments(field, config)
+    # At the bound the degree-4 moments are below 1e150 (Bai-Yin norm estimate), far from
+    # the double range, and their pairwise products stay finite.
+    assert np.all(np.isfinite(mu)) and np.max(np.abs(mu)) < 1e150

@@ -16,6 +16,8 @@ Conventions of the validated tables:
   index": which ``d`` depends on whether the matrices are for ``init`` or ``sgd``).
 """
 
+import math
+
 import numpy as np
 
 from hierarchy.config import fields
@@ -386,7 +388,44 @@ def validate_init(section, model, degree):
     section["width"] = _per_index_list(section, "width", model["K"], fields.int_list, minimum=1)
     section["scale"] = _per_index_list(section, "scale", model["K"], fields.float_list,
                                        minimum=0.0)
+    # A moments file sets the solve's start; the scale then draws only SGD's matrices, whose
+    # step multiplies degree-2 quantities.
+    check_scale_fits(section, model, 2 if section["source"] == "moments" else degree)
     section["seed"] = fields.integer(section, "init", "seed", minimum=0)
+
+
+# Largest initial moment (log10) a start may have: the equations multiply words (and
+# coefficients of the degree-2 words) together, so squares of the moments must stay doubles.
+MAX_MOMENT_LOG10 = 150
+
+
+def check_scale_fits(section, model, degree):
+    """Refuse an ``init.scale`` whose Gaussian start has moments beyond ``1e150``.
+
+    A letter's spectral norm is about ``(scale·(1 + √(w/d)))^p`` (Bai–Yin: ``W`` of ``d × w``
+    entries ``N(0, scale²/d)`` has ``‖W‖ ≈ scale·(1 + √(w/d))``), with ``p = 2`` for the
+    factor products (``WWᵀ``, ``UVᵀ``) and ``p = 1`` for a direct ``S``; a word of
+    ``M`` letters (``hierarchy.degree``; 2 with a moments file) is at most its ``M``-th power. Above
+    :data:`MAX_MOMENT_LOG10` products of two moments overflow at once (``sgd`` saw that as
+    a divergence at step 0, ``solve`` as non-finite ``init.moments``).
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``init.scale`` and the largest scale allowed for that index.
+    """
+    d, K = section["d"], model["K"]
+    power = 1 if model["parameterization"] == "direct" else 2
+    widths = section["width"] or [d] * K
+    for k, (scale, width) in enumerate(zip(section["scale"], widths), start=1):
+        spread = 1.0 + math.sqrt(width / d)
+        if scale == 0.0 or degree * power * math.log10(scale * spread) <= MAX_MOMENT_LOG10:
+            continue
+        largest = 10.0 ** (MAX_MOMENT_LOG10 / (degree * power)) / spread
+        raise HierarchyError(
+            f"init.scale = {scale:g} (index {k}) is too large: the start's degree-{degree} "
+            f"moments would pass 1e{MAX_MOMENT_LOG10}, and the "
+            f"equations multiply them; allowed: scale <= {largest:.3g}", field="init.scale")
 
 
 def _per_index_list(section, key, K, parse, minimum):
@@ -542,7 +581,9 @@ KEY_HELP = {
     "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",
                    "`[]` or K integers >= 1"),
     "init.scale": ("Entries are drawn `N(0, scale_k²/d)`; `[]`: 1 for every index.",
-                   "`[]` or K numbers >= 0"),
+                   "`[]` or K numbers >= 0 whose start's moments stay below 1e150: "
+                   "`(scale·(1 + √(w/d)))^(2M) <= 1e150` (`M` = `hierarchy.degree`, 2 with a moments "
+                   "file; `^M` for `direct`)"),
     "init.seed": ("Seed of the initial matrices (shared by the hierarchy, the flow and SGD).",
                   "integer >= 0"),
 }
