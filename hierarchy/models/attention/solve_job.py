@@ -536,6 +536,8 @@ class SolveRun:
                                **continuation_arrays(cont, labels))
         _horizon_summary(self.summary, self.t_eval, self.solver, self.horizon, answer, error,
                          methods, tolerance)
+        # the lower degrees or the continuation may still answer past the start
+        self.summary["ran_away_at_once"] &= not np.isfinite(answer[1:]).any()
         self.arrays["valid"] = np.zeros(answer.shape, dtype=bool) if error is None else \
             validity(answer, error, tolerance)[1]
         return cont
@@ -618,9 +620,10 @@ def solve_summary(solver, result, interrupted=None):
         "wall_s": result.wall_s,
         "t_reached": result.t_reached,
         "t_recorded": result.t_recorded,
-        # a stop before the first output time after the start: nothing for the extrapolation
-        # to work with, so a failure (exit 1) even with solve.extrapolate (docs/cli.md)
-        "ran_away_at_once": bool(not result.success and result.t.size <= 1),
+        # a stop before the first output time after the start: without another answer there
+        # (SolveRun.continue_and_assess) a failure, exit 1, even with solve.extrapolate
+        "ran_away_at_once": bool(not result.success and interrupted is None
+                                 and result.t.size <= 1),
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
 
