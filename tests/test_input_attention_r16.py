@@ -1,7 +1,11 @@
 """Input handling of the attention family and its study (audit of user input, round 16).
 
 Bad input must be one line naming the config key and what is allowed, exit status 2, before
-any work: huge ``study.max_degree`` (T2), ...
+any work: a huge ``study.max_degree`` (T2), ``sgd.batch`` (T3) or ``init.scale`` (T9/M1), a
+loss that overflows double precision (T4), an untied loss the study cannot use (T7/M3), too
+many spectra samples (M2), keys the chosen option ignores (A5), a moments label longer than
+the degree (H2) and tied power moments no PSD matrix has (A3). An allowed degree-16 loss is
+evaluated exactly (T5), and a start that runs away at once is exit 1 (T8).
 """
 import json
 import math
@@ -12,8 +16,6 @@ import pytest
 from hierarchy.cli import main as cli
 from hierarchy.config.loader import load_config
 from hierarchy.core.errors import HierarchyError
-
-HUGE = 10**400
 
 
 def run_cli(capsys, *argv):
