@@ -157,11 +157,14 @@ def solve(args, progress):
         return EXIT_INCOMPLETE
     if not is_quiet(args) and summary.get("final"):
         print(family.format_summary(summary))
-    if summary.get("status", 0) != 0 and not summary.get("extrapolate"):
+    at_once = summary.get("ran_away_at_once")
+    if summary.get("status", 0) != 0 and (at_once or not summary.get("extrapolate")):
         # A blow-up is a result, not bad input: the trajectory so far is on disk. With
-        # extrapolation the degree-M blow-up is not a failure: the validity decides.
-        report(f"{summary.get('message', 'the solve stopped early')}; the trajectory so far is "
-               f"kept in {args.out} (marked incomplete)")
+        # extrapolation the degree-M blow-up is not a failure, the validity decides, unless
+        # it came before the first output time: then there is nothing to extrapolate.
+        when = "; the solution ran away at once" if at_once else ""
+        report(f"{summary.get('message', 'the solve stopped early')}{when}; the trajectory so "
+               f"far is kept in {args.out} (marked incomplete)")
         return EXIT_INCOMPLETE
     report_written(args)
     if summary.get("beyond_horizon"):

@@ -15,7 +15,6 @@ from hierarchy.config.shared import (MAX_ATOL, MAX_POINTS, MAX_RTOL, MAX_T_FINAL
                                      MIN_T_FINAL)
 from hierarchy.core import registry
 from hierarchy.ode.integrate import METHODS
-from hierarchy.study.jobs import REFERENCES
 
 DEFAULT_FAMILY = registry.family(registry.DEFAULT_FAMILY)
 
@@ -72,16 +71,22 @@ KEY_HELP = {
                                  "`[]` or one integer >= 2 per `continuation_dims` entry"),
     "sgd.d": ("Dimension `d` of the SGD run.", "integer >= 1 (fitting in memory)"),
     "sgd.learning_rate": ("Learning rate `α`.", "number > 0"),
-    "sgd.batch": ("Minibatch size `B` (fresh samples per step).", "integer >= 1"),
+    "sgd.batch": ("Minibatch size `B` (fresh samples per step).",
+                  "integer >= 1 (one step's arrays, about 8·B·L·d·(1 + m(K+1)) bytes with m "
+                  "matrices per index, fitting in memory)"),
     "sgd.seeds": ("Seeds of the SGD sample streams of `hierarchy sgd` (one run each).",
                   "non-empty list of distinct integers >= 0"),
     "study.degrees": ("Truncation degrees of the study; `[]`: `min_degree..max_degree`.",
                       "`[]` or a list of integers >= 2"),
-    "study.min_degree": ("Smallest degree when `degrees = []`.", "integer >= 2"),
-    "study.max_degree": ("Largest degree when `degrees = []`.", "integer >= `min_degree`"),
+    "study.min_degree": ("Smallest degree when `degrees = []`.", "integer in 2..512"),
+    "study.max_degree": ("Largest degree when `degrees = []`.",
+                         "integer in `min_degree`..512 (refused when the field would not fit "
+                         "in memory)"),
     "study.seeds": ("SGD seeds of the study.", "non-empty list of distinct integers >= 0"),
-    "study.references": ("What the truncations are compared with.",
-                         "subset of " + ", ".join(f"`{r}`" for r in REFERENCES)),
+    "study.references": ("What the truncations are compared with: the exact matrix flow "
+                         "always (it also sets the tolerance floor and checks the error "
+                         "estimates), SGD when listed.",
+                         "`[\"matrix-flow\"]` or `[\"matrix-flow\", \"sgd\"]`"),
     "study.scheduler": ("Address of a running Dask scheduler; `\"\"` starts local worker processes, "
                         "`serial` runs the jobs in this process.",
                         "`\"\"`, `serial`, or `tcp://HOST:PORT` (also `tls://`, `ucx://`, `inproc://`)"),

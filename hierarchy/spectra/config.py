@@ -39,9 +39,10 @@ KEY_HELP = {
                       "increasing list of numbers in [0, solve.t_final], on distinct SGD steps "
                       '(with data = "train": from step 1 on)'),
     "spectra.test_size": ("Samples M~ behind each empirical matrix; 0: test_ratio x d.",
-                          "integer >= 0"),
+                          f"integer >= 0, with M~ x d at most {MAX_SAMPLE_MATRIX:.0e} doubles"),
     "spectra.test_ratio": ("M~ / d when test_size is 0 (the outliers separate from the bulk "
-                           "only for M~ of tens of d).", "number > 0"),
+                           "only for M~ of tens of d).",
+                           f"number > 0, with M~ x d at most {MAX_SAMPLE_MATRIX:.0e} doubles"),
     "spectra.data": ("`test`: a fixed independent test set; `train`: the last M~ samples SGD "
                      "used.", "test | train"),
     "spectra.top": ("Eigenpairs per block; `auto`: the rank of its theorem (k for a class "
@@ -98,9 +99,11 @@ def validate_spectra(table, *, t_final, dimension, block_names, step_time=None):
     table["blocks"] = _blocks(table["blocks"], block_names)
     size = sample_count(table, dimension)
     if times and size * dimension > MAX_SAMPLE_MATRIX:  # no snapshot, no test set to hold
-        raise HierarchyError(f"spectra: M~ x d = {size} x {dimension} exceeds "
-                             f"{MAX_SAMPLE_MATRIX} doubles; lower spectra.test_size or "
-                             "spectra.test_ratio", field="spectra.test_size")
+        key = "spectra.test_size" if table["test_size"] > 0 else "spectra.test_ratio"
+        shown = size if size < 10**12 else f"{float(size):.3g}"  # not a 300-digit integer
+        raise HierarchyError(f"{key}: M~ x d = {shown} x {dimension} exceeds "
+                             f"{MAX_SAMPLE_MATRIX} doubles; allowed: M~ <= "
+                             f"{MAX_SAMPLE_MATRIX // dimension} at d = {dimension}", field=key)
     return table
 
 

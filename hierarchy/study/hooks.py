@@ -3,7 +3,8 @@
 ``family.study_model()`` is one of two things:
 
 - a *truncation* study model (the attention family's ``study_jobs``: ``degree_job``,
-  ``flow_job``, ``sgd_job``, ``check_sgd_horizon``, ``study_observables``): the jobs, hashes,
+  ``flow_job``, ``sgd_job``, ``check_start`` and ``check_sgd_horizon`` (before any job),
+  ``study_observables``): the jobs, hashes,
   analysis and report are this package's truncation-study code (:mod:`.jobs`, :mod:`.compute`,
   :mod:`.analysis`, :mod:`.report`), unchanged;
 - a study model with its own *hooks* (:data:`HOOKS`), e.g. the dimension study of the

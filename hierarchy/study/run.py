@@ -130,8 +130,10 @@ def run_study(config, out_dir, *, scheduler=None, resume=False, quiet=False, ove
     if own_hooks(model):
         model.check(config)
         chosen_observables(study, labels)  # [study] observables, before any job
-    elif "sgd" in study.get("references", REFERENCES):
-        model.check_sgd_horizon(config)
+    else:
+        model.check_start(config)
+        if "sgd" in study.get("references", REFERENCES):
+            model.check_sgd_horizon(config)
     out = pathlib.Path(out_dir)
     checkpoint = Checkpoint(out, config, command="study")
     planned = model.plan_jobs(config) if own_hooks(model) else plan_jobs(config)

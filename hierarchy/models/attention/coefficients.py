@@ -303,10 +303,13 @@ class UntiedCoefficients(CoefficientFunction):
             m, ex = self._line_search(m, ex, step, b, q1, q2)
             if m is None:
                 break
+        key = "loss.expression" if self.loss.name == "expression" else "loss.name"
         raise HierarchyError(
-            "no strongly convex critical point of the potential in the trainable means (Assumption 5 "
-            f"fails) at q1={np.round(q1, 6).tolist()}, q2={np.round(q2, 6).tolist()}; "
-            "this loss is not supported by the untied hierarchy", field="loss")
+            f"{key}: no strongly convex critical point of the potential in the trainable means "
+            f"(Assumption 5 fails) at q1={np.round(q1, 6).tolist()}, "
+            f"q2={np.round(q2, 6).tolist()}; this loss is not supported by "
+            'model.parameterization = "untied" (the tied and direct ones need no such point)',
+            field=key)
 
     def _line_search(self, m, ex, step, b, q1, q2):
         slope = float(b @ step)

@@ -16,6 +16,8 @@ Conventions of the validated tables:
   index": which ``d`` depends on whether the matrices are for ``init`` or ``sgd``).
 """
 
+import math
+
 import numpy as np
 
 from hierarchy.config import fields
@@ -26,7 +28,7 @@ from hierarchy.models.attention import defaults as attention_defaults
 from hierarchy.models.attention import words
 from hierarchy.models.attention.initial import read_moments_file
 from hierarchy.models.attention.losses import BUILTIN_LOSSES, MAX_TOKENS, make_loss
-from hierarchy.models.attention.variants import PARAMETERIZATIONS
+from hierarchy.models.attention.variants import PARAMETERIZATIONS, VARIANTS
 from hierarchy.study.jobs import REFERENCES
 
 # Below this relative tolerance the across-degree error estimates were measured to under-state
@@ -85,9 +87,11 @@ def validate(config, sections=None):
     checks = {
         "loss": lambda: validate_loss(config["loss"], model),
         "hierarchy": lambda: validate_hierarchy(config["hierarchy"], model),
-        "init": lambda: validate_init(config["init"], model),
+        "init": lambda: validate_init(config["init"], model,
+                                      fields.integer(config["hierarchy"], "hierarchy", "degree",
+                                                     minimum=2)),
         "solve": lambda: check_solve_fits(config["solve"], model, config["hierarchy"]),
-        "sgd": lambda: resources.check_matrices_fit(config["sgd"]["d"], model["K"], "sgd.d"),
+        "sgd": lambda: check_sgd_fits(config["sgd"], model),
         "study": lambda: check_degree_fits(model["parameterization"], model["K"],
                                            max(config["study"]["degrees"]),
                                            field="study.degrees"),
@@ -143,8 +147,11 @@ def validate_sgd(section):
 
 def validate_study(section):
     """Check and normalise the ``[study]`` table (in place); ``degrees`` becomes explicit."""
-    low = section["min_degree"] = fields.integer(section, "study", "min_degree", minimum=2)
-    high = section["max_degree"] = fields.integer(section, "study", "max_degree", minimum=2)
+    # Capped before range() builds the list: past MAX_DEGREE_SCANNED no field fits anyway.
+    low = section["min_degree"] = fields.integer(section, "study", "min_degree", minimum=2,
+                                                 maximum=MAX_DEGREE_SCANNED)
+    high = section["max_degree"] = fields.integer(section, "study", "max_degree", minimum=2,
+                                                  maximum=MAX_DEGREE_SCANNED)
     degrees = fields.int_list(section, "study", "degrees")
     if not degrees:
         if high < low:
@@ -157,19 +164,62 @@ def validate_study(section):
                                  field="study.degrees")
     section["degrees"] = sorted(set(degrees))
     section["seeds"] = fields.seeds(section, "study")
-    references = fields.str_list(section, "study", "references")
-    for reference in references:
-        if reference not in REFERENCES:
-            raise HierarchyError(
-                f"study.references: unknown reference {reference!r}"
-                f"{fields.nearest(reference, REFERENCES)}; allowed: {', '.join(REFERENCES)}",
-                field="study.references")
-    section["references"] = references
+    section["references"] = _references(section)
     section["scheduler"] = fields.string(section, "study", "scheduler")
     check_scheduler(section["scheduler"], field="study.scheduler")
     section["workers"] = fields.integer(section, "study", "workers", minimum=0)
     section["connect_timeout"] = fields.real(section, "study", "connect_timeout", minimum=0.0,
                                              strict=True)
+
+
+def check_sgd_fits(section, model):
+    """Refuse an ``sgd.d`` or ``sgd.batch`` whose arrays would not fit in memory.
+
+    One SGD step holds, per sample of the minibatch and token, the ``d`` entries of the
+    sample, the products with every model matrix (``matrices_per_index · K`` columns of
+    width ``d``) and a work row as wide as one index's matrices, plus ``L·K`` entries of
+    ``G``: about ``8·B·L·(d·(1 + m·(K + 1)) + L·K)`` bytes (``m`` matrices per index).
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``sgd.d``, or ``sgd.batch`` and the largest batch that fits.
+    """
+    d, K, L = section["d"], model["K"], model["tokens"]
+    resources.check_matrices_fit(d, K, "sgd.d")
+    per_sample = 8 * L * (d * (1 + VARIANTS[model["parameterization"]].matrices_per_index
+                               * (K + 1)) + L * K)
+    budget = resources.memory_budget_bytes()
+    if section["batch"] * per_sample > budget:
+        raise HierarchyError(
+            f"sgd.batch = {fields.show(section['batch'])} is too large: one step's arrays need about "
+            f"{resources.format_gib(section['batch'] * per_sample)}, more than the "
+            f"{resources.format_gib(budget)} available (sgd.d = {d}, model.tokens = {L}, "
+            f"model.K = {K}); allowed: batch <= {int(budget // per_sample)}", field="sgd.batch")
+
+
+def _references(section):
+    """``study.references``, which must hold ``matrix-flow``.
+
+    The study always runs the matrix flow: it is the exact reference that sets the tolerance
+    floor and checks the extrapolation's error estimates (exit status 3). A list without it
+    was accepted and its matrix-flow errors reported anyway, so it is refused; ``sgd`` is
+    honoured (without it no SGD job runs).
+    """
+    field = "study.references"
+    references = fields.str_list(section, "study", "references")
+    for reference in references:
+        if reference not in REFERENCES:
+            raise HierarchyError(
+                f"{field}: unknown reference {reference!r}"
+                f"{fields.nearest(reference, REFERENCES)}; allowed: {', '.join(REFERENCES)}",
+                field=field)
+    if "matrix-flow" not in references:
+        raise HierarchyError(
+            f'{field} = {fields.show(references)} lacks "matrix-flow": the study always runs the '
+            'exact matrix flow (its tolerance floor and the check of the error estimates); '
+            'allowed: ["matrix-flow"] or ["matrix-flow", "sgd"]', field=field)
+    return references
 
 
 # ---------------------------------------------------------------------------------------
@@ -263,7 +313,24 @@ def validate_loss(section, model):
         raise HierarchyError(
             'loss.expression is empty; with loss.name = "expression" write the loss in G[i,j,k]',
             field="loss.expression")
+    _refuse_unused_loss_keys(section)
     make_loss(dict(section), model["tokens"], model["K"])
+
+
+#: The ``[loss]`` keys only some losses read: key -> the loss.name that reads it.
+LOSS_KEY_USERS = {"student": "mse", "teacher": "mse", "expression": "expression"}
+
+
+def _refuse_unused_loss_keys(section):
+    """Refuse ``loss.student``/``teacher``/``expression`` given to a loss that ignores them
+    (a value other than the default, which no other loss reads)."""
+    for key, user in LOSS_KEY_USERS.items():
+        value, default = section[key], DEFAULTS["loss"][key]
+        if section["name"] != user and value.strip() != default:
+            raise HierarchyError(
+                f"loss.{key} = {fields.show(value)} is given but loss.name = "
+                f'"{section["name"]}" does not read it (only loss.name = "{user}" does); '
+                f"remove it or change loss.name", field=f"loss.{key}")
 
 
 def validate_hierarchy(section, model):
@@ -300,23 +367,65 @@ def observable_label(label, model, degree):
     return words.word_label(word, alph)
 
 
-def validate_init(section, model):
-    """Check the ``[init]`` table; a moments file is read now, so a bad one fails early."""
+def validate_init(section, model, degree):
+    """Check the ``[init]`` table; a moments file is read now, so a bad one fails early
+    (its labels of more than ``degree`` = ``hierarchy.degree`` letters are refused)."""
     section["source"] = fields.choice(section, "init", "source", INIT_SOURCES)
     section["moments"] = fields.string(section, "init", "moments")
     if section["source"] == "moments" and not section["moments"]:
         raise HierarchyError(
             'init.moments is empty; with init.source = "moments" give a JSON file {label: value}',
             field="init.moments")
+    if section["moments"] and section["source"] != "moments":
+        raise HierarchyError(
+            f'init.moments is given but init.source = "{section["source"]}" does not read it; '
+            'set init.source = "moments" or remove init.moments', field="init.moments")
     if section["source"] == "moments":
         read_moments_file(section["moments"],
-                          words.alphabet(model["parameterization"], model["K"]))
+                          words.alphabet(model["parameterization"], model["K"]), degree)
     section["d"] = fields.integer(section, "init", "d", minimum=1)
     resources.check_matrices_fit(section["d"], model["K"], "init.d")
     section["width"] = _per_index_list(section, "width", model["K"], fields.int_list, minimum=1)
     section["scale"] = _per_index_list(section, "scale", model["K"], fields.float_list,
                                        minimum=0.0)
+    # A moments file sets the solve's start; the scale then draws only SGD's matrices, whose
+    # step multiplies degree-2 quantities.
+    check_scale_fits(section, model, 2 if section["source"] == "moments" else degree)
     section["seed"] = fields.integer(section, "init", "seed", minimum=0)
+
+
+# Largest initial moment (log10) a start may have: the equations multiply words (and
+# coefficients of the degree-2 words) together, so squares of the moments must stay doubles.
+MAX_MOMENT_LOG10 = 150
+
+
+def check_scale_fits(section, model, degree):
+    """Refuse an ``init.scale`` whose Gaussian start has moments beyond ``1e150``.
+
+    A letter's spectral norm is about ``(scale·(1 + √(w/d)))^p`` (Bai–Yin: ``W`` of ``d × w``
+    entries ``N(0, scale²/d)`` has ``‖W‖ ≈ scale·(1 + √(w/d))``), with ``p = 2`` for the
+    factor products (``WWᵀ``, ``UVᵀ``) and ``p = 1`` for a direct ``S``; a word of
+    ``M`` letters (``hierarchy.degree``; 2 with a moments file) is at most its ``M``-th power. Above
+    :data:`MAX_MOMENT_LOG10` products of two moments overflow at once (``sgd`` saw that as
+    a divergence at step 0, ``solve`` as non-finite ``init.moments``).
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``init.scale`` and the largest scale allowed for that index.
+    """
+    d, K = section["d"], model["K"]
+    power = 1 if model["parameterization"] == "direct" else 2
+    widths = section["width"] or [d] * K
+    for k, (scale, width) in enumerate(zip(section["scale"], widths), start=1):
+        spread = 1.0 + math.sqrt(width / d)
+        if scale == 0.0 or degree * power * math.log10(scale * spread) <= MAX_MOMENT_LOG10:
+            continue
+        largest = 10.0 ** (MAX_MOMENT_LOG10 / (degree * power)) / spread
+        raise HierarchyError(
+            f"init.scale = {scale:g} (index {k}) is too large: the start's degree-{degree} "
+            f"moments would pass 1e{MAX_MOMENT_LOG10}, and the "
+            f"equations multiply them; allowed: scale <= {largest:.3g}", field="init.scale")
 
 
 def _per_index_list(section, key, K, parse, minimum):
@@ -446,11 +555,15 @@ KEY_HELP = {
     "model.weight_decay": ("Weight decay `γ`.", "number >= 0"),
     "loss.name": ("Which loss: `(G_1 − G_2)²`, teacher–student MSE, row-softmax MSE, or your own.",
                   _choices(BUILTIN_LOSSES)),
-    "loss.student": ("Student activation `σ` of `mse`.",
-                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`"),
-    "loss.teacher": ("Teacher activation `σ*` of `mse`.", "as `loss.student`"),
-    "loss.expression": ("The loss for `name = \"expression\"`, written in the entries `G[i,j,k]` (1-based).",
-                        "smooth expression; non-smooth functions and unknown symbols are refused"),
+    "loss.student": ("Student activation `σ` of `mse` (another loss refuses a non-default value).",
+                     "`h1` `h2` `h3` … (Hermite), `tanh`, `erf`, `sigmoid`, or a smooth expression in `x`; "
+                     "the loss and its gradient must be finite doubles at entries of order one"),
+    "loss.teacher": ("Teacher activation `σ*` of `mse` (another loss refuses a non-default value).",
+                     "as `loss.student`"),
+    "loss.expression": ("The loss for `name = \"expression\"` (another name refuses it), written in the "
+                        "entries `G[i,j,k]` (1-based).",
+                        "smooth expression, finite (with its gradient) in double precision at entries of "
+                        "order one; non-smooth functions and unknown symbols are refused"),
     "hierarchy.degree": ("Truncation degree `M`: words longer than `M` are set to 0.",
                          "integer >= 2 (refused when the field would not fit in memory)"),
     "hierarchy.observables": ("Extra word labels to keep (any representative of a word).",
@@ -459,13 +572,18 @@ KEY_HELP = {
                     "matrices, `moments` a JSON file, `limit` the exact d -> infinity moments of the "
                     "Gaussian initialization (free probability).", _choices(INIT_SOURCES)),
     "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
-                     "system; relative to the config file.", "path of an existing file"),
+                     "system; relative to the config file. Another source refuses it.",
+                     "path of an existing file; labels of at most `hierarchy.degree` letters; values "
+                     "some matrices have (traces of PSD letters >= 0, degree-2 Gram matrices PSD, tied "
+                     "`Tr(S_kⁿ)/d` the moments of a spectrum >= 0: Hankel matrices PSD)"),
     "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "
                "draw theirs at `sgd.d`).", "integer >= 1 (fitting in memory)"),
     "init.width": ("Widths `d_k` of the factor matrices (`W_k`, or `U_k`, `V_k`); `[]`: `d` for every index.",
                    "`[]` or K integers >= 1"),
     "init.scale": ("Entries are drawn `N(0, scale_k²/d)`; `[]`: 1 for every index.",
-                   "`[]` or K numbers >= 0"),
+                   "`[]` or K numbers >= 0 whose start's moments stay below 1e150: "
+                   "`(scale·(1 + √(w/d)))^(2M) <= 1e150` (`M` = `hierarchy.degree`, 2 with a moments "
+                   "file; `^M` for `direct`)"),
     "init.seed": ("Seed of the initial matrices (shared by the hierarchy, the flow and SGD).",
                   "integer >= 0"),
 }

@@ -116,7 +116,7 @@ def moments_from_file(field, path):
     return np.array([values[lab] for lab in field.labels])
 
 
-def read_moments_file(path, alph):
+def read_moments_file(path, alph, degree=None):
     """The moments of a ``{label: value}`` JSON file, by canonical label.
 
     The file must be UTF-8 JSON holding one object whose values are plain numbers; a label may
@@ -127,6 +127,10 @@ def read_moments_file(path, alph):
     path : str or path-like
     alph : words.Alphabet
         The model's letters (labels are canonicalised with them).
+    degree : int, optional
+        ``hierarchy.degree``: a label of more letters names no word of the system and is
+        refused by its letter count, before canonicalising it (which takes time quadratic in
+        its length: a 60 000-letter label ran for minutes).
 
     Returns
     -------
@@ -137,8 +141,8 @@ def read_moments_file(path, alph):
     ------
     HierarchyError
         Naming ``init.moments``, for an unreadable, oversized, non-UTF-8 or malformed file,
-        booleans, strings or huge literals as values, unknown labels, and conflicting
-        representatives of one word.
+        booleans, strings or huge literals as values, unknown labels, labels longer than
+        ``degree``, and conflicting representatives of one word.
     """
     data = _read_moments_json(path)
     if not isinstance(data, dict):
@@ -146,6 +150,8 @@ def read_moments_file(path, alph):
                              field=_MOMENTS_KEY)
     values, given_as = {}, {}
     for label, value in data.items():
+        if degree is not None:
+            _check_label_length(label, degree)
         canonical = _canonical_moment_label(alph, label)
         number = _moment_value(label, value)
         if canonical in values and values[canonical] != number:
@@ -213,6 +219,16 @@ def _refuse_constant(name):
     raise ValueError(f"holds {name}, which is not finite; initial moments must be finite numbers")
 
 
+def _check_label_length(label, degree):
+    letters = label.count(".") + 1  # every label form separates its letters by dots
+    if letters > degree:
+        shown = label if len(label) <= 40 else f"{label[:40]}…"
+        raise HierarchyError(
+            f"{_MOMENTS_KEY}: {shown!r} has {letters} letters, more than hierarchy.degree = "
+            f"{degree}: no word of the system is that long; give words of degree <= {degree}",
+            field=_MOMENTS_KEY)
+
+
 def _canonical_moment_label(alph, label):
     try:
         return word_label(parse_label(label, alph), alph)
@@ -231,9 +247,11 @@ def check_moments(field, mu):
     """Refuse non-finite or non-realisable initial moments.
 
     Realisability checks what every finite-d state satisfies: traces of PSD letters
-    (tied ``t_k``, untied ``t^A_k, t^B_k``) are ``≥ 0`` and the Gram matrices of degree-2
+    (tied ``t_k``, untied ``t^A_k, t^B_k``) are ``≥ 0``, the Gram matrices of degree-2
     words are PSD (tied ``q``; untied ``q⁽¹⁾`` and ``q⁽¹⁾ ± q⁽²⁾``; direct ``Ω`` and
-    ``Ω ± Ψ``).
+    ``Ω ± Ψ``), and, tied, the powers ``m_n = Tr(S_kⁿ)/d`` of each ``S_k = W_kW_kᵀ`` are the
+    moments of a probability measure on ``[0, ∞)`` (its spectrum): the Hankel matrices
+    ``[m_{i+j}]`` and ``[m_{i+j+1}]`` (``m_0 = 1``) are PSD (:func:`_power_hankels`).
     """
     mu = np.asarray(mu, dtype=float)
     bad = [field.labels[i] for i in np.flatnonzero(~np.isfinite(mu))]
@@ -249,6 +267,47 @@ def check_moments(field, mu):
         if low < -1e-9 * max(1.0, np.abs(matrix).max()):
             raise HierarchyError(f"initial moments are not realisable: {name} is not PSD "
                                  f"(smallest eigenvalue {low:g})", field="init.moments")
+    for name, matrix in _power_hankels(field, mu):
+        low = np.linalg.eigvalsh(matrix).min()
+        if low < -HANKEL_TOLERANCE:
+            raise HierarchyError(
+                f"initial moments are not realisable: {name} are not the moments of the "
+                f"spectrum of a PSD matrix (their Hankel matrix is not PSD: smallest "
+                f"eigenvalue {low:.3g} at unit scale)", field="init.moments")
+
+
+# The Hankel matrices are scaled to entries in [-1, 1] with m_0 = 1 (below). A state computed
+# from matrices, or a file written at full double precision, moves their eigenvalues by about
+# n·d·eps <= 1e-12; a realisable spectrum with few points (a low-rank S_k) sits exactly on the
+# boundary, so the margin is that rounding with three orders to spare, the Gram check's 1e-9.
+HANKEL_TOLERANCE = 1e-9
+
+
+def _power_hankels(field, mu):
+    """Tied: for each ``k`` with ``m_n = Tr(S_kⁿ)/d`` in the field for ``n = 1..N``, the Hankel
+    matrices ``[m_{i+j}]`` (``i, j <= N/2``) and ``[m_{i+j+1}]`` (``i, j <= (N-1)/2``).
+
+    A measure on ``[0, ∞)`` with moments ``m`` makes both PSD (Stieltjes); dividing ``m_n`` by
+    ``cⁿ``, ``c = max |m_n|^{1/n}``, is a congruence (PSD either way) that puts every entry in
+    ``[-1, 1]``, so one absolute tolerance fits every scale.
+    """
+    if field.parameterization != "tied":
+        return
+    for k in range(1, field.K + 1):
+        moments = [1.0]
+        while (i := _lookup(field, ".".join([str(k)] * len(moments)))) is not None:
+            moments.append(float(mu[i]))
+        top = len(moments) - 1
+        if top < 2:
+            continue
+        scale = max(abs(m) ** (1.0 / n) for n, m in enumerate(moments) if n)
+        if scale == 0.0:
+            continue  # S_k = 0: the measure at 0, realisable
+        m = np.array(moments) / scale ** np.arange(top + 1)
+        name = f"Tr(S_{k}^n)/d for n = 1..{top}"
+        yield name, np.array([[m[i + j] for j in range(top // 2 + 1)] for i in range(top // 2 + 1)])
+        half = (top - 1) // 2 + 1
+        yield name, np.array([[m[i + j + 1] for j in range(half)] for i in range(half)])
 
 
 def _lookup(field, label):

@@ -231,6 +231,19 @@ def _row_echelon(basis):
     return A
 
 
+class LossNotFinite(ArithmeticError):
+    """A loss term (or its gradient) overflows double precision at entries of order one."""
+
+
+# Where a loss term must be finite: standard-normal entries, the scale of G_ijk = x_iᵀS_kx_j/d
+# at the default start. A term that overflows there cannot be integrated or differentiated.
+_PROBE_SEED = 12345
+
+
+def _probe_points(count):
+    return np.random.default_rng(_PROBE_SEED).standard_normal((4 * count + 8, count))
+
+
 @functools.lru_cache(maxsize=4096)
 def _generic_symbols(count):
     return tuple(sympy.Symbol(f"w{a}", real=True) for a in range(count))
@@ -242,10 +255,9 @@ def _reduce(expr, used):
     if expr.is_polynomial(*used) or len(used) == 1:
         return identity
     gradient = lambdify_vector([sympy.diff(expr, s) for s in used], used)
-    rng = np.random.default_rng(12345)
-    points = rng.standard_normal((4 * len(used) + 8, len(used)))
-    grads = gradient(points)
-    grads = grads[np.all(np.isfinite(grads), axis=1)]
+    grads = gradient(_probe_points(len(used)))
+    if not np.all(np.isfinite(grads)):
+        raise LossNotFinite("the loss gradient overflows at entries of order one")
     _, sv, vt = np.linalg.svd(grads, full_matrices=False)
     rank = int(np.sum(sv > 1e-9 * sv[0])) if sv.size and sv[0] > 0 else 0
     if rank >= len(used):
@@ -303,7 +315,20 @@ class TermShape:
         self.value = lambdify_vector([self.expression], z) if r else None
         self.gradient = lambdify_vector(self.gradient_expressions, z) if r else None
         self.hessian = lambdify_vector(self.hessian_expressions, z) if r else None
-        self.constant = float(self.expression) if not r else 0.0
+        self.constant = 0.0 if r else _finite_constant(self.expression)
+        if r:
+            points = _probe_points(r)
+            if not (np.all(np.isfinite(self.value(points)))
+                    and np.all(np.isfinite(self.gradient(points)))):
+                raise LossNotFinite("the loss overflows at entries of order one")
+
+
+def _finite_constant(expr):
+    """``expr`` (a number) as a finite float; :class:`LossNotFinite` when it overflows."""
+    value = float(expr)
+    if not np.isfinite(value):
+        raise LossNotFinite("the loss constant overflows")
+    return value
 
 
 @functools.lru_cache(maxsize=512)
@@ -498,6 +523,29 @@ def softmax_mse_expression(L):
     return sympy.Add(*rows)
 
 
+def _finite_loss(build, field, alone=None, other_field=None):
+    """``build()``, refusing a loss that overflows double precision at entries of order one.
+
+    The value and gradient of every term are probed at standard-normal entries (the scale of
+    ``G`` at the default start); a term that is not finite there cannot be integrated. With
+    ``alone`` (the loss with only the ``field`` part kept), the blame goes to ``field`` when
+    that alone overflows, else to ``other_field``.
+    """
+    try:
+        return build()
+    except LossNotFinite:
+        if alone is not None:
+            try:
+                Loss("probe", 1, 2, alone())
+            except LossNotFinite:
+                pass
+            else:
+                field = other_field
+        raise HierarchyError(
+            f"{field}: the loss or its gradient overflows double precision (beyond ~1e308) at "
+            "entries G of order one; scale the expression down", field=field) from None
+
+
 def make_loss(spec, L, K):
     """Build the loss of a config ``[loss]`` table for a model with ``L`` tokens, ``K`` indices.
 
@@ -532,14 +580,17 @@ def make_loss(spec, L, K):
                              "L² pieces and L⁴-sized projections", field="model.tokens")
     if name == "expression":
         expr = parse_loss_expression(spec.get("expression", ""), L, K)
-        return Loss(name, L, K, expr, description=str(spec.get("expression")))
+        return _finite_loss(lambda: Loss(name, L, K, expr, description=str(spec.get("expression"))),
+                            "loss.expression")
     _require_two_indices(name, K)
     if name == "quadratic":
         return Loss(name, L, K, quadratic_expression(L), 1, 2, "sum_ij (G_ij1 - G_ij2)^2")
     if name == "mse":
         student, teacher = spec.get("student", "h1"), spec.get("teacher", "h1")
-        return Loss(name, L, K, mse_expression(L, student, teacher), 1, 2,
-                    f"1/2 sum_ij ({student}(G_ij1) - {teacher}(G_ij2))^2")
+        return _finite_loss(lambda: Loss(name, L, K, mse_expression(L, student, teacher), 1, 2,
+                                         f"1/2 sum_ij ({student}(G_ij1) - {teacher}(G_ij2))^2"),
+                            "loss.student", lambda: mse_expression(1, student, "h1"),
+                            "loss.teacher")
     if not 2 <= L <= MAX_SOFTMAX_TOKENS:
         raise HierarchyError(
             f"loss.name = 'softmax-mse' needs model.tokens in 2..{MAX_SOFTMAX_TOKENS}, got {L} (a 1x1 softmax is "

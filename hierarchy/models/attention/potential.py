@@ -11,7 +11,7 @@ the ``L = 2`` softmax). Two evaluation methods:
 - **polynomial pieces: exact (Wick/Isserlis).** ``E f(z) = exp(½ Σ_ab S_ab ∂_a∂_b) f (m)``, a
   finite sum; derived by sympy once per loss. Since the heat operator commutes with
   derivatives, ``E ∇f = ∇_m E f`` and ``E ∇²f = ∇²_m E f``; these polynomials in
-  ``(m, S)`` are lambdified once.
+  ``(m, S)`` are derived once and evaluated from a table of their monomials.
 - **other pieces: Gauss–Hermite quadrature** on the tensor grid of the non-degenerate
   principal directions of ``S``. The accuracy parameter ``tol`` is met adaptively: each
   evaluation compares the ``n``-point rule with an ``n − Δ`` rule (its error bounds the
@@ -38,7 +38,6 @@ import sympy
 from hierarchy.core.errors import HierarchyError
 from hierarchy.jit.expression_kernels import weighted_sums_kernel
 from hierarchy.models.attention.gaussian import structure_matrices
-from hierarchy.models.attention.losses import lambdify_vector
 
 DEFAULT_TOL = 1e-10
 DEFAULT_ATOL = 1e-14
@@ -102,7 +101,14 @@ def mean_hessian(hessian, C, K):
 
 
 class _WickPiece:
-    """Exact ``E f``, ``E ∇f``, ``E ∇²f`` of a polynomial piece as polynomials in (m, S)."""
+    """Exact ``E f``, ``E ∇f``, ``E ∇²f`` of a polynomial piece as polynomials in (m, S).
+
+    The polynomials stay :class:`sympy.Poly` (their derivatives are taken coefficient-wise)
+    and are evaluated from a table of monomials: one exponent row per monomial of ``(m, S)``
+    and one coefficient row per output. Lambdifying the expanded expressions instead needs
+    time and Python-compiler recursion depth growing with the number of terms (a degree-16
+    loss in two entries: ~35 s, then a RecursionError).
+    """
 
     def __init__(self, term):
         r = term.rank
@@ -112,29 +118,37 @@ class _WickPiece:
             for b in range(a, r):
                 S[a][b] = S[b][a] = sympy.Symbol(f"S{a}_{b}", real=True)
         self.upper = [(a, b) for a in range(r) for b in range(a, r)]
-        f = sympy.Poly(term.expression.xreplace(dict(zip(term.variables, m))), *m) if r else None
-        phi = self._heat(f, m, S) if r else sympy.Float(term.constant)
-        grad = [sympy.diff(phi, x) for x in m]
-        hess = [sympy.diff(grad[a], m[b]) for a, b in self.upper]
-        args = m + [S[a][b] for a, b in self.upper]
         self.rank = r
-        self._evaluate = lambdify_vector([phi] + grad + hess, args)
-        self.phi = phi
+        if not r:
+            self._exponents, self._coefficients = np.zeros((1, 0)), np.array([[term.constant]])
+            return
+        args = m + [S[a][b] for a, b in self.upper]
+        f = sympy.Poly(term.expression.xreplace(dict(zip(term.variables, m))), *args)
+        phi = self._heat(f, m, S)
+        grad = [phi.diff(x) for x in m]
+        hess = [grad[a].diff(m[b]) for a, b in self.upper]
+        self._exponents, self._coefficients = monomial_table([phi] + grad + hess)
 
     @staticmethod
     def _heat(poly, m, S):
         """``Σ_n Δⁿ f / n!`` with ``Δ = ½ Σ_ab S_ab ∂_a ∂_b`` (terminates at degree/2)."""
         r = len(m)
-        total, current, n = poly.as_expr(), poly, 0
+        entries = [[sympy.Poly(S[a][b], *poly.gens) for b in range(r)] for a in range(r)]
+        total, current, n = poly, poly, 0
         while not current.is_zero:
             n += 1
-            nxt = sympy.Poly(0, *m)
+            nxt = sympy.Poly(0, *poly.gens)
             for a in range(r):
                 for b in range(r):
-                    nxt += current.diff(m[a]).diff(m[b]) * S[a][b]
+                    nxt += current.diff(m[a]).diff(m[b]) * entries[a][b]
             current = nxt * sympy.Rational(1, 2 * n)
-            total += current.as_expr()
-        return sympy.expand(total)
+            total += current
+        return total
+
+    def _evaluate(self, args):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            monomials = np.prod(np.asarray(args, dtype=float) ** self._exponents, axis=1)
+        return self._coefficients @ monomials
 
     def __call__(self, mean, cov):
         args = np.concatenate([mean, [cov[a, b] for a, b in self.upper]])
@@ -144,6 +158,24 @@ class _WickPiece:
         for position, (a, b) in enumerate(self.upper):
             hess[a, b] = hess[b, a] = out[1 + r + position]
         return out[0], out[1:1 + r], hess, 0.0, 0
+
+
+def monomial_table(polys):
+    """Exponents ``(n_monomials, n_gens)`` and coefficients ``(len(polys), n_monomials)`` of
+    polynomials over the same generators, so that ``coefficients @ prod(x ** exponents)``
+    evaluates them all at ``x``."""
+    index = {}
+    for poly in polys:
+        for monomial in poly.monoms():
+            index.setdefault(monomial, len(index))
+    exponents = np.zeros((max(len(index), 1), len(polys[0].gens)))
+    coefficients = np.zeros((len(polys), exponents.shape[0]))
+    for monomial, row in index.items():
+        exponents[row] = monomial
+    for out, poly in enumerate(polys):
+        for monomial, coefficient in poly.terms():
+            coefficients[out, index[monomial]] = float(coefficient)
+    return exponents, coefficients
 
 
 # ---------------------------------------------------------------------------------------------

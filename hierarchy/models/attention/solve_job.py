@@ -512,7 +512,8 @@ class SolveRun:
         except KeyboardInterrupt as interrupt:
             self.write_interrupted(interrupt)
             raise
-        self.write(complete=self.result.success or bool(self.settings["extrapolate"]))
+        self.write(complete=self.result.success or (bool(self.settings["extrapolate"])
+                                                    and not self.summary["ran_away_at_once"]))
 
     def check_degrees(self):
         """Solve the extrapolation ladder and compare degree ``M`` with ``M − 1``."""
@@ -552,6 +553,8 @@ class SolveRun:
                                **continuation_arrays(cont, labels))
         _horizon_summary(self.summary, self.t_eval, self.solver, self.horizon, answer, error,
                          methods, tolerance)
+        # the lower degrees or the continuation may still answer past the start
+        self.summary["ran_away_at_once"] &= not np.isfinite(answer[1:]).any()
         self.arrays["valid"] = np.zeros(answer.shape, dtype=bool) if error is None else \
             validity(answer, error, tolerance)[1]
         return cont
@@ -634,6 +637,10 @@ def solve_summary(solver, result, interrupted=None):
         "wall_s": result.wall_s,
         "t_reached": result.t_reached,
         "t_recorded": result.t_recorded,
+        # a stop before the first output time after the start: without another answer there
+        # (SolveRun.continue_and_assess) a failure, exit 1, even with solve.extrapolate
+        "ran_away_at_once": bool(not result.success and interrupted is None
+                                 and result.t.size <= 1),
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
     }
 
@@ -759,6 +766,9 @@ def _answer_line(summary):
 def horizon_line(summary):
     """The summary's last line: the validity horizon and the exit status it implies."""
     name = summary.get("time_variable", "t")
+    if summary.get("ran_away_at_once"):
+        return ("no answer: the degree-M solve stopped before the first output time after the "
+                "start (exit status 1)")
     if summary.get("unchecked"):
         return ("unchecked: no error estimate (solve.extrapolate and solve.check_truncation are "
                 "false), so the whole run counts as beyond the validity horizon (exit status 3)")

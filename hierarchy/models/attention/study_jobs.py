@@ -205,6 +205,26 @@ def sgd_job(config, seed, labels, times):
             "seed": int(seed)}
 
 
+def check_start(config):
+    """Refuse, before any job, a loss the untied hierarchy cannot use at the study's start.
+
+    The untied coefficients need a strongly convex critical point of the potential in the
+    trainable means (Assumption 5); without one at the start every degree job and the flow
+    stop at once, so the study would fail only after its SGD jobs. Evaluating the
+    coefficients once at the initial moments (a degree-2 field) raises that error now.
+
+    Raises
+    ------
+    HierarchyError
+        Naming ``loss.expression`` (or ``loss.name``).
+    """
+    if config["model"]["parameterization"] != "untied":
+        return
+    field = _study_field(config, 2)
+    matrices = study_matrices(config)
+    coefficients_from_config(field, config, matrices)(moments_of(field, matrices))
+
+
 def check_sgd_horizon(config):
     """Refuse, before any job, an SGD learning rate for which no step fits in the horizon."""
     check_horizon(problem_from_config(config), config)
