@@ -318,8 +318,12 @@ class TermShape:
         self.constant = 0.0 if r else _finite_constant(self.expression)
         if r:
             points = _probe_points(r)
-            if not (np.all(np.isfinite(self.value(points)))
-                    and np.all(np.isfinite(self.gradient(points)))):
+            try:
+                finite = (np.all(np.isfinite(self.value(points)))
+                          and np.all(np.isfinite(self.gradient(points))))
+            except OverflowError:  # an integer constant beyond the doubles (1e299 squared)
+                finite = False
+            if not finite:
                 raise LossNotFinite("the loss overflows at entries of order one")
 
 
