@@ -26,6 +26,12 @@ CHECK_FACTOR = 100.0
 TIGHTEST_RTOL = MIN_RTOL
 #: the most times a solve is replaced by its check (:func:`promote`)
 MAX_PROMOTIONS = 2
+#: why a solve of a field averaged over fixed quasi-Monte-Carlo points is never certified
+#: (the finite-``lambda`` Gaussian mixtures): the re-solve checks the integrator, not the
+#: points' error, which nothing states
+FIXED_POINT_ESTIMATES = ("the field's expectations are quasi-Monte-Carlo averages over fixed "
+                         "points (their error is neither stated nor bounded), which no re-solve "
+                         "checks")
 
 
 def integrator_tolerances(settings, level=0):
@@ -112,3 +118,26 @@ def state_change(kept, check):
     rows = min(len(check.y), len(kept.y))
     return np.max(np.abs(check.y[:rows] - kept.y[:rows]), axis=1, initial=0.0)
 
+
+def certification_line(record):
+    """One line of a summary family's ``certification`` record (:func:`hierarchy.ode.
+    default_job.certification_record`): what the check moved, against which tolerance, and
+    whether the result is certified."""
+    tolerance = record.get("tolerance", {})
+    held = f"atol + rtol |u| (rtol = {tolerance.get('rtol', 0.0):.3g}, " \
+           f"atol = {tolerance.get('atol', 0.0):.3g})"
+    if record.get("not_certifiable"):
+        return f"certification: NOT CERTIFIED: {record['not_certifiable']}"
+    line = (f"certification: the solve again with {record.get('check', '')} moved the "
+            f"statistics by at most {record.get('change') or 0.0:.3g}")
+    if record.get("bound_factor", 1.0) != 1.0:
+        line += f" (an error of at most {record.get('bound') or 0.0:.3g})"
+    if record.get("level"):
+        moves = ", ".join(f"{m:.3g}" for m in record.get("replaced_moves", []))
+        line += (f"; kept the solve {record['level']} level(s) tighter (the looser ones moved "
+                 f"by {moves} under their checks)")
+    if record.get("certified"):
+        return line + (f", {record.get('largest_ratio') or 0.0:.2g} of {held} at most "
+                       "(certified at every output time)")
+    return (line + f" -- NOT CERTIFIED from t = {record.get('first_uncertified') or 0.0:.6g}: "
+            f"more than {held} (largest ratio {record.get('largest_ratio') or 0.0:.3g})")
