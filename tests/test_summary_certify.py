@@ -198,3 +198,20 @@ def test_the_network_family_shares_the_tolerance_and_the_loop():
     assert network_family.tolerance_function is certification.tolerance_function
     assert network_family.integrator_tolerances is certification.integrator_tolerances
     assert network_family.promote is certification.promote
+
+
+def test_an_interrupt_during_the_check_keeps_the_solve_marked_incomplete(tmp_path,
+                                                                        monkeypatch):
+    """The trajectory is written before the re-solves: a Ctrl-C in them keeps every row,
+    marked incomplete and not yet checked (exit 130)."""
+    from hierarchy.ode import default_job
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(default_job, "promote", interrupted)
+    path = write(tmp_path, LOOSE % LOOSE_SOLVE)
+    assert main(["--quiet", "solve", str(path), "--out", str(tmp_path / "o")]) == 130
+    result = read_result(tmp_path / "o")
+    assert result["complete"] is False and result["u"].shape == (81, 2)
+    assert result["summary"]["stage"] == "post-processing"
+    assert result["summary"]["certification"] == "not yet checked"
