@@ -112,7 +112,8 @@ def test_a_table_of_many_statistics_gives_each_groups_extremes_and_median():
 
 def test_a_solve_of_155_statistics_prints_a_short_table_and_draws_them(tmp_path, capsys):
     config, out = write(tmp_path, MULTICLASS.format(t_final=5.0, extra="")), tmp_path / "solve"
-    assert main(["solve", config, "--out", str(out)]) == 0
+    # exit 3: a finite-lambda field averaged over fixed QMC points is never certified
+    assert main(["solve", config, "--out", str(out)]) == 3
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) <= 8, lines  # was 155 lines, one per statistic
     result = read_result(out)

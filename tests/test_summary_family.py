@@ -52,7 +52,8 @@ def test_the_example_config_solves_to_its_stable_fixed_point(tmp_path, capsys):
     config = str(TOOLS / "spiked_tensor.toml")
     assert main(["--quiet", "solve", config, "--out", str(tmp_path / "s")]) == 0
     data = np.load(tmp_path / "s" / "result.npz")
-    assert sorted(data.files) == ["labels", "t", "u"]
+    # with the certification's change and tolerance at every output time
+    assert sorted(data.files) == ["check_change", "check_tolerance", "labels", "t", "u"]
     assert list(data["labels"]) == ["m", "r2"]
     assert main(["--quiet", "fixed-points", config, "--out", str(tmp_path / "f")]) == 0
     points = json.loads((tmp_path / "f" / "fixed_points.json").read_text())

@@ -63,6 +63,7 @@ A contract item a family does not provide raises, by default, a one-line
 
 import numpy as np
 
+from hierarchy.core.certification import certification_line
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.summary_table import final_table, significant
 from hierarchy.ode.default_job import solve_and_write
@@ -146,13 +147,20 @@ class ModelFamily:
     # 10
     def format_summary(self, summary):
         """The lines ``hierarchy solve`` prints: the final values, by group when there are many
-        (:func:`hierarchy.core.summary_table.final_table`)."""
+        (:func:`hierarchy.core.summary_table.final_table`), and the certification line of a
+        solve the default job checked (:func:`hierarchy.ode.default_job.write_certified`)."""
         final = summary.get("final", {})
         head = f"final values at t = {significant(summary.get('t_recorded', summary.get('t_reached', float('nan'))), 6)}"
-        return final_table(list(final), list(final.values()), head)
+        table = final_table(list(final), list(final.values()), head)
+        if isinstance(summary.get("certification"), dict):  # the default job's check
+            return f"{table}\n{certification_line(summary['certification'])}"
+        return table
 
     def horizon_line(self, summary):
-        """Where the validity horizon of a solve is (for a ``beyond_horizon`` summary)."""
+        """Where the validity horizon of a solve is (for a ``beyond_horizon`` summary): the
+        certification line of a solve checked by the default job."""
+        if isinstance(summary.get("certification"), dict):
+            return certification_line(summary["certification"])
         return (f"beyond the validity horizon from t = {summary.get('beyond_from', 0.0):.6g}: "
                 "the numbers past it are written but not certified")
 

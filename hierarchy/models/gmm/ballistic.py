@@ -14,13 +14,26 @@ import math
 
 import numpy as np
 
+from hierarchy.core.certification import FIXED_POINT_ESTIMATES
 from hierarchy.core.trajectory import Status, Trajectory
 from hierarchy.models.gmm.field import field_function, filippov_field, m_slice, sliding
 from hierarchy.models.gmm.starts import from_table
+from hierarchy.ode.default_job import Check, adaptive_check
 from hierarchy.ode.integrate import SolveInterrupted, integrate
 
 #: default fixed step of :func:`ensemble`
 DT = 0.05
+#: the certification's check of a ``lambda = inf`` solve divides its step by this: Heun's
+#: global error is second order, so a step ten times smaller is the hundredfold
+#: (:data:`~hierarchy.core.certification.CHECK_FACTOR`) more accurate solve the adaptive
+#: solves' check gets from ``rtol``, ``atol / 100``. Where a switch of the field inside a
+#: step drops the order to one, the check's own error is still at most a tenth of the
+#: solve's: the change times ``k/(k - 1)`` (:data:`STEP_BOUND_FACTOR`) bounds the solve's
+#: error. The check's cost is ten times the solve's, the next level's a hundred times: one
+#: promotion at most (:func:`solve_check`).
+STEP_CHECK_FACTOR = 10
+#: the change of the fixed-step check times this bounds the solve's error (order >= 1)
+STEP_BOUND_FACTOR = STEP_CHECK_FACTOR / (STEP_CHECK_FACTOR - 1)
 
 
 def integrate_field(rhs, u0, times, labels, rtol=1e-4, atol=1e-7, progress=None,
@@ -131,6 +144,22 @@ def filippov_trajectory(model, start, times, dt=DT, progress=None):
             progress.close()
     status = Status.COMPLETE if np.all(np.isfinite(y)) else Status.FAILED
     return Trajectory(t=times, y=y, labels=list(model.labels), status=status, info=info)
+
+
+def solve_check(model, solve, settings):
+    """The certification's :class:`~hierarchy.ode.default_job.Check` of :func:`solve` runs
+    ``solve(level)`` (:meth:`~hierarchy.models.gmm.family.MixtureFamily.run_solve`): at
+    ``lambda = inf`` the fixed-step scheme with its step divided by
+    :data:`STEP_CHECK_FACTOR` (an adaptive integrator chatters across the sliding modes: a
+    planted XOR start to ``t = 30`` did not end in five minutes with RK45), at finite
+    ``lambda`` none (:data:`FIXED_POINT_ESTIMATES`)."""
+    if not math.isinf(model.snr):
+        return adaptive_check(solve, settings, uncertifiable=FIXED_POINT_ESTIMATES)
+
+    def integrator(level):
+        return {"method": "heun-filippov", "dt": DT / STEP_CHECK_FACTOR ** level}
+    return Check(solve, f"the step divided by {STEP_CHECK_FACTOR} (heun-filippov)",
+                 max_level=1, bound_factor=STEP_BOUND_FACTOR, integrator=integrator)
 
 
 def as_state(model, u0):

@@ -33,6 +33,7 @@ from hierarchy.config.statistics_start import (
     check_start,
     start_table,
 )
+from hierarchy.core.certification import integrator_tolerances
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -210,18 +211,23 @@ class MixtureFamily(ModelFamily):
         model = self.mixture(config)
         start = self.initial_state(config)
         times = self.output_times(config)
-        solve = config["solve"]
+        settings = config["solve"]
+
+        def solve(level=0):  # level: the integrator CHECK_FACTOR^level more accurate
+            rtol, atol = integrator_tolerances(settings, level)
+            return ballistic.solve(model, start, times, rtol=rtol, atol=atol,
+                                   dt=ballistic.DT / ballistic.STEP_CHECK_FACTOR ** level,
+                                   progress=progress, method=settings["method"])
         with interruptible():
             try:
-                trajectory = ballistic.solve(model, start, times, rtol=solve["rtol"],
-                                             atol=solve["atol"], progress=progress,
-                                             method=solve["method"])
+                trajectory = solve()
             except SolveInterrupted as stop:  # keep the trajectory so far (complete: false)
                 write_solved(out_dir, config, stop.result, self.state_name,
                              stop.result.info.get("method", ""))
                 raise
-        return write_solved(out_dir, config, trajectory, self.state_name,
-                            trajectory.info.get("method", ""))
+            return write_solved(out_dir, config, trajectory, self.state_name,
+                                trajectory.info.get("method", ""),
+                                ballistic.solve_check(model, solve, settings), progress)
 
     # 14
     def paired_odes(self, config, labels, starts, times):

@@ -25,6 +25,7 @@ from hierarchy.config.statistics_start import (
     check_start,
     start_table,
 )
+from hierarchy.core.certification import integrator_tolerances
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import interruptible
 from hierarchy.models.base import ModelFamily
@@ -195,16 +196,23 @@ class MulticlassFamily(ModelFamily):
         """``hierarchy solve``: the ballistic ODE from the config's start."""
         model = self.multiclass(config)
         times = self.output_times(config)
-        solve = config["solve"]
+        settings = config["solve"]
+        start = self.initial_state(config)
+
+        def solve(level=0):  # level: rtol, atol CHECK_FACTOR^level tighter
+            rtol, atol = integrator_tolerances(settings, level)
+            return field.integrate_field(model, start, times, rtol=rtol, atol=atol,
+                                         method=settings["method"])
         with interruptible():
             try:
-                trajectory = field.integrate_field(model, self.initial_state(config), times,
-                                                   rtol=solve["rtol"], atol=solve["atol"],
-                                                   method=solve["method"])
+                trajectory = solve()
             except SolveInterrupted as stop:  # keep the trajectory so far (complete: false)
-                write_solved(out_dir, config, stop.result, self.state_name, solve["method"])
+                write_solved(out_dir, config, stop.result, self.state_name,
+                             settings["method"])
                 raise
-        return write_solved(out_dir, config, trajectory, self.state_name, solve["method"])
+            return write_solved(out_dir, config, trajectory, self.state_name,
+                                settings["method"], field.solve_check(model, solve, settings),
+                                progress)
 
     # 14
     def paired_odes(self, config, labels, starts, times):

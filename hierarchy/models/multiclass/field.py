@@ -31,8 +31,10 @@ import math
 import numpy as np
 from scipy.stats import norm, qmc
 
+from hierarchy.core.certification import FIXED_POINT_ESTIMATES
 from hierarchy.core.errors import HierarchyError
 from hierarchy.models.multiclass.layout import pack, unpack
+from hierarchy.ode.default_job import adaptive_check
 from hierarchy.ode.integrate import integrate
 
 #: default number of Sobol points per class (doubled by the antithetic pairs)
@@ -140,3 +142,12 @@ def integrate_field(model, u0, times, points=POINTS, rtol=1e-5, atol=1e-7, metho
                      subject="the ballistic ODE", entries="statistics",
                      info={"equation": "ballistic", "points": 0 if math.isinf(model.snr)
                            else 2 * points})
+
+
+def solve_check(model, solve, settings):
+    """The certification's :class:`~hierarchy.ode.default_job.Check` of the solves
+    ``solve(level)`` of :func:`integrate_field`: ``rtol``, ``atol`` tightened at
+    ``lambda = inf`` (the field is exact there), none at finite ``lambda``
+    (:data:`FIXED_POINT_ESTIMATES`)."""
+    return adaptive_check(solve, settings,
+                          uncertifiable=None if math.isinf(model.snr) else FIXED_POINT_ESTIMATES)

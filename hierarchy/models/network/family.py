@@ -14,12 +14,17 @@ from pathlib import Path
 import numpy as np
 
 from hierarchy.config import fields
-from hierarchy.config.shared import MIN_RTOL
 from hierarchy.config.statistics_start import (
     PAIRED_RUNS,
     SGD_KEY_HELP,
     check_paired_runs,
     check_start,
+)
+from hierarchy.core.certification import (
+    CHECK_FACTOR,
+    integrator_tolerances,
+    promote,
+    tolerance_function,
 )
 from hierarchy.core.errors import HierarchyError
 from hierarchy.core.io import hold_signals, interruptible, write_result
@@ -55,8 +60,6 @@ from hierarchy.ode.default_job import DEFAULT_SETTINGS, trajectory_summary
 from hierarchy.ode.integrate import SolveInterrupted
 from hierarchy.ode.system import integrate_system
 
-#: the a-posteriori check of a solve tightens the engine's target by this factor
-CHECK_FACTOR = 100.0
 #: largest ``sgd.dimension`` (the Gaussian start draws ``K x N`` weights)
 MAX_DIMENSION = 10_000_000
 
@@ -459,20 +462,6 @@ UNCHECKED = ("the solve stopped before its end, so the re-solves that check the 
              "stated errors did not run")
 
 
-#: the integrator's ``rtol`` is never taken below the configs' own floor (scipy's is ``100 eps``)
-TIGHTEST_RTOL = MIN_RTOL
-#: the most times a solve is replaced by its check (:func:`checked_solve`)
-MAX_PROMOTIONS = 2
-
-
-def integrator_tolerances(settings, level=0):
-    """``(rtol, atol)`` of the integrator at ``level``: the solve's own divided by
-    ``CHECK_FACTOR^level`` (``rtol`` at least :data:`TIGHTEST_RTOL`)."""
-    factor = CHECK_FACTOR ** -level
-    return (max(float(settings["rtol"]) * factor, min(TIGHTEST_RTOL, float(settings["rtol"]))),
-            float(settings["atol"]) * factor)
-
-
 @dataclasses.dataclass
 class Checks:
     """What the certification of a solve ran (:func:`checked_solve`).
@@ -501,7 +490,9 @@ def checked_solve(config, system, solve, result, eg, reason, progress):
     dynamics amplify it hundreds of times) and the quadrature's effect together. When that
     change exceeds ``atol + rtol |u|`` somewhere and the tolerances can still be tightened,
     the tighter solve replaces the result and is checked by one tighter again (at most
-    :data:`MAX_PROMOTIONS` times, ``rtol`` at least :data:`TIGHTEST_RTOL`). The coarse
+    :data:`~hierarchy.core.certification.MAX_PROMOTIONS` times, ``rtol`` at least
+    :data:`~hierarchy.core.certification.TIGHTEST_RTOL`: the shared loop
+    :func:`~hierarchy.core.certification.promote`). The coarse
     re-solve (:func:`coarse_solve`, when ``reason``) runs last, at the kept solve's
     tolerances.
     """
@@ -509,44 +500,29 @@ def checked_solve(config, system, solve, result, eg, reason, progress):
     if getattr(system, "uncertifiable", None):  # standard errors: no re-solve makes them bounds
         return checks
     tolerance_of = tolerance_function(config)
-    while True:
-        level = checks.level
-        progress.line(f"certification: the solve again with {CHECK_FACTOR ** (level + 1):g}x "
-                      "tighter rtol, atol" + (" and quadrature target"
-                                              if getattr(system, "adaptive", False) else ""))
-        checks.tight = tightened_solve(system, solve, level)
-        state, risk = _moved(checks.result, checks.eg, checks.tight)
-        tolerance = tolerance_of(checks.result)
-        within = bool(np.all(state <= tolerance[:len(state)])
-                      and np.all(risk <= tolerance[:len(risk)]))
-        again, _ = checks.tight
-        if (within or level >= MAX_PROMOTIONS or again.status != Status.COMPLETE
-                or not np.all(np.isfinite(checks.eg))  # kept incomplete, not replaced
-                or integrator_tolerances(config["solve"], level + 2)
-                == integrator_tolerances(config["solve"], level + 1)):
-            break
-        checks.replaced.append(float(state.max(initial=0.0)))
-        progress.line(f"certification: that moved the states by {state.max():.3g}, more than "
-                      "atol + rtol |u|: the tighter solve replaces the result")
-        checks.result, checks.eg = checks.tight
-        checks.level = level + 1
+
+    def announce(level):
+        return (f"certification: the solve again with {CHECK_FACTOR ** (level + 1):g}x tighter "
+                "rtol, atol" + (" and quadrature target"
+                                if getattr(system, "adaptive", False) else ""))
+
+    def usable(kept, tight):  # a kept eg that is not finite stays incomplete, not replaced
+        return tight[0].status == Status.COMPLETE and bool(np.all(np.isfinite(kept[1])))
+
+    def saturated(level):
+        return (integrator_tolerances(config["solve"], level + 2)
+                == integrator_tolerances(config["solve"], level + 1))
+    promotion = promote((result, eg), lambda level: tightened_solve(system, solve, level),
+                        lambda kept, tight: _moved(*kept, tight),
+                        lambda kept: tolerance_of(kept[0]), usable, saturated, progress,
+                        announce)
+    (checks.result, checks.eg), checks.level = promotion.kept, promotion.level
+    checks.tight, checks.replaced = promotion.check, promotion.replaced
     if reason is not None:
         progress.line("certification: the solve again with every quadrature row one "
                       f"order lower ({reason})")
         checks.coarse = coarse_solve(system, lambda: solve(checks.level), checks.level)
     return checks
-
-
-def tolerance_function(config):
-    """``tolerance(result)``: ``atol + rtol max|u|`` at each output time of ``result``, the
-    config's own ``rtol`` and ``atol`` (what ``certified`` holds every error to)."""
-    atol, rtol = float(config["solve"]["atol"]), float(config["solve"]["rtol"])
-
-    def tolerance(result):
-        scale = (np.max(np.abs(result.y), axis=1, initial=1.0) if len(result.y)
-                 else np.ones(0))
-        return atol + rtol * scale
-    return tolerance
 
 
 def tightened_solve(system, solve, level=0):
