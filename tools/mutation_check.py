@@ -705,9 +705,9 @@ MUTATIONS = (
               "tolerance"],
              "the two re-solves' changes held to the tolerance each, not their sum"),
     mutation("certify-coarse-reason-after-tightening", "hierarchy/models/network/family.py",
-             "        checks.tight = tightened_solve(system, solve, level)\n",
-             "        checks.tight = tightened_solve(system, solve, level)\n"
-             "        reason = reason or coarse_reason(system, 0)\n",
+             "    (checks.result, checks.eg), checks.level = promotion.kept, promotion.level\n",
+             "    (checks.result, checks.eg), checks.level = promotion.kept, promotion.level\n"
+             "    reason = reason or coarse_reason(system, 0)\n",
              ["tests/test_network_certify.py::test_rows_short_of_their_target_are_checked_one_"
               "order_lower"],
              "the coarse re-solve run on every solve (or never): its reason taken after the "
@@ -902,9 +902,11 @@ MUTATIONS = (
               "tests/test_network_structured.py::test_a_covariance_file_is_known_by_its_"
               "content_not_its_path"],
              "a covariance file without blocks is silently x ~ N(0, I)"),
-    mutation("certification-ignores-the-integrator", "hierarchy/models/network/family.py",
+    mutation("certification-ignores-the-integrator", "hierarchy/core/certification.py",
              "    factor = CHECK_FACTOR ** -level\n", "    factor = 1.0\n",
-             ["tests/test_network_certify.py::test_certified_covers_the_integrators_own_error"],
+             ["tests/test_network_certify.py::test_certified_covers_the_integrators_own_error",
+              "tests/test_summary_certify.py::test_a_loose_solve_is_replaced_by_its_check_and_"
+              "then_within_its_tolerance"],
              "the re-solve keeps the integrator's tolerances: its global error is not checked"),
     mutation("incomplete-result-keeps-stale-figures", "hierarchy/core/io.py",
              '        if not complete and name == "result":', "        if False:",
@@ -1159,6 +1161,36 @@ MUTATIONS = (
              '        if True:',
              ['tests/test_input_attention_r16.py::test_a_huge_init_scale_is_refused_naming_init_scale'],
              'init.scale 1e300 reported as an SGD divergence'),
+    mutation('summary-certified-without-its-check', 'hierarchy/ode/default_job.py',
+             '        bad = ~(bound <= tolerance)  # a time the check did not reach is not certified',
+             '        bad = np.zeros(len(kept.t), dtype=bool)',
+             ['tests/test_summary_certify.py::test_a_loose_solve_that_may_not_be_replaced_is_not_certified_exit_3'],
+             'a summary solve certified whatever its check moved'),
+    mutation('summary-loose-solve-kept', 'hierarchy/core/certification.py',
+             '        promotion.kept = promotion.check\n',
+             '        return promotion\n',
+             ['tests/test_summary_certify.py::test_a_loose_solve_is_replaced_by_its_check_and_then_within_its_tolerance'],
+             'a solve its check moved past atol + rtol |u| kept instead of the tighter one'),
+    mutation('gmm-qmc-solve-certified', 'hierarchy/models/gmm/ballistic.py',
+             'return adaptive_check(solve, settings, uncertifiable=FIXED_POINT_ESTIMATES)',
+             'return adaptive_check(solve, settings)',
+             ['tests/test_summary_certify.py::test_a_finite_snr_solve_is_never_certified[gmm-binary]'],
+             "a QMC-averaged mixture field certified by the integrator's check"),
+    mutation('multiclass-qmc-solve-certified', 'hierarchy/models/multiclass/field.py',
+             'uncertifiable=None if math.isinf(model.snr) else FIXED_POINT_ESTIMATES)',
+             'uncertifiable=None)',
+             ['tests/test_summary_certify.py::test_a_finite_snr_solve_is_never_certified[gmm-multiclass]'],
+             'the multiclass QMC field certified'),
+    mutation('summary-figure-not-shaded', 'hierarchy/ode/default_job.py',
+             '                uncertified_from=summary.get("beyond_from"))',
+             '                uncertified_from=None)',
+             ['tests/test_summary_certify.py::test_the_figure_is_shaded_from_the_first_uncertified_time'],
+             'an uncertified summary solve drawn like a certified one'),
+    mutation('heun-check-same-step', 'hierarchy/models/gmm/family.py',
+             'dt=ballistic.DT / ballistic.STEP_CHECK_FACTOR ** level,',
+             'dt=ballistic.DT,',
+             ['tests/test_summary_certify.py::test_the_snr_inf_solve_is_checked_by_its_step_and_claims_no_less_than_its_error'],
+             'the lambda = inf check re-runs the same step (checks nothing)'),
 )
 
 
