@@ -7,6 +7,7 @@ input that ran for minutes or raised a traceback instead of one line naming the 
 import pytest
 
 from hierarchy.cli import main as cli
+from hierarchy.config import loader
 from hierarchy.core import registry
 
 NETWORK = """\
@@ -65,9 +66,18 @@ def no_work(monkeypatch):
 UNREAD = [
     ('[init]\nsource = "statistics"\nscale = 0.5\n', "init.scale", 'init.source = "gaussian"'),
     # the default source is "statistics": a Gaussian key alone is as ignored
-    ("[init]\nscale = 0.01\n", "init.scale", 'here init.source = "statistics"'),
+    ("[init]\nscale = 0.02\n", "init.scale", 'here init.source = "statistics"'),
     ('[init]\nsource = "statistics"\nseed = 7\n', "init.seed", 'model.teacher.overlaps = "drawn"'),
 ]
+
+
+@pytest.mark.parametrize("family", registry.family_names())
+def test_a_validated_config_validates_again_unchanged(family):
+    # every default filled in (as result.json keeps it): a network's init.scale and
+    # init.seed are there at their defaults beside a statistics start, and must not be
+    # refused the second time
+    config = loader.load_document({"model": {"family": family}})
+    assert loader.load_config(None, config) == config
 
 
 @pytest.mark.parametrize("table, key, words", UNREAD)

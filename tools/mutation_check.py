@@ -1191,6 +1191,12 @@ MUTATIONS = (
              'dt=ballistic.DT,',
              ['tests/test_summary_certify.py::test_the_snr_inf_solve_is_checked_by_its_step_and_claims_no_less_than_its_error'],
              'the lambda = inf check re-runs the same step (checks nothing)'),
+    mutation("unread-key-at-its-default-refused", "hierarchy/config/loader.py",
+             "        if defaults is not None and _written(defaults, key) \\\n",
+             "        if False and _written(defaults, key) \\\n",
+             ["tests/test_input_network_r16.py::test_a_validated_config_validates_again_"
+              "unchanged"],
+             "a validated config (as result.json keeps it) refused when given again"),
 )
 
 

@@ -143,15 +143,18 @@ def load_document(document, overrides=None, *, folder=None):
         document = deep_merge(document, overrides)
     defaults = defaults_for(family)
     config = validate_config(deep_merge(defaults, check_known_keys(document, defaults)))
-    check_unread_keys(document, config, family.read_only_when)
+    check_unread_keys(document, config, family.read_only_when, defaults)
     return config
 
 
-def check_unread_keys(document, config, read_only_when):
+def check_unread_keys(document, config, read_only_when, defaults=None):
     """Refuse a key the document writes that the config would not read.
 
     The merged config holds every default, so whether a key was written is read from the
     document (before the defaults), and whether it is read from the validated ``config``.
+    A key written at its default value is not refused: ignoring it changes nothing, and a
+    validated config (every default filled in, as ``result.json`` keeps it) must validate
+    again unchanged.
 
     Parameters
     ----------
@@ -162,6 +165,8 @@ def check_unread_keys(document, config, read_only_when):
     read_only_when : dict
         ``"table.key" -> (("table.other", (value, ...)), ...)`` (a family's
         ``read_only_when``): the key is read only where one of the conditions holds.
+    defaults : dict, optional
+        The family's defaults; a key written at its default is let through.
 
     Raises
     ------
@@ -171,6 +176,9 @@ def check_unread_keys(document, config, read_only_when):
     """
     for key, conditions in read_only_when.items():
         if not _written(document, key):
+            continue
+        if defaults is not None and _written(defaults, key) \
+                and _value_at(document, key) == _value_at(defaults, key):
             continue
         values = [(other, _value_at(config, other)) for other, _ in conditions]
         if any(value in allowed for (_, value), (_, allowed) in zip(values, conditions)):

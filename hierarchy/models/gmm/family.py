@@ -66,7 +66,8 @@ KEY_HELP = {
                         "semi-definite matrix.",
                         f"table of numbers in [-{START_LIMIT:g}, {START_LIMIT:g}]"),
     "init.seed": ("Seed of the Gaussian start's draw (`solve`); setting it with a `statistics` "
-                  "start, which does not read it, is an error.", "integer >= 0"),
+                  "start, which does not read it, to another value than its default is an error.",
+                  "integer >= 0"),
     "sgd.step": ("Step constant c_delta; the SGD step is delta = c_delta / N.",
                  f"number in (0, {STEP_MAX:g}]"),
     **SGD_KEY_HELP,

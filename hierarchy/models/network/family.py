@@ -131,9 +131,11 @@ KEY_HELP = {
                         "semi-definite.", "table of numbers"),
     "init.scale": ("Standard deviation of each student weight of the Gaussian start "
                    "(`source = \"gaussian\"` only: with a `statistics` start, which does not "
-                   "read it, setting it is an error).", "number > 0 and <= 1000"),
+                   "read it, setting it to another value than its default is an error).",
+                   "number > 0 and <= 1000"),
     "init.seed": ("Seed of the Gaussian start's draw and of `model.teacher.overlaps = "
-                  "\"drawn\"` (setting it where neither reads it is an error).",
+                  "\"drawn\"` (setting it, to another value than its default, where neither reads "
+                  "it is an error).",
                   "integer >= 0"),
     "sgd.dimension": ("Input dimension N of SGD (and of the Gaussian start).",
                       f"integer in 2..{MAX_DIMENSION}"),
