@@ -1022,7 +1022,7 @@ MUTATIONS = (
                   "oscillating_ladder_is_not"],
              "a ladder whose differences change sign counted as converging steadily"),
     mutation('unread-keys-unchecked', 'hierarchy/config/loader.py',
-             '    check_unread_keys(document, config, family.read_only_when)\n    return config',
+             '    check_unread_keys(document, config, family.read_only_when, defaults)\n    return config',
              '    return config',
              ['tests/test_input_network_r16.py::test_gaussian_start_keys_with_a_statistics_start_are_refused'],
              'a written key nothing reads is silently ignored'),
