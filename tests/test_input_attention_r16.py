@@ -344,3 +344,16 @@ def test_the_largest_scale_allowed_gives_finite_moments(parameterization):
     # At the bound the degree-4 moments are below 1e150 (Bai-Yin norm estimate), far from
     # the double range, and their pairwise products stay finite.
     assert np.all(np.isfinite(mu)) and np.max(np.abs(mu)) < 1e150
+
+
+def test_a_long_trainable_list_is_refused_in_linear_time():
+    # the input audit's H3: 150,000 copies of 1 took 25 s to be refused (list.count per entry)
+    import time as clock
+    from hierarchy.config.loader import load_config
+
+    start = clock.perf_counter()
+    with pytest.raises(HierarchyError) as error:
+        load_config(None, {"model": {"parameterization": "tied", "K": 2,
+                                     "trainable": [1] * 150_000}})
+    assert error.value.field == "model.trainable" and "index 1 is repeated" in str(error.value)
+    assert clock.perf_counter() - start < 5.0  # quadratic: 25 s; linear: milliseconds

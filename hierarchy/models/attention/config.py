@@ -16,6 +16,7 @@ Conventions of the validated tables:
   index": which ``d`` depends on whether the matrices are for ``init`` or ``sgd``).
 """
 
+import collections
 import math
 
 import numpy as np
@@ -250,7 +251,8 @@ def _trainable(model, K):
             raise HierarchyError(
                 f"model.trainable: index {index} is out of range; allowed: 1..{K} (K = {K})",
                 field=field)
-    repeated = sorted({i for i in trainable if trainable.count(i) > 1})
+    seen = collections.Counter(trainable)   # linear: a config may list 10^5 entries
+    repeated = sorted(i for i, times in seen.items() if times > 1)
     if repeated:
         raise HierarchyError(
             f"model.trainable: index {repeated[0]} is repeated; list each index in 1..{K} once",
