@@ -253,3 +253,28 @@ def test_an_interrupt_during_the_check_keeps_the_solve_marked_incomplete(tmp_pat
     assert result["complete"] is False and result["u"].shape == (81, 2)
     assert result["summary"]["stage"] == "post-processing"
     assert result["summary"]["certification"] == "not yet checked"
+
+
+def test_a_solve_at_the_rtol_floor_is_not_certified_by_a_check_at_the_same_rtol(tmp_path,
+                                                                               capsys):
+    """The audit: rtol = 1e-13 (the floor) was checked at rtol = 1e-13 (only atol divided)
+    and certified, 24 times off (RK45) against DOP853; no check can be tighter there."""
+    path = write(tmp_path, LOOSE % 'rtol = 1e-13\natol = 1e-15\nmethod = "RK45"')
+    assert main(["solve", str(path), "--out", str(tmp_path / "o")]) == 3
+    record = read_result(tmp_path / "o")["summary"]["certification"]
+    assert record["certified"] is False and "rtol is at its floor" in record["not_certifiable"]
+    assert "rtol is at its floor (1e-13)" in capsys.readouterr().out
+
+
+def test_a_network_solve_at_the_rtol_floor_is_not_certified(tmp_path):
+    """The same loop in the network family: a check that cannot tighten rtol checks only the
+    quadrature, not the integration."""
+    from hierarchy.models.network import family as network_family
+
+    config = load_config(None, {"model": {"family": "network", "student": {"width": 1},
+                                          "teacher": {"width": 1}},
+                                "solve": {"t_final": 2.0, "points": 5, "rtol": 1e-13,
+                                          "atol": 1e-15}})
+    summary = network_family.NETWORK.run_solve(config, tmp_path, None)
+    error = summary["quadrature_error"]
+    assert error["certified"] is False and "rtol is at its floor" in error["not_certifiable"]

@@ -1203,6 +1203,16 @@ MUTATIONS = (
              ["tests/test_input_attention_r16.py::test_a_long_trainable_list_is_refused_in_"
               "linear_time"],
              "a 150,000-entry trainable list takes 25 s to be refused"),
+    mutation("summary-floor-check-certifies", "hierarchy/ode/default_job.py",
+             "    floor = check.floor(promotion.level)\n", "    floor = None\n",
+             ["tests/test_summary_certify.py::test_a_solve_at_the_rtol_floor_is_not_certified_"
+              "by_a_check_at_the_same_rtol"],
+             "rtol = 1e-13 certified by a check at the same rtol, 24 times off"),
+    mutation("network-floor-check-certifies", "hierarchy/models/network/family.py",
+             '    checks.unchecked = at_the_floor(config["solve"], checks.level)\n', "",
+             ["tests/test_summary_certify.py::test_a_network_solve_at_the_rtol_floor_is_not_"
+              "certified"],
+             "a network solve at the rtol floor certified by a check at the same rtol"),
 )
 
 

@@ -42,6 +42,24 @@ def integrator_tolerances(settings, level=0):
             float(settings["atol"]) * factor)
 
 
+def check_tightens(settings, level):
+    """Whether the check of a solve at ``level`` (the solve at ``level + 1``) has a smaller
+    ``rtol`` than it. At the floor :data:`TIGHTEST_RTOL` it has not, however far ``atol``
+    falls: such a check re-runs the solve's own accuracy and measures nothing of its error
+    (an audit: ``rtol = 1e-13`` certified, its check at the same ``rtol``, 10-24 times off)."""
+    return integrator_tolerances(settings, level + 1)[0] < integrator_tolerances(settings, level)[0]
+
+
+def at_the_floor(settings, level):
+    """Why a solve at ``level`` cannot be certified by its check (:func:`check_tightens`
+    false), or None."""
+    if check_tightens(settings, level):
+        return None
+    rtol = integrator_tolerances(settings, level)[0]
+    return (f"rtol is at its floor ({rtol:g}), so the check could not solve more accurately "
+            "than the solve it checks; a looser rtol can be certified")
+
+
 def tolerance_function(config):
     """``tolerance(result)``: ``atol + rtol max|u|`` at each output time of ``result``, the
     config's own ``rtol`` and ``atol`` (what ``certified`` holds every error to)."""

@@ -27,6 +27,8 @@ import numpy as np
 from hierarchy.core import certification
 from hierarchy.core.certification import (
     CHECK_FACTOR,
+    at_the_floor,
+    check_tightens,
     integrator_tolerances,
     promote,
     state_change,
@@ -165,7 +167,9 @@ class Check:
     the change is multiplied by it before it is held to the tolerance (a fixed step divided
     by ``k`` leaves the check an error at most ``1/k`` of the solve's, for an order >= 1:
     the change times ``k/(k - 1)`` bounds the solve's error); ``uncertifiable``: why no re-solve can
-    certify this field (estimates, not bounds; the re-solves are not run).
+    certify this field (estimates, not bounds; the re-solves are not run); ``floor(level)``:
+    why the check of a solve at ``level`` is no more accurate than it (rtol at its floor),
+    or None.
     """
     solve: object
     describe: str = f"{CHECK_FACTOR:g}x tighter rtol, atol"
@@ -174,21 +178,22 @@ class Check:
     uncertifiable: str = None
     saturated: object = lambda level: False
     integrator: object = None
+    floor: object = lambda level: None
 
 
 def adaptive_check(solve, settings, uncertifiable=None):
     """The :class:`Check` of an adaptive solve ``solve(level)`` with ``[solve]`` ``settings``
     (``rtol``, ``atol`` divided by :data:`~hierarchy.core.certification.CHECK_FACTOR` per
     level, ``rtol`` no lower than the configs' floor)."""
-    def saturated(level):
-        return integrator_tolerances(settings, level + 2) == integrator_tolerances(settings,
-                                                                                   level + 1)
+    def saturated(level):  # the next check would re-run the next solve's own rtol
+        return not check_tightens(settings, level + 1)
 
     def integrator(level):
         rtol, atol = integrator_tolerances(settings, level)
         return {"method": str(settings["method"]), "rtol": rtol, "atol": atol}
     return Check(solve, f"{CHECK_FACTOR:g}x tighter rtol, atol ({settings['method']})",
-                 uncertifiable=uncertifiable, saturated=saturated, integrator=integrator)
+                 uncertifiable=uncertifiable, saturated=saturated, integrator=integrator,
+                 floor=lambda level: at_the_floor(settings, level))
 
 
 def certification_record(config, kept, again, check, level, replaced, reason=None):
@@ -279,8 +284,9 @@ def write_certified(out_dir, config, result, summary_of, check, state_name, fami
         lambda level: f"certification: the solve again with {check.describe}"
                       + (f", {level + 1} levels tighter" if level else ""),
         certification.MAX_PROMOTIONS if check.max_level is None else check.max_level)
-    record = certification_record(held, promotion.kept, promotion.check, check,
-                                  promotion.level, promotion.replaced)
+    floor = check.floor(promotion.level)
+    record = certification_record(held, promotion.kept, None if floor else promotion.check,
+                                  check, promotion.level, promotion.replaced, floor)
     record[0]["wall_s"] = time.perf_counter() - began  # the re-solves' cost
     return _write_record(out, config, promotion.kept, summary_of(promotion.kept), record,
                          state_name, family)

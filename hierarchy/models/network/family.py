@@ -22,6 +22,8 @@ from hierarchy.config.statistics_start import (
 )
 from hierarchy.core.certification import (
     CHECK_FACTOR,
+    at_the_floor,
+    check_tightens,
     integrator_tolerances,
     promote,
     tolerance_function,
@@ -504,22 +506,23 @@ def checked_solve(config, system, solve, result, eg, reason, progress):
     tolerance_of = tolerance_function(config)
 
     def announce(level):
-        return (f"certification: the solve again with {CHECK_FACTOR ** (level + 1):g}x tighter "
-                "rtol, atol" + (" and quadrature target"
-                                if getattr(system, "adaptive", False) else ""))
+        rtol, atol = integrator_tolerances(config["solve"], level + 1)
+        return (f"certification: the solve again at rtol = {rtol:g}, atol = {atol:g}"
+                + (f" and a {CHECK_FACTOR ** (level + 1):g}x tighter quadrature target"
+                   if getattr(system, "adaptive", False) else ""))
 
     def usable(kept, tight):  # a kept eg that is not finite stays incomplete, not replaced
         return tight[0].status == Status.COMPLETE and bool(np.all(np.isfinite(kept[1])))
 
-    def saturated(level):
-        return (integrator_tolerances(config["solve"], level + 2)
-                == integrator_tolerances(config["solve"], level + 1))
+    def saturated(level):  # the next check would re-run the next solve's own rtol
+        return not check_tightens(config["solve"], level + 1)
     promotion = promote((result, eg), lambda level: tightened_solve(system, solve, level),
                         lambda kept, tight: _moved(*kept, tight),
                         lambda kept: tolerance_of(kept[0]), usable, saturated, progress,
                         announce)
     (checks.result, checks.eg), checks.level = promotion.kept, promotion.level
     checks.tight, checks.replaced = promotion.check, promotion.replaced
+    checks.unchecked = at_the_floor(config["solve"], checks.level)
     if reason is not None:
         progress.line("certification: the solve again with every quadrature row one "
                       f"order lower ({reason})")
