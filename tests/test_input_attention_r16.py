@@ -259,7 +259,25 @@ def test_a_huge_moments_label_is_refused_by_its_length_before_canonicalising(tmp
     config = write_config(tmp_path, '[hierarchy]\ndegree = 4\n'
                                     '[init]\nsource = "moments"\nmoments = "m.json"\n')
     status, err = run_cli(capsys, "solve", config, "--out", tmp_path / "out")
-    assert_one_line(status, err, "init.moments", "60000 letters", "hierarchy.degree = 4")
+    assert_one_line(status, err, "init.moments", "60000 letters", "more than 512")
+
+
+def test_a_moments_file_with_words_beyond_the_degree_is_accepted(tmp_path):
+    # the audit's regression: a degree-12 file at hierarchy.degree = 10 (a study's max_degree
+    # 12 reads those words) was refused; it was accepted before and is again
+    from hierarchy.config.loader import load_config
+    from hierarchy.models.attention.initial import initial_moments
+
+    base = load_config(None, {"hierarchy": {"degree": 12}, "init": {"d": 50, "seed": 1}})
+    import hierarchy
+    solver = hierarchy.build("tied", 2, [1], 12)
+    values = initial_moments(solver.field, base)
+    (tmp_path / "m.json").write_text(json.dumps(dict(zip(solver.labels, map(float, values)))),
+                                     encoding="utf-8")
+    config = load_config(None, {"hierarchy": {"degree": 10},
+                                "init": {"source": "moments", "moments": str(tmp_path / "m.json")},
+                                "study": {"max_degree": 12}})
+    assert config["init"]["source"] == "moments"
 
 
 def test_moments_labels_up_to_the_degree_are_read(tmp_path):
@@ -270,7 +288,7 @@ def test_moments_labels_up_to_the_degree_are_read(tmp_path):
     path.write_text(json.dumps({"1.2.1.2": 0.5, "2.1": 0.25}), encoding="utf-8")
     values = read_moments_file(path, words.alphabet("tied", 2), degree=4)
     assert values == {"1.2.1.2": 0.5, "1.2": 0.25}
-    with pytest.raises(HierarchyError, match="more than hierarchy.degree = 3"):
+    with pytest.raises(HierarchyError, match="more than 3, the longest word"):
         read_moments_file(path, words.alphabet("tied", 2), degree=3)
 
 

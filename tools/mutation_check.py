@@ -1213,6 +1213,11 @@ MUTATIONS = (
              ["tests/test_summary_certify.py::test_a_network_solve_at_the_rtol_floor_is_not_"
               "certified"],
              "a network solve at the rtol floor certified by a check at the same rtol"),
+    mutation("moments-words-capped-at-the-degree", "hierarchy/models/attention/config.py",
+             "                          MAX_DEGREE_SCANNED)", "                          degree)",
+             ["tests/test_input_attention_r16.py::test_a_moments_file_with_words_beyond_the_"
+              "degree_is_accepted"],
+             "a study's moments file with words above hierarchy.degree refused"),
 )
 
 

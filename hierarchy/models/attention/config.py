@@ -371,7 +371,8 @@ def observable_label(label, model, degree):
 
 def validate_init(section, model, degree):
     """Check the ``[init]`` table; a moments file is read now, so a bad one fails early
-    (its labels of more than ``degree`` = ``hierarchy.degree`` letters are refused)."""
+    (labels of more than :data:`MAX_DEGREE_SCANNED` letters are refused; longer words
+    than ``hierarchy.degree`` are ignored by a lower degree and read by a study's higher ones)."""
     section["source"] = fields.choice(section, "init", "source", INIT_SOURCES)
     section["moments"] = fields.string(section, "init", "moments")
     if section["source"] == "moments" and not section["moments"]:
@@ -383,8 +384,11 @@ def validate_init(section, model, degree):
             f'init.moments is given but init.source = "{section["source"]}" does not read it; '
             'set init.source = "moments" or remove init.moments', field="init.moments")
     if section["source"] == "moments":
+        # words longer than hierarchy.degree are fine (a study's higher degrees use them, a
+        # lower degree ignores them); only labels longer than any degree is refused first
         read_moments_file(section["moments"],
-                          words.alphabet(model["parameterization"], model["K"]), degree)
+                          words.alphabet(model["parameterization"], model["K"]),
+                          MAX_DEGREE_SCANNED)
     section["d"] = fields.integer(section, "init", "d", minimum=1)
     resources.check_matrices_fit(section["d"], model["K"], "init.d")
     section["width"] = _per_index_list(section, "width", model["K"], fields.int_list, minimum=1)
@@ -575,7 +579,7 @@ KEY_HELP = {
                     "Gaussian initialization (free probability).", _choices(INIT_SOURCES)),
     "init.moments": ("For `source = \"moments\"`: a JSON file `{label: value}` giving every word of the "
                      "system; relative to the config file. Another source refuses it.",
-                     "path of an existing file; labels of at most `hierarchy.degree` letters; values "
+                     "path of an existing file; labels of at most 512 letters (longer words than `hierarchy.degree` are ignored); values "
                      "some matrices have (traces of PSD letters >= 0, degree-2 Gram matrices PSD, tied "
                      "`Tr(S_kⁿ)/d` the moments of a spectrum >= 0: Hankel matrices PSD)"),
     "init.d": ("Dimension `d` of the Gaussian initial matrices of `hierarchy solve` (`sgd` and `study` "

@@ -128,9 +128,11 @@ def read_moments_file(path, alph, degree=None):
     alph : words.Alphabet
         The model's letters (labels are canonicalised with them).
     degree : int, optional
-        ``hierarchy.degree``: a label of more letters names no word of the system and is
-        refused by its letter count, before canonicalising it (which takes time quadratic in
-        its length: a 60 000-letter label ran for minutes).
+        The longest word any system may use (config validation passes the largest degree
+        it allows, 512; a file may give words beyond ``hierarchy.degree``, which a study's
+        higher degrees read and a lower degree ignores): a label of more letters is refused
+        by its letter count, before canonicalising it (which takes time quadratic in its
+        length: a 60 000-letter label ran for minutes).
 
     Returns
     -------
@@ -224,8 +226,8 @@ def _check_label_length(label, degree):
     if letters > degree:
         shown = label if len(label) <= 40 else f"{label[:40]}…"
         raise HierarchyError(
-            f"{_MOMENTS_KEY}: {shown!r} has {letters} letters, more than hierarchy.degree = "
-            f"{degree}: no word of the system is that long; give words of degree <= {degree}",
+            f"{_MOMENTS_KEY}: {shown!r} has {letters} letters, more than {degree}, the "
+            f"longest word any degree uses; give words of degree <= {degree}",
             field=_MOMENTS_KEY)
 
 
