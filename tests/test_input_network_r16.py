@@ -353,3 +353,13 @@ def test_a_mixture_familys_init_seed_with_a_statistics_start_is_refused(tmp_path
         load_config(write_config(tmp_path, text))
     assert error.value.field == "init.seed"
     load_config(write_config(tmp_path, f'[model]\nfamily = "{family}"\n[init]\nseed = 3\n'))
+
+
+def test_a_toml_integer_of_5000_digits_is_one_line(tmp_path, capsys):
+    # the round's audit: Python refuses to convert more than 4300 digits, a ValueError that
+    # tomllib lets through (a traceback, exit 1)
+    path = tmp_path / "c.toml"
+    path.write_text("[solve]\npoints = " + "9" * 5000 + "\n")
+    status = cli.main(["--quiet", "solve", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and "\n" not in err and "Traceback" not in err and "integers" in err

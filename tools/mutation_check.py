@@ -1218,6 +1218,11 @@ MUTATIONS = (
              ["tests/test_input_attention_r16.py::test_a_moments_file_with_words_beyond_the_"
               "degree_is_accepted"],
              "a study's moments file with words above hierarchy.degree refused"),
+    mutation("toml-long-integer-traceback", "hierarchy/config/documents.py",
+             "    except ValueError as error:  # an integer of more than 4300 digits",
+             "    except ArithmeticError as error:  # an integer of more than 4300 digits",
+             ["tests/test_input_network_r16.py::test_a_toml_integer_of_5000_digits_is_one_line"],
+             "a 5000-digit TOML integer is a traceback"),
 )
 
 

@@ -38,6 +38,10 @@ def read_toml(path):
     except RecursionError:
         raise HierarchyError(f"config file {path}: arrays or tables nested too deeply; "
                              f"allowed: at most {MAX_NESTING} levels", field="config") from None
+    except ValueError as error:  # an integer of more than 4300 digits (Python's own limit)
+        raise HierarchyError(f"config file {path}: a number it cannot read "
+                             f"({one_line(str(error))}); integers are at most 2**63 - 1",
+                             field="config") from None
     check_nesting(document, f"config file {path}")
     return document
 
