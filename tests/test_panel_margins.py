@@ -58,6 +58,21 @@ def test_the_panels_fit_whatever_their_tick_labels(scale, offset):
     check_laid_out(fig)
 
 
+def test_ticks_the_locator_picks_after_the_resize_are_the_ones_measured():
+    # the round's audit: a spiked-PCA figure whose m panel showed "0.0 ... 1.4" at the
+    # figure's first size and "0.00 ... 1.25" once its margins were set: the left margin,
+    # measured for the narrower labels, cut their first digit off
+    t = np.linspace(0.0, 12.0, 31)
+    m = np.minimum(1.4142, np.concatenate([[0.0] * 3, [1e-4, 0.0036, 0.0878, 1.1828, 1.4137],
+                                           [1.4142] * 23]))
+    wobble = [0.0] * 13 + [0.405, -1.25, -1.84, -0.248, 0.514, 2.28, 2.6, 1.91, 0.888,
+                           -0.325, -1.52, -2.24, -2.09, -1.36, -0.295, 0.872, 1.87, 0.723]
+    r2 = 1.0 + 1e-7 * np.array(wobble)   # an offset text ("1e-7+1") shortens the panels
+    fig = make_statistics_figure(t, np.column_stack([m, r2]), ["m", "r2"],
+                                 "spiked-pca: the ODE to t = 12", uncertified_from=2.4)
+    check_laid_out(fig)
+
+
 @pytest.fixture(scope="module")
 def short_title_heights():
     """The panel heights (inches) of the figure with a short title, itself checked laid out."""

@@ -534,11 +534,11 @@ def test_paired_sgd_figure_draws_the_run_mean_with_its_band(shared_start):
     u_runs, ode_paired, ode_mean, labels = _paired_arrays(shared_start)
     fig = plotting.make_paired_figure(T, u_runs, ode_paired, ode_mean, labels, "spiked-pca")
     entries = {text.get_text() for legend in fig.legends for text in legend.get_texts()}
-    assert "mean of the runs ± 2 standard errors" in entries
+    assert {"mean of the runs", plotting.MEAN_BAND_LABEL} <= entries
     assert ("paired ODEs (each run's own start)" in entries) is not shared_start
     assert ("ODE (the runs' common start)" in entries) is shared_start
     ax = fig.axes[0]
-    band, = [c for c in ax.collections if c.get_label() == "mean of the runs ± 2 standard errors"]
+    band, = [c for c in ax.collections if c.get_label() == plotting.MEAN_BAND_LABEL]
     vertices = band.get_paths()[0].vertices
     j = 3  # a time inside the band: its vertical extent there is mean ± 2 se of the six runs
     column = u_runs[:, j, 0]

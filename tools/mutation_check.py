@@ -1223,6 +1223,11 @@ MUTATIONS = (
              "    except ArithmeticError as error:  # an integer of more than 4300 digits",
              ["tests/test_input_network_r16.py::test_a_toml_integer_of_5000_digits_is_one_line"],
              "a 5000-digit TOML integer is a traceback"),
+    mutation("panel-margins-measured-once", "hierarchy/core/panel_margins.py",
+             "PASSES = 3\n", "PASSES = 1\n",
+             ["tests/test_panel_margins.py::test_ticks_the_locator_picks_after_the_resize_are_"
+              "the_ones_measured"],
+             "tick labels chosen after the resize are wider than those measured: clipped"),
 )
 
 

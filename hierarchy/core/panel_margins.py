@@ -92,11 +92,31 @@ def fix_titles(fig):
             title.set_y(1.0)
 
 
+#: the most times :func:`place_panels` measures again after resizing the panels
+PASSES = 3
+
+
 def place_panels(fig, renderer):
-    """Set the margins of ``fig``'s grid of panels for ``renderer`` (``subplots_adjust``)."""
+    """Set the margins of ``fig``'s grid of panels for ``renderer`` (``subplots_adjust``).
+
+    The tick locator picks its ticks by the panel's size, so resizing a panel can change
+    its labels ("0.0 … 1.4" became "0.00 … 1.25", wider, and the left margin clipped them):
+    the margins are measured again after each resize, until the widest label stops changing
+    (at most :data:`PASSES` times)."""
+    widest = None
+    for _ in range(PASSES):
+        measured = _place_once(fig, renderer)
+        if measured is None or measured == widest:
+            return
+        widest = measured
+
+
+def _place_once(fig, renderer):
+    """One measurement and ``subplots_adjust`` of :func:`place_panels`; returns the left
+    margin measured (None when nothing was placed)."""
     axes = [ax for ax in fig.axes if ax.get_visible()]
     if not axes:
-        return
+        return None
     left = bottom = top = 0.0
     for ax in axes:
         ylabel = _line_height(ax.yaxis.label)
@@ -122,7 +142,8 @@ def place_panels(fig, renderer):
     panel_w = (width - left - right - (ncols - 1) * (left + SPARE)) / ncols
     panel_h = (height - title - top - bottom - (nrows - 1) * (bottom + top)) / nrows
     if panel_w <= 0 or panel_h <= 0:
-        return  # texts larger than the figure: leave matplotlib's default margins
+        return None  # texts larger than the figure: leave matplotlib's default margins
     fig.subplots_adjust(left=left / width, right=1.0 - right / width,
                         bottom=bottom / height, top=1.0 - (title + top) / height,
                         wspace=(left + SPARE) / panel_w, hspace=(bottom + top) / panel_h)
+    return left

@@ -585,9 +585,8 @@ def make_paired_figure(t, u_runs, ode_paired, ode_mean_start, labels, title,
                 ax.plot(t, ode_paired[r, :, j], "--", color="C1", lw=0.7, alpha=0.7,
                         label="paired ODEs (each run's own start)" if first else None)
         ax.fill_between(t, mean[:, j] - width[:, j], mean[:, j] + width[:, j], color="C3",
-                        alpha=0.35, lw=0, label="mean of the runs ± 2 standard errors",
-                        zorder=3)
-        ax.plot(t, mean[:, j], "-", color="C3", lw=1.2, zorder=3)
+                        alpha=0.35, lw=0, label=MEAN_BAND_LABEL, zorder=3)
+        ax.plot(t, mean[:, j], "-", color="C3", lw=1.2, zorder=3, label="mean of the runs")
         ax.plot(t, ode_mean_start[:, j], "-", color="k", lw=1.5, zorder=4,
                 label="ODE (the runs' common start)" if one_start else "ODE from the mean start")
         ax.set(title=math_label(label), xlabel=time_label, ylabel=math_label(label))
@@ -601,6 +600,10 @@ def make_paired_figure(t, u_runs, ode_paired, ode_mean_start, labels, title,
     figure_legend(fig, axes[:max(len(labels), 1)], loc="outside lower center", ncol=3)
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=10)
     return fig
+
+
+#: the legend entry of the band about the runs' mean (:func:`make_paired_figure`)
+MEAN_BAND_LABEL = "± 2 standard errors of the mean"
 
 
 def run_mean_band(u_runs):
