@@ -56,7 +56,10 @@ KEY_HELP = {
                           "estimate): `mu_extrapolated`, `error_estimate` in `result.npz`.",
                           "`true` \\| `false`"),
     "solve.min_degree": ("Lowest degree of the extrapolation (at least 4 degrees are needed for an "
-                         "error estimate).", "integer in 2..`hierarchy.degree`"),
+                         "error estimate, and 5 for it to credit the extrapolation with any "
+                         "acceleration: a ladder whose last three ratios of differences are not "
+                         "steady gets an error of at least its last step).",
+                         "integer in 2..`hierarchy.degree`"),
     "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
                         "estimate is <= `tolerance` times the observable's largest magnitude so "
                         "far (times 0..t); past it the exit status is 3. The estimates are verified "
