@@ -116,12 +116,12 @@ CLAIMS = (
            ("sympy imported on the warm run", r"sympy imported: (yes|no) with the derivation"),
            ("bench's own load, start", r"\Aload average ([0-9.]+)"))),
     Claim("network-command-time",
-          "committee_erf.toml warm: 1.62 s against 0.51 s for import numpy, "
-          "scipy.integrate (median of the rounds' own wall ratios 2.81-2.95, target 2, not "
-          "met since the certification checks the integrator; 2.62-2.92 with the figure "
-          "drawn in the command's own process; CPU ratio 3.03-3.12); parts: imports 0.58, "
-          "derivation 0.01, integration 0.19, figure 0.64 s CPU; no sympy imported on the "
-          "warm run; the derivation cache saves 0.22-0.28 s CPU",
+          "committee_erf.toml warm: 0.96-1.01 s against 0.40-0.43 s for import numpy, "
+          "scipy.integrate (median of the rounds' own wall ratios 2.41-2.43, target 2, not "
+          "met since the certification checks the integrator; 2.87-3.00 with the figure "
+          "drawn in the command's own process; CPU ratio 2.51-2.57); parts: imports 0.63, "
+          "derivation 0.01, integration 0.13, figure 0.56 s CPU; no sympy imported on the "
+          "warm run",
           tool("bench_command_time.py", "--repeat", "5"),
           (("bare import numpy, scipy CPU (s)", r"bare python .*\(CPU ([0-9.]+) s\)"),
            ("solve warm CPU (s)", r"\(warm\): .*; CPU ([0-9.]+) s, ratio"),
