@@ -363,3 +363,17 @@ def test_a_toml_integer_of_5000_digits_is_one_line(tmp_path, capsys):
     status = cli.main(["--quiet", "solve", str(path), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert status == 2 and "\n" not in err and "Traceback" not in err and "integers" in err
+
+
+@pytest.mark.parametrize("name", ["gmm-binary", "gmm-xor"])
+def test_a_method_at_snr_inf_is_refused_where_no_integrator_reads_it(tmp_path, capsys, name):
+    # the round's audit: method = "BDF" at snr = "inf" was accepted, and Heun-Filippov ran
+    path = tmp_path / "c.toml"
+    path.write_text(f'[model]\nfamily = "{name}"\nsnr = "inf"\n[solve]\nmethod = "BDF"\n')
+    status = cli.main(["--quiet", "solve", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and "\n" not in err and "solve.method" in err and '"inf"' in err
+    path.write_text(f'[model]\nfamily = "{name}"\nsnr = 50.0\n[solve]\nmethod = "BDF"\n'
+                    "t_final = 1.0\npoints = 3\n")
+    loaded = loader.load_config(path)
+    assert loaded["solve"]["method"] == "BDF"   # read at a finite snr

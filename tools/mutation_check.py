@@ -1228,6 +1228,12 @@ MUTATIONS = (
              ["tests/test_panel_margins.py::test_ticks_the_locator_picks_after_the_resize_are_"
               "the_ones_measured"],
              "tick labels chosen after the resize are wider than those measured: clipped"),
+    mutation("gmm-method-ignored-at-snr-inf", "hierarchy/models/gmm/family.py",
+             "    if math.isinf(model.snr) and method != default:",
+             "    if False:",
+             ["tests/test_input_network_r16.py::test_a_method_at_snr_inf_is_refused_where_no_"
+              "integrator_reads_it"],
+             "method = BDF at snr = inf accepted while Heun-Filippov runs"),
 )
 
 

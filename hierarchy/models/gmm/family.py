@@ -19,6 +19,7 @@ Config (the interface of the effective-dynamics issue):
   ``[init.statistics]`` (labels missing from the table start at 0).
 """
 
+import math
 
 from hierarchy.config import fields
 from hierarchy.config.statistics_start import (
@@ -52,6 +53,10 @@ from hierarchy.spectra.snapshot import block_names
 from hierarchy.study import dimension_config
 
 KEY_HELP = {
+    "solve.method": ("The scipy integrator of the finite-lambda ODE. At `snr = \"inf\"` the "
+                     "fixed-step Heun-Filippov scheme solves it and no integrator is read: "
+                     "another method than the default is refused there.",
+                     "RK45, RK23, DOP853, Radau, BDF, LSODA"),
     "model.snr": ("Signal-to-noise ratio lambda of the mixture (noise I/lambda); `\"inf\"` "
                   "is the noiseless limit, with its sliding modes (Filippov).",
                   f'number >= {SNR_MIN:g}, or "inf"'),
@@ -83,6 +88,17 @@ DIMENSION_HELP = {
 #: PCA's; 40 runs because the Gaussian start costs one paired ODE solve per run
 STUDY_DEFAULTS = {**dimension_config.DEFAULTS, "dimensions": [50, 100, 200, 400], "runs": 40}
 
+
+def check_method_is_used(config, model, default):
+    """Refuse a ``[solve] method`` other than the default at ``lambda = inf``, where no
+    integrator reads it: the fixed-step Heun-Filippov scheme runs (the summary said
+    ``heun-filippov`` whatever the config asked for)."""
+    method = config.get("solve", {}).get("method", default)
+    if math.isinf(model.snr) and method != default:
+        raise HierarchyError(
+            f'solve.method = "{method}" is not used at model.snr = "inf": the fixed-step '
+            "Heun-Filippov scheme solves it (its check divides the step); remove "
+            "solve.method, or give a finite snr", field="solve.method")
 
 class MixtureFamily(ModelFamily):
     """A two-layer network classifying a Gaussian mixture, seen through its statistics."""
@@ -118,6 +134,7 @@ class MixtureFamily(ModelFamily):
     # 2
     def validate(self, config, sections=None):
         model = self.mixture(config)
+        check_method_is_used(config, model, self.defaults["solve"]["method"])
         table, init = config["sgd"], config["init"]
         init["statistics"] = check_start(init, model.labels, self.name)
         if init["source"] == "statistics":
