@@ -12,44 +12,12 @@ import math
 
 import numpy as np
 import pytest
+from cli_checks import assert_one_line, no_work, run_cli, write_config  # noqa: F401 (fixture)
 
 from hierarchy.cli import main as cli
 from hierarchy.config.loader import load_config
 from hierarchy.core.errors import HierarchyError
 
-
-def run_cli(capsys, *argv):
-    """``hierarchy ARGV`` in this process: (exit status, stderr)."""
-    status = cli.main([str(a) for a in argv])
-    return status, capsys.readouterr().err
-
-
-def assert_one_line(status, err, *words):
-    assert status == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-
-
-def write_config(tmp_path, text, name="run.toml"):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def no_work(monkeypatch):
-    """Make any solve/sgd/study compute fail the test: bad input must stop before it."""
-    def forbidden(*args, **kwargs):
-        raise AssertionError("expensive work started before the input was checked")
-
-    import hierarchy.sgd.job
-    import hierarchy.models.attention.solve_job
-    import hierarchy.study.run
-    monkeypatch.setattr(hierarchy.models.attention.solve_job, "run_solve", forbidden)
-    monkeypatch.setattr(hierarchy.sgd.job, "run_sgd", forbidden)
-    monkeypatch.setattr(hierarchy.study.run, "run_study", forbidden)
 
 
 # --- T2: study.max_degree is bounded before the degree list is built ------------------------

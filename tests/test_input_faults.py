@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_checks import assert_one_line, no_work, run_cli, write_config  # noqa: F401 (fixture)
 
 from hierarchy.cli import main as cli
 from hierarchy.jit.cache import extension_is_complete
@@ -24,39 +25,6 @@ from hierarchy.core.io import check_out_dir, write_result
 REPO = Path(__file__).resolve().parent.parent
 GOOD_MOMENTS = {"1": 1.0, "2": 1.0, "1.1": 2.0, "1.2": 0.5, "2.2": 2.0}
 
-
-def run_cli(capsys, *argv):
-    """``hierarchy ARGV`` in this process: (exit status, stderr)."""
-    status = cli.main([str(a) for a in argv])
-    return status, capsys.readouterr().err
-
-
-def assert_one_line(status, err, *words):
-    assert status == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-
-
-def write_config(tmp_path, text):
-    path = tmp_path / "run.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def no_work(monkeypatch):
-    """Make any solve/sgd/study compute fail the test: bad input must stop before it."""
-    def forbidden(*args, **kwargs):
-        raise AssertionError("expensive work started before the input was checked")
-
-    import hierarchy.sgd.job
-    import hierarchy.models.attention.solve_job
-    import hierarchy.study.run
-    monkeypatch.setattr(hierarchy.models.attention.solve_job, "run_solve", forbidden)
-    monkeypatch.setattr(hierarchy.sgd.job, "run_sgd", forbidden)
-    monkeypatch.setattr(hierarchy.study.run, "run_study", forbidden)
 
 
 # --- config values ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ input that ran for minutes or raised a traceback instead of one line naming the 
 (exit status 2), checked before any work.
 """
 import pytest
+from cli_checks import assert_one_line, run_cli, write_config
 
 from hierarchy.cli import main as cli
 from hierarchy.config import loader
@@ -28,26 +29,6 @@ points = 3
 dimension = 200
 runs = 2
 """
-
-
-def run_cli(capsys, *argv):
-    """``hierarchy ARGV`` in this process: (exit status, stderr)."""
-    status = cli.main([str(a) for a in argv])
-    return status, capsys.readouterr().err
-
-
-def assert_one_line(status, err, *words):
-    assert status == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-
-
-def write_config(tmp_path, text, name="run.toml"):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture

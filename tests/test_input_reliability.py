@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from cli_checks import assert_one_line, run_cli, write_config
 
 from hierarchy.cli import main as cli
 from hierarchy.config import statistics_start
@@ -30,26 +31,6 @@ from hierarchy.study.store import load_jobs, save_job
 
 SUMMARY_FAMILIES = ("spiked-pca", "gmm-binary", "gmm-xor", "gmm-multiclass")
 HUGE = 10**400
-
-
-def run_cli(capsys, *argv):
-    """``hierarchy ARGV`` in this process: (exit status, stderr)."""
-    status = cli.main([str(a) for a in argv])
-    return status, capsys.readouterr().err
-
-
-def assert_one_line(status, err, *words):
-    assert status == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, err
-
-
-def write_config(tmp_path, text, name="run.toml"):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 @pytest.fixture
