@@ -70,6 +70,17 @@ def took(name):
 
 
 CLAIMS = (
+    Claim("extrapolation-honesty", "at the default tolerance 1e-4: 26 of 1,359 certified points "
+          "over 10x their claims with the irregular-ladder rule, 232 of 1,566 without; over "
+          "ten times the tolerance 4 against 118",
+          tool("extrapolation_honesty.py"),
+          (("vouched certified at 1e-4", r"TOTAL +vouched +([0-9]+)"),
+           ("vouched over 10x at 1e-4", r"TOTAL +vouched +[0-9]+ +([0-9]+)"),
+           ("vouched over 10 tol at 1e-4", r"TOTAL +vouched +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+)"),
+           ("unvouched certified at 1e-4", r"TOTAL +unvouched +([0-9]+)"),
+           ("unvouched over 10x at 1e-4", r"TOTAL +unvouched +[0-9]+ +([0-9]+)"),
+           ("unvouched over 10 tol at 1e-4",
+            r"TOTAL +unvouched +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+)"))),
     Claim("main-study", "about 20 s cold, 8-12 s warm (quiet cores); 27-32 s warm, shared cores",
           hierarchy("--quiet", "study", "--out", "{out}"), wall=True),
     Claim("bench-gmm", "binary SGD 200 runs 43-85 s, 3.8x-5.6x faster than one at a time; "
