@@ -300,6 +300,14 @@ def irregular(seqs):
     the degrees where its differences cross zero every transformation sees a plateau that is
     not there (an audit: tied, quadratic loss, degrees 9 and 10 agreeing to 1e-6 while degree
     11 moved by 1e-2, certified with a claim of 4e-7 and off by 1.2e-2).
+
+    Not caught: a rate still on the move (ratios -0.76, -0.83, -0.91, an alternating ladder
+    slowing towards -1; claimed 9e-6 where the error was 2.6e-4). Requiring slow rates
+    (sizes >= 0.5) to agree within 10% removed every remaining under-claim of
+    ``tools/extrapolation_honesty.py`` (26 of 1,459 certified points to 0 of 1,402), but also
+    refused the certification past the radius of a ``d = 30`` study whose extrapolation is
+    10-120 times closer to the exact flow than any single degree
+    (``tests/test_study_extrapolation.py``): not adopted.
     """
     differences = np.diff(np.asarray(seqs, dtype=float), axis=0)
     if differences.shape[0] < REGULAR_RATIOS + 1:
