@@ -304,7 +304,7 @@ def irregular(seqs):
     Not caught: a rate still on the move (ratios -0.76, -0.83, -0.91, an alternating ladder
     slowing towards -1; claimed 9e-6 where the error was 2.6e-4). Requiring slow rates
     (sizes >= 0.5) to agree within 10% removed every remaining under-claim of
-    ``tools/extrapolation_honesty.py`` (26 of 1,459 certified points to 0 of 1,402), but also
+    ``tools/extrapolation_honesty.py`` (26 of 1,359 certified points to none of 1,302), but also
     refused the certification past the radius of a ``d = 30`` study whose extrapolation is
     10-120 times closer to the exact flow than any single degree
     (``tests/test_study_extrapolation.py``): not adopted.
