@@ -269,6 +269,16 @@ def test_points_reached_by_fewer_than_four_degrees_give_the_last_value_unvouched
     assert abs(estimate[1, 0] - 2.0) <= error[1, 0] < 0.2
 
 
+def test_three_equal_degrees_are_settled_even_below_four_degrees():
+    # the round's audit: with degrees 2..4 a fixed teacher's words (the same value in every
+    # degree) were "unvouched" and their panel shaded beyond the horizon from t = 0
+    mu = np.full((3, 2, 2), 0.7)
+    mu[:, :, 1] = [[1.0, 1.1], [1.2, 1.3], [1.3, 1.4]]
+    estimate, error = extrapolate_across_degrees(mu)
+    assert np.all(error[:, 0] == 0.0) and np.all(estimate[:, 0] == 0.7)
+    assert np.all(np.isinf(error[:, 1]))   # a moving word of three degrees stays unvouched
+
+
 def test_blocks_of_points_give_the_same_answer_with_bounded_memory(monkeypatch):
     """Every word of a large ladder once needed O(D² T n) memory at once (MemoryError)."""
     rng = np.random.default_rng(0)

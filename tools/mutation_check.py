@@ -1234,6 +1234,11 @@ MUTATIONS = (
              ["tests/test_input_network_r16.py::test_a_method_at_snr_inf_is_refused_where_no_"
               "integrator_reads_it"],
              "method = BDF at snr = inf accepted while Heun-Filippov runs"),
+    mutation("short-ladder-constants-unvouched", "hierarchy/core/extrapolation.py",
+             "            if n >= 3:  # unless it stopped changing", "            if False:  # unless it stopped changing",
+             ["tests/test_extrapolation.py::test_three_equal_degrees_are_settled_even_below_four_"
+              "degrees"],
+             "a fixed teacher's words unvouched on a three-degree ladder: shaded from t = 0"),
 )
 
 

@@ -399,6 +399,9 @@ def extrapolate_across_degrees(mu_by_degree, method="best", rtol=1e-10, safety=2
         points = np.flatnonzero(((start == s0) & (length == n)).ravel())
         if n < MIN_TERMS:  # too short to estimate anything: the last value, unvouched
             flat_estimate[points] = flat_mu[s0 + n - 1, points]
+            if n >= 3:  # unless it stopped changing (a fixed teacher's word), as _transform
+                last = flat_mu[s0 + n - 3:s0 + n, points]
+                flat_error[points] = np.where(np.all(last == last[-1], axis=0), 0.0, np.inf)
             continue
         # the tables hold O(n²) entries per point: bound their memory by blocks of points
         block = max(1, TABLE_BYTES // (TABLE_COPIES * 8 * n * n))
