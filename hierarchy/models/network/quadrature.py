@@ -10,7 +10,10 @@
   (relu, tanh, relu) by 7e-5, and an adaptive integrator at ``rtol = 1e-8`` crawled
   (docs/network.md, "The numpy fallback"). Cholesky fails on the singular covariances of a
   start at ``Q = 0``. The root changes no calibration: the QMC z-scores' RMS was the same
-  with either root over 500 random covariances and 10 independent sets of scrambles.
+  with either root over 500 random covariances and 10 independent sets of scrambles. It
+  can cost QMC accuracy: the eigenvector root put the principal directions on the points'
+  own coordinates (``structured_logistic_qmc.toml``: ``eg`` 1.3e-4 off the joint engine,
+  1.5e-3 with the symmetric root, each within a few stated errors).
 - :func:`hermite_expectation`: tensor Gauss-Hermite on the ``d <= 4`` distinct local fields of
   one term, after :func:`square_root`.
   Its error is estimated from two orders (:func:`hermite_error`): ``|E_n - E_{2n}|`` (the
