@@ -11,9 +11,11 @@
   (docs/network.md, "The numpy fallback"). Cholesky fails on the singular covariances of a
   start at ``Q = 0``. The root changes no calibration: the QMC z-scores' RMS was the same
   with either root over 500 random covariances and 10 independent sets of scrambles. It
-  can cost QMC accuracy: the eigenvector root put the principal directions on the points'
-  own coordinates (``structured_logistic_qmc.toml``: ``eg`` 1.3e-4 off the joint engine,
-  1.5e-3 with the symmetric root, each within a few stated errors).
+  can cost QMC accuracy on a singular ``C``, whose null directions the eigenvector root put
+  on coordinates of their own that drop out: on the structured field's augmented covariance
+  (``2K + M`` fields of rank ``K + M``) the symmetric root's error was 3.7x larger
+  (``structured_logistic_qmc.toml``: ``eg`` 1.5e-3 off the joint engine, 1.3e-4 before;
+  docs/network.md).
 - :func:`hermite_expectation`: tensor Gauss-Hermite on the ``d <= 4`` distinct local fields of
   one term, after :func:`square_root`.
   Its error is estimated from two orders (:func:`hermite_error`): ``|E_n - E_{2n}|`` (the
