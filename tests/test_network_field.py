@@ -538,3 +538,27 @@ def test_the_numpy_fallbacks_qmc_rows_make_a_field_uncertifiable(monkeypatch, st
     assert (reason is not None) is uncertifiable
     if uncertifiable:
         assert "standard errors" in reason
+
+
+# ----------------------------------------------------------------- continuity of the quadrature
+
+def test_quadrature_fields_are_continuous_in_the_covariance_at_a_repeated_eigenvalue():
+    """At ``C`` with a repeated eigenvalue, 1e-12 symmetric perturbations move the square
+    root by at most ``|dC| / (2 sqrt(lambda_min))`` (the symmetric root's Lipschitz bound, from
+    ``L dL + dL L = dC``) and so the expectations over the fixed points by ``O(|dC|)``; 1e-9
+    is a thousand times that. The eigenvector root ``V sqrt(w)`` jumps with the eigenvectors'
+    order and signs: by 1e-5 to 1e-4 in these expectations."""
+    from hierarchy.models.network import quadrature
+    c = np.full((1, 3, 3), 0.3) + 0.7 * np.eye(3)          # eigenvalues 1.6, 0.7, 0.7
+    functions = [lambda x: np.maximum(x, 0.0), np.tanh, lambda x: np.maximum(x, 0.0)]
+    root = quadrature.square_root(c)
+    qmc, hermite = (quadrature.qmc_expectation(functions, c),
+                    quadrature.hermite_expectation(functions, c))
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a = rng.normal(size=(3, 3))
+        moved = c + 1e-12 * (a + a.T)
+        bound = np.linalg.norm(moved - c) / (2 * np.sqrt(0.7))
+        assert np.linalg.norm(quadrature.square_root(moved) - root) <= bound + 1e-14
+        assert abs(quadrature.qmc_expectation(functions, moved) - qmc)[0] <= 1e-9
+        assert abs(quadrature.hermite_expectation(functions, moved) - hermite)[0] <= 1e-9
