@@ -1239,6 +1239,17 @@ MUTATIONS = (
              ["tests/test_extrapolation.py::test_three_equal_degrees_are_settled_even_below_four_"
               "degrees"],
              "a fixed teacher's words unvouched on a three-degree ladder: shaded from t = 0"),
+    mutation("network-square-root-eigenvectors", "hierarchy/models/network/quadrature.py",
+             "[:, None, :]) @ np.swapaxes(vectors, -1, -2)", "[:, None, :])",
+             ["tests/test_network_field.py::test_quadrature_fields_are_continuous_in_the_"
+              "covariance_at_a_repeated_eigenvalue"],
+             "the root V sqrt(w), which jumps with C at ties, for the symmetric V sqrt(w) V^T"),
+    mutation("network-qmc-error-tripled", "hierarchy/models/network/quadrature.py",
+             "return reps.std(axis=0, ddof=1) / np.sqrt(len(reps))",
+             "return reps.std(axis=0, ddof=1) / np.sqrt(len(reps)) * 3",
+             ["tests/test_error_estimates.py::test_qmc_standard_error_is_calibrated_against_"
+              "relu_closed_forms"],
+             "QMC standard error 3x too large"),
 )
 
 
