@@ -50,6 +50,12 @@ def check_tightens(settings, level):
     return integrator_tolerances(settings, level + 1)[0] < integrator_tolerances(settings, level)[0]
 
 
+def saturation(settings):
+    """``saturated(level)`` of :func:`promote` for an adaptive solve with ``[solve]``
+    ``settings``: the check after the next would re-run the next solve's own ``rtol``."""
+    return lambda level: not check_tightens(settings, level + 1)
+
+
 def at_the_floor(settings, level):
     """Why a solve at ``level`` cannot be certified by its check (:func:`check_tightens`
     false), or None."""

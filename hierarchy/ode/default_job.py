@@ -28,9 +28,9 @@ from hierarchy.core import certification
 from hierarchy.core.certification import (
     CHECK_FACTOR,
     at_the_floor,
-    check_tightens,
     integrator_tolerances,
     promote,
+    saturation,
     state_change,
     tolerance_function,
 )
@@ -185,14 +185,12 @@ def adaptive_check(solve, settings, uncertifiable=None):
     """The :class:`Check` of an adaptive solve ``solve(level)`` with ``[solve]`` ``settings``
     (``rtol``, ``atol`` divided by :data:`~hierarchy.core.certification.CHECK_FACTOR` per
     level, ``rtol`` no lower than the configs' floor)."""
-    def saturated(level):  # the next check would re-run the next solve's own rtol
-        return not check_tightens(settings, level + 1)
-
     def integrator(level):
         rtol, atol = integrator_tolerances(settings, level)
         return {"method": str(settings["method"]), "rtol": rtol, "atol": atol}
     return Check(solve, f"{CHECK_FACTOR:g}x tighter rtol, atol ({settings['method']})",
-                 uncertifiable=uncertifiable, saturated=saturated, integrator=integrator,
+                 uncertifiable=uncertifiable, saturated=saturation(settings),
+                 integrator=integrator,
                  floor=lambda level: at_the_floor(settings, level))
 
 

@@ -23,9 +23,9 @@ from hierarchy.config.statistics_start import (
 from hierarchy.core.certification import (
     CHECK_FACTOR,
     at_the_floor,
-    check_tightens,
     integrator_tolerances,
     promote,
+    saturation,
     tolerance_function,
 )
 from hierarchy.core.errors import HierarchyError
@@ -514,11 +514,10 @@ def checked_solve(config, system, solve, result, eg, reason, progress):
     def usable(kept, tight):  # a kept eg that is not finite stays incomplete, not replaced
         return tight[0].status == Status.COMPLETE and bool(np.all(np.isfinite(kept[1])))
 
-    def saturated(level):  # the next check would re-run the next solve's own rtol
-        return not check_tightens(config["solve"], level + 1)
     promotion = promote((result, eg), lambda level: tightened_solve(system, solve, level),
                         lambda kept, tight: _moved(*kept, tight),
-                        lambda kept: tolerance_of(kept[0]), usable, saturated, progress,
+                        lambda kept: tolerance_of(kept[0]), usable,
+                        saturation(config["solve"]), progress,
                         announce)
     (checks.result, checks.eg), checks.level = promotion.kept, promotion.level
     checks.tight, checks.replaced = promotion.check, promotion.replaced
