@@ -127,11 +127,11 @@ CLAIMS = (
            ("sympy imported on the warm run", r"sympy imported: (yes|no) with the derivation"),
            ("bench's own load, start", r"\Aload average ([0-9.]+)"))),
     Claim("network-command-time",
-          "committee_erf.toml warm: 0.96-1.01 s against 0.40-0.43 s for import numpy, "
-          "scipy.integrate (median of the rounds' own wall ratios 2.41-2.43, target 2, not "
-          "met since the certification checks the integrator; 2.87-3.00 with the figure "
-          "drawn in the command's own process; CPU ratio 2.51-2.57); parts: imports 0.63, "
-          "derivation 0.01, integration 0.13, figure 0.56 s CPU; no sympy imported on the "
+          "committee_erf.toml warm: 0.96-1.06 s against 0.40-0.46 s for import numpy, "
+          "scipy.integrate (median of the rounds' own wall ratios 2.32-2.43, target 2, not "
+          "met since the certification checks the integrator; 2.66-3.00 with the figure "
+          "drawn in the command's own process; CPU ratio 2.49-2.57); parts: imports 0.63, "
+          "derivation 0.01, integration 0.13, figure 0.57 s CPU; no sympy imported on the "
           "warm run",
           tool("bench_command_time.py", "--repeat", "5"),
           (("bare import numpy, scipy CPU (s)", r"bare python .*\(CPU ([0-9.]+) s\)"),
