@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from cli_checks import assert_one_line, no_work, run_cli, write_config  # noqa: F401 (fixture)
 
-from hierarchy.cli import main as cli
 from hierarchy.config.loader import load_config
 from hierarchy.core.errors import HierarchyError
 

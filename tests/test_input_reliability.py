@@ -8,8 +8,6 @@ times too close (15) and altered study job files (18). Bad input must be one lin
 field, exit status 2, before any work.
 """
 import io
-import json
-import math
 import os
 import threading
 
@@ -17,7 +15,6 @@ import numpy as np
 import pytest
 from cli_checks import assert_one_line, run_cli, write_config
 
-from hierarchy.cli import main as cli
 from hierarchy.config import statistics_start
 from hierarchy.config.loader import defaults_for, load_config
 from hierarchy.core import registry
