@@ -282,8 +282,11 @@ atol = 1e-7
 
 
 def test_a_strictly_convex_class_loss_has_a_stable_point(tmp_path):
-    """At a step of 1e-6 the engine's quadrature error made the band 0.034, above the ridge's
-    decay rate 0.01, and the point was called neutral (with no diffusive limit)."""
+    """The point is stable, its band below the ridge's decay rate 0.01. Once, the engine's
+    quadrature error at a step of 1e-6 made the band 0.034 and the point neutral (with no
+    diffusive limit); later the field jumped by 1e-6 where its three students became
+    linearly dependent (a regression's pseudo-inverse cut-off, now the mean derivative:
+    tests/test_network_mixture_regression.py), and Newton stopped at a residual of 1e-7."""
     from hierarchy.config.loader import load_config
     from hierarchy.core.registry import family
     path = tmp_path / "classes.toml"
@@ -293,7 +296,7 @@ def test_a_strictly_convex_class_loss_has_a_stable_point(tmp_path):
     assert point["kind"] == "Newton root from the end of the solve"
     assert point["residual"] < fp.RESIDUAL and "away from it" in point["note"]
     assert point["escape_eigenvalue"] == pytest.approx(-0.01, rel=1e-3)
-    assert point["neutral_band"] < 0.01 and point["jacobian_step"] > fp.H
+    assert point["neutral_band"] < 0.01
     assert point["stability"] == "stable" and "diffusion" in point
 
 

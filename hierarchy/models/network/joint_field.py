@@ -7,7 +7,19 @@
 to ``[f, g, eg]`` with :func:`~.moments.assemble`, the map the QMC field uses too; the stated
 error is the same map, with the coefficients' magnitudes, of the engine's two-order
 differences. A mixture component's ``E[d_i nu_m]`` comes from the regression of ``nu`` on
-``lambda`` (:func:`signal_moments`).
+``lambda`` (:func:`signal_moments`), and along the directions where the students' covariance
+is (nearly) singular from the derivative of ``E[d]`` in the component's mean
+(:func:`split_regression`, :func:`mean_derivative`).
+
+Why the two routes: by Stein's lemma the regression's term along an eigenvector ``v`` of
+``C_lambda`` (eigenvalue ``s``) is ``E[d (lambda - mu) . v] / s * (v . C_lambda,nu) =
+E[d/dv d] * (v . C_lambda,nu)``, a ratio of two numbers that vanish with ``s``. The pseudo-
+inverse dropped it below a cut-off: students that became linearly dependent (a
+cross-entropy mixture's fixed point, where three linear students span the two means) moved
+the field by ``1e-6`` when the eigenvalue crossed the cut-off, under a stated error of
+``1e-14``. Below :data:`NULL_VARIANCE` the same term is the mean derivative of ``E[d]``, by
+central differences of the engine's own rows, with its error stated: continuous in ``s``,
+and exact at ``s = 0``.
 """
 
 import numpy as np
@@ -24,22 +36,86 @@ from hierarchy.models.network.moments import assemble
 SHARES = 4
 
 
-def regression(comp, K):
-    """``B (S, K)`` with ``E[nu | lambda] = mu_nu + B (lambda - mu_lambda)`` (a joint Gaussian:
-    ``B = C_nu,lambda C_lambda^+``; 0 where ``lambda`` is constant)."""
+#: an eigenvector of the students' covariance ``C_lambda`` whose eigenvalue is at most this
+#: fraction of the largest takes the mean derivative instead of the regression: the
+#: regression's amplification of the engine's error, ``sqrt(C_nu / s)``, stays below ``1e4``
+#: and the derivative's weight ``|v . C_lambda,nu| <= sqrt(s C_nu)`` below ``1e-4``
+NULL_VARIANCE = 1e-8
+#: the central differences' step along such a direction, in units of the largest standard
+#: deviation of ``lambda`` (1 when ``lambda`` is constant); they are taken at it and twice it
+SHIFT = 1e-3
+
+
+def split_regression(comp, K):
+    """The regression of ``nu`` on ``lambda`` split at the (near) null space of ``C_lambda``.
+
+    Returns
+    -------
+    slope : numpy.ndarray, shape (S, K)
+        ``B`` with ``E[nu | lambda] = mu_nu + B (lambda - mu_lambda)`` on the eigenvectors of
+        ``C_lambda`` above :data:`NULL_VARIANCE` of its largest eigenvalue.
+    null : numpy.ndarray, shape (K, r)
+        The other eigenvectors ``v``, whose term is ``E[d/dv d] (v . C_lambda,nu)``
+        (the module docstring), those with a nonzero ``v . C_lambda,nu`` only.
+    weights : numpy.ndarray, shape (r, S)
+        ``v . C_lambda,nu`` of each.
+    step : float
+        The step of :func:`mean_derivative` (:data:`SHIFT` standard deviations).
+    """
     c = comp.covariance
-    return c[K:, :K] @ np.linalg.pinv(c[:K, :K], rcond=1e-13, hermitian=True)
+    variances, vectors = np.linalg.eigh(c[:K, :K])
+    top = max(float(variances.max(initial=0.0)), 0.0)
+    kept = variances > NULL_VARIANCE * top
+    slope = c[K:, :K] @ (vectors[:, kept] / variances[kept]) @ vectors[:, kept].T
+    null = vectors[:, ~kept]
+    weights = null.T @ c[:K, K:]
+    moving = np.any(weights != 0.0, axis=1)
+    return slope, null[:, moving], weights[moving], SHIFT * (np.sqrt(top) if top > 0 else 1.0)
 
 
-def signal_moments(e, b, mean, slope, K, absolute=False):
-    """``E[d_i nu_m] = mu_nu_m E[d_i] + sum_k B_mk (E[d_i lambda_k] - mu_lambda_k E[d_i])``:
-    ``(K, S)`` from ``e = E[d] (K,)``, ``b = E[d lambda^T] (K, K)``, the component's mean and
-    ``slope = B (S, K)``; ``absolute``: every coefficient by its magnitude (``e``, ``b``
-    are then error bounds, and so is the result)."""
+def shifted_means(mean, null, step):
+    """The means of :func:`mean_derivative`'s rows: ``mean + s v`` for each null direction
+    ``v`` and ``s`` in ``(step, -step, 2 step, -2 step)``, ``(4 r, len(mean))``."""
+    shifts = np.array([1.0, -1.0, 2.0, -2.0]) * step
+    out = np.repeat(np.asarray(mean, float)[None], 4 * null.shape[1], axis=0)
+    for q in range(null.shape[1]):
+        out[4 * q:4 * q + 4, :len(null)] += shifts[:, None] * null[:, q]
+    return out
+
+
+def mean_derivative(values, errors, step):
+    """``E[d/dv d]`` per null direction from ``E[d]`` at :func:`shifted_means`: Richardson's
+    ``(4 D_h - D_2h) / 3`` of the central differences ``D``, ``(K, r)``, and its error bound
+    ``|D_h - D_2h|`` (three times ``D_h``'s own truncation error) plus the engine's errors
+    divided by the steps, ``(K, r)``.
+
+    ``values``, ``errors``: ``E[d]`` and its stated error at the shifted means, ``(4 r, K)``.
+    """
+    v = np.asarray(values, float)
+    v = v.reshape(-1, 4, v.shape[-1])
+    e = np.asarray(errors, float).reshape(v.shape)
+    fine = (v[:, 0] - v[:, 1]) / (2 * step)
+    coarse = (v[:, 2] - v[:, 3]) / (4 * step)
+    quadrature = (4.0 / 3.0) * (e[:, 0] + e[:, 1]) / (2 * step) + \
+        (1.0 / 3.0) * (e[:, 2] + e[:, 3]) / (4 * step)
+    return ((4 * fine - coarse) / 3).T, (np.abs(fine - coarse) + quadrature).T
+
+
+def signal_moments(e, b, mean, slope, K, absolute=False, derivative=None, weights=None):
+    """``E[d_i nu_m] = mu_nu_m E[d_i] + sum_k B_mk (E[d_i lambda_k] - mu_lambda_k E[d_i])
+    + sum_v E[d/dv d_i] (v . C_lambda,nu_m)``: ``(K, S)`` from ``e = E[d] (K,)``,
+    ``b = E[d lambda^T] (K, K)``, the component's mean, ``slope = B (S, K)`` and, along the
+    null directions of :func:`split_regression`, ``derivative (K, r)`` and ``weights (r, S)``;
+    ``absolute``: every coefficient by its magnitude (``e``, ``b``, ``derivative`` are then
+    error bounds, and so is the result)."""
     if absolute:
         mean, slope = np.abs(mean), np.abs(slope)
+        weights = None if weights is None else np.abs(weights)
     centred = b + (1.0 if absolute else -1.0) * np.outer(e, mean[:K])
-    return np.outer(e, mean[K:]) + centred @ slope.T
+    out = np.outer(e, mean[K:]) + centred @ slope.T
+    if derivative is not None and np.size(derivative):
+        out = out + derivative @ weights
+    return out
 
 
 class JointField:
@@ -132,9 +208,10 @@ class JointField:
                 out[j, o] = self.target / s if s > 0 else np.inf
         return out
 
-    def _moments(self, values, comp, slope, absolute=False):
+    def _moments(self, values, comp, signal, absolute=False):
         """The moments dict of :func:`~.moments.assemble` from one row of engine outputs
-        (``absolute``: they are error bounds)."""
+        (``absolute``: they are error bounds); ``signal`` is None (teacher data) or the
+        component's ``(slope, derivative, weights)`` (:func:`signal_moments`)."""
         K, M = self.net.K, self.net.M
         slots = self._slots
 
@@ -147,11 +224,12 @@ class JointField:
             return out
 
         b = matrix("b", K, K)
-        if slope is None:
+        if signal is None:
             a = matrix("a", K, M)
         else:
-            e = np.array([values[slots["e"][(i, 0)]] for i in range(K)])
-            a = signal_moments(e, b, comp.mean, slope, K, absolute)
+            slope, derivative, weights = signal
+            a = signal_moments(self._mean_field(values), b, comp.mean, slope, K, absolute,
+                               derivative, weights)
         dv = (np.array([values[slots["dv"][(i, 0)]] for i in range(K)])
               if self.net.trained_second_layer else None)
         return {"a": a[None], "b": b[None], "c": matrix("c", K, K, True)[None],
@@ -168,16 +246,61 @@ class JointField:
                self.below_top)
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        mixture = self.spec.kind == "mixture"
-        slopes = [regression(c, self.net.K) if mixture else None for c in parts]
-        means, covs, params = self._rows(parts, v)
-        values, errors, _ = self.integrator.expectation(
-            means, covs, params, self._targets(parts, slopes), self.below_top)
-        moments = [(self._moments(values[j], c, slopes[j]),
-                    self._moments(errors[j], c, slopes[j], absolute=True))
-                   for j, c in enumerate(parts)]
+        if self.spec.kind != "mixture":
+            means, covs, params = self._rows(parts, v)
+            values, errors, _ = self.integrator.expectation(
+                means, covs, params, self._targets(parts, [None] * len(parts)), self.below_top)
+            moments = [(self._moments(values[j], c, None),
+                        self._moments(errors[j], c, None, absolute=True))
+                       for j, c in enumerate(parts)]
+        else:
+            moments = self._mixture_moments(parts, v)
         self._last = (key, moments)
         return moments
+
+    def _mean_field(self, values):
+        """``E[d] (K,)`` (or its bounds) from one row of engine outputs."""
+        return np.array([values[self._slots["e"][(i, 0)]] for i in range(self.net.K)])
+
+    def _mixture_moments(self, parts, v):
+        """:meth:`component_moments` of a mixture: one engine call for every component's
+        row and the rows of its :func:`mean_derivative` (:func:`split_regression`)."""
+        splits = [split_regression(c, self.net.K) for c in parts]
+        means, covs, params = self._rows(parts, v)
+        targets = self._targets(parts, [slope for slope, *_ in splits])
+        shifted = [self._shifted_rows(j, c, split, means, covs, params, targets)
+                   for j, (c, split) in enumerate(zip(parts, splits))]
+        blocks = [(means, covs, params, targets)] + shifted
+        rows = [np.concatenate([block[q] for block in blocks]) for q in range(4)]
+        values, errors, _ = self.integrator.expectation(*rows, self.below_top)
+        moments, start = [], len(parts)
+        for j, (c, (slope, null, weights, step)) in enumerate(zip(parts, splits)):
+            count = 4 * null.shape[1]
+            derivative, bound = mean_derivative(
+                np.reshape([self._mean_field(row) for row in values[start:start + count]],
+                           (count, self.net.K)),
+                np.reshape([self._mean_field(row) for row in errors[start:start + count]],
+                           (count, self.net.K)), step)
+            start += count
+            moments.append((self._moments(values[j], c, (slope, derivative, weights)),
+                            self._moments(errors[j], c, (slope, bound, weights),
+                                          absolute=True)))
+        return moments
+
+    def _shifted_rows(self, j, comp, split, means, covs, params, targets):
+        """Component ``j``'s rows of :func:`mean_derivative` ``(means, covs, params,
+        targets)``: only ``E[d]`` is needed, to a target that keeps its share of the
+        field's error after the division by the step and the weights."""
+        _, null, weights, step = split
+        count = 4 * null.shape[1]
+        shifted = shifted_means(means[j], null, step)
+        target = np.full((count, targets.shape[1]), np.inf)
+        gain = np.abs(weights).sum(axis=0).max(initial=0.0)
+        scale = abs(comp.weight) * self.net.step * gain * SHARES * len(means)
+        for o in self._slots["e"].values():
+            target[:, o] = self.target * step / scale if scale > 0 else np.inf
+        return (shifted, np.repeat(covs[j:j + 1], count, axis=0),
+                np.repeat(params[j:j + 1], count, axis=0), target)
 
     def evaluate(self, parts, v):
         """``(outputs, errors)``, each ``(2 n + 1,)``, of the components ``parts`` and the
