@@ -1250,6 +1250,26 @@ MUTATIONS = (
              ["tests/test_error_estimates.py::test_qmc_standard_error_is_calibrated_against_"
               "relu_closed_forms"],
              "QMC standard error 3x too large"),
+    # ---- round 17: a mixture's E[d nu] where the students' covariance is singular
+    mutation("mixture-null-directions-dropped", "hierarchy/models/network/joint_field.py",
+             "        out = out + derivative @ weights", "        out = out",
+             ["tests/test_network_mixture_regression.py::test_the_field_is_continuous_where_the_students_become_dependent",
+              "tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
+             "the regression's term along the near-null directions dropped (the old cut-off)"),
+    mutation("mixture-mean-derivative-one-sided", "hierarchy/models/network/joint_field.py",
+             "shifts = np.array([1.0, -1.0, 2.0, -2.0]) * step",
+             "shifts = np.array([1.0, 0.0, 2.0, 0.0]) * step",
+             ["tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
+             "the mean derivative's differences taken one-sided with the central formula"),
+    mutation("mixture-mean-derivative-richardson-sign", "hierarchy/models/network/joint_field.py",
+             "return ((4 * fine - coarse) / 3).T", "return ((4 * fine + coarse) / 3).T",
+             ["tests/test_network_mixture_regression.py::test_the_mean_derivative_of_a_cubic_is_exact_and_bounded",
+              "tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
+             "Richardson's combination with the wrong sign"),
+    mutation("mixture-null-weights-transposed", "hierarchy/models/network/joint_field.py",
+             "    weights = null.T @ c[:K, K:]", "    weights = -(null.T @ c[:K, K:])",
+             ["tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
+             "the null directions' weights v . C_lambda,nu with the wrong sign"),
 )
 
 
