@@ -1270,6 +1270,28 @@ MUTATIONS = (
              "    weights = null.T @ c[:K, K:]", "    weights = -(null.T @ c[:K, K:])",
              ["tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
              "the null directions' weights v . C_lambda,nu with the wrong sign"),
+    # ---- round 17: the structured field where C is nearly singular
+    mutation("structured-null-part-dropped", "hierarchy/models/network/structured.py",
+             "            a = a + expectations.null_part", "            a = a",
+             ["tests/test_network_structured_singular.py::test_the_regression_and_the_lifts_agree_where_both_apply",
+              "tests/test_network_structured_singular.py::test_the_field_is_smooth_where_an_eigenvalue_crosses_a_cut_off"],
+             "A's terms along the near-null eigenvectors of C dropped (the old cut-off)"),
+    mutation("structured-explicit-inverse", "hierarchy/models/network/structured.py",
+             "a = vectors @ ((vectors.T @ expectations.eta_b) / values[:, None])",
+             "a = ((vectors / values) @ vectors.T) @ expectations.eta_b",
+             ["tests/test_network_structured_singular.py::test_the_field_is_smooth_where_an_eigenvalue_crosses_a_cut_off"],
+             "C^+ B by the explicit inverse (rounding eps / e in every entry of A)"),
+    mutation("structured-lift-not-extrapolated", "hierarchy/models/network/structured.py",
+             "terms.append((vector, 3 * h[0] - 3 * h[1] + h[2], error))",
+             "terms.append((vector, h[0], error))",
+             ["tests/test_network_structured_singular.py::test_the_regression_and_the_lifts_agree_where_both_apply"],
+             "the lifted covariances' h taken at the first lift, not extrapolated to 0"),
+    mutation("structured-lift-error-dropped", "hierarchy/models/network/structured.py",
+             "error = np.abs(h[0] - 2 * h[1] + h[2]) + 7 * quadrature / (variance + delta)",
+             "error = 0.0 * h[0]",
+             ["tests/test_network_structured_singular.py::test_the_field_is_smooth_where_an_eigenvalue_crosses_a_cut_off",
+              "tests/test_network_structured_singular.py::test_the_regression_and_the_lifts_agree_where_both_apply"],
+             "the lifted term's stated error dropped"),
 )
 
 

@@ -29,6 +29,20 @@ within the engine's four fields (``K = M = 2`` without label noise), and certifi
 per-block update is linear in the block state given ``A``: it is one matrix product
 ``(L, s) @ (s, s)`` over all blocks (:meth:`StructuredSystem.block_map`), never Python per
 block.
+
+**Near-singular ``C``.** ``A = C^+ B`` along an eigenvector ``v`` of ``C`` (eigenvalue ``e``)
+is ``v (v.B) / e``, and ``v.B = e E[d/dv dl/dlambda]`` by Stein's lemma: a ratio of two
+vanishing numbers, whose weight in a block, ``X_b v``, vanishes only like ``sqrt(e)``. A
+pseudo-inverse cut-off (``1e-12`` of the largest eigenvalue) dropped it below and amplified
+the evaluator's rounding by ``1/e`` above: where two students' fields nearly coincide in
+``C`` but not block by block, the field jumped by ``5e-5`` at the cut-off and was noisy at
+``1e-4`` above it, under a stated error of 0 (closed forms). Now an eigenvector whose
+eigenvalue is at most :data:`NULL_VARIANCE` of the largest takes ``v.B / e`` from ``B`` at
+``C`` lifted along ``v`` (:meth:`StructuredSystem.null_terms`): ``h(x) = v.B(C + x v v^T) /
+(e + x)`` at ``x = delta, 2 delta, 3 delta`` (``delta`` = :data:`LIFT` of the largest
+eigenvalue), extrapolated to ``x = 0`` by the quadratic through them, with their second
+difference (plus their quadrature errors) as its stated error. Stein's lemma holds at every
+lift, so ``h`` is smooth in ``x`` and the term is continuous in ``C``, exact as ``e -> 0``.
 """
 
 import dataclasses
@@ -40,8 +54,17 @@ from hierarchy.core.errors import HierarchyError
 from hierarchy.models.network.derivation import needs_full_quadrature
 from hierarchy.models.network.field import EngineTarget, joint_applies, network_system
 
-#: eigenvalues of ``C`` below ``PINV_RCOND * max eigenvalue`` are its null space
-PINV_RCOND = 1e-12
+#: an eigenvector of ``C`` whose eigenvalue is at most this fraction of the largest takes its
+#: term of ``A`` from ``B`` at lifted covariances (the module docstring): above it the
+#: regression amplifies the evaluator's error by at most ``|X_b v| / e <= sqrt(rho_b / e)``,
+#: about ``1e4``; below it the term's weight ``|X_b v|`` is at most about ``1e-4``
+NULL_VARIANCE = 1e-8
+#: the lifts' step ``delta``, in units of the largest eigenvalue of ``C``
+LIFT = 1e-4
+#: a near-null ``v`` with ``max_b |G_b v|`` at most this fraction of ``max |G_b|`` (the block
+#: grams ``[[q_b, r_b], [r_b^T, t_b]]``) multiplies nothing: its term is skipped (at ``w = 0``
+#: it is 0 exactly; rounding leaves ``1e-17``)
+UNREACHED = 1e-14
 
 
 def augmented_network(net):
@@ -60,15 +83,24 @@ def augmented_covariance(c, K):
     return np.concatenate([rows, rows[:, :K]], axis=1)
 
 
-def pseudo_inverse(c):
-    """``C^+`` by eigendecomposition (eigenvalues below :data:`PINV_RCOND` times the largest
-    are the null space, where ``E[z F(z)]`` has no component)."""
+def spectral_split(c):
+    """``(vectors, values, null, variances)``: the eigenvectors of ``C`` above
+    :data:`NULL_VARIANCE` of its largest eigenvalue ``(n, k)`` and their eigenvalues, and the
+    others ``(n, r)`` with their eigenvalues clipped at 0 (NaN eigenvectors for a ``C`` that
+    is not finite: a rejected trial step, which the integrator must see).
+
+    ``C^+ B`` is ``vectors @ ((vectors^T B) / values)``, in that order: the explicit inverse
+    has entries ``1 / e``, and its product with ``B`` rounds every entry of ``A`` by
+    ``eps / e`` (``1e-8`` at ``e = 5e-8``, which the blocks' ``[r_b; t_b]`` did not cancel);
+    in the eigenbasis that rounding stays along ``v``, where the blocks weigh it by ``X_b v``.
+    """
     if not np.all(np.isfinite(c)):
-        return np.full(c.shape, np.nan)  # a rejected trial step: let the integrator see NaN
+        n = len(c)
+        return np.full((n, 1), np.nan), np.ones(1), np.zeros((n, 0)), np.zeros(0)
     values, vectors = np.linalg.eigh(0.5 * (c + c.T))
-    keep = values > PINV_RCOND * max(float(values[-1]), 0.0)
-    inverse = np.where(keep, 1.0 / np.where(keep, values, 1.0), 0.0)
-    return (vectors * inverse) @ vectors.T
+    top = max(float(values[-1]), 0.0)
+    kept = values > NULL_VARIANCE * top
+    return vectors[:, kept], values[kept], vectors[:, ~kept], np.maximum(values[~kept], 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +117,9 @@ class Expectations:
     v_drift: np.ndarray
     eg: float
     covariance: np.ndarray
+    #: ``A``'s terms along the near-null eigenvectors of ``C`` (``(K + M, K)``, 0 when none;
+    #: :meth:`StructuredSystem.null_terms`)
+    null_part: np.ndarray = None
 
 
 def direct_moments(net, engine):
@@ -154,11 +189,24 @@ class StructuredSystem(EngineTarget):
 
     # ------------------------------------------------------------------ expectations at C
     def expectations(self, u):
-        """The :class:`Expectations` at state ``u``."""
-        net, K, M = self.net, self.net.K, self.net.M
+        """The :class:`Expectations` at state ``u``, with their :attr:`~Expectations.null_part`."""
         u = np.asarray(u, dtype=float)
-        c = self.inputs.field_covariance(net, u)
-        v = u[self.n - K:] if net.trained_second_layer else np.array(net.second_layer, float)
+        c = self.inputs.field_covariance(self.net, u)
+        v = self._second_layer(u)
+        out = self._expectations_at(c, v)
+        terms = [(vector, value) for vector, value, _ in self.null_terms(u, c, v)]
+        null_part = sum((np.outer(vector, value) for vector, value in terms),
+                        np.zeros_like(out.eta_b))
+        return dataclasses.replace(out, null_part=null_part)
+
+    def _second_layer(self, u):
+        net = self.net
+        return u[self.n - net.K:] if net.trained_second_layer else np.array(net.second_layer,
+                                                                            float)
+
+    def _expectations_at(self, c, v):
+        """The :class:`Expectations` at the covariance ``c`` (no null part)."""
+        K, M = self.net.K, self.net.M
         if self.direct is not None:
             return self._direct_expectations(self.direct.moments_at(c, v)[0], c)
         out = self.evaluator.outputs_at(augmented_covariance(c, K), v)
@@ -167,6 +215,44 @@ class StructuredSystem(EngineTarget):
         corrector = out[self._aug_n + self._q_rows]
         return Expectations(eta_b=eta_b, corrector=corrector, v_drift=out[self._v_rows],
                             eg=float(out[2 * self._aug_n]), covariance=c)
+
+    def _eta_b_error_at(self, c, v):
+        """The evaluator's error bound on ``eta B`` at ``c``, ``(K + M, K)`` (its layout)."""
+        K, M = self.net.K, self.net.M
+        if self.direct is not None:
+            return np.abs(self._direct_expectations(self.direct.moments_at(c, v)[1], c).eta_b)
+        error = self.evaluator.quadrature_error_at(augmented_covariance(c, K), v)[self._r_rows]
+        return np.concatenate([error[:, M:], error[:, :M]], axis=1).T
+
+    def null_terms(self, u, c, v, errors=False):
+        """``A``'s terms along the near-null eigenvectors of ``C`` (the module docstring):
+        ``[(v, value (K,), error (K,) or None)]``, ``A = C_kept^+ eta_B + sum v value^T``.
+
+        ``value`` extrapolates ``h(x) = v.eta_B(C + x v v^T) / (e + x)`` from ``x = delta,
+        2 delta, 3 delta`` to 0 (``3 h_1 - 3 h_2 + h_3``); ``errors``: also its bound, the
+        second difference ``|h_1 - 2 h_2 + h_3|`` plus ``7`` times the lifts' quadrature errors
+        over ``e + delta``. An eigenvector that no block reaches (:data:`UNREACHED`) has none.
+        """
+        _, _, null, variances = spectral_split(c)
+        if null.shape[1] == 0:
+            return []
+        grams = self.inputs.block_grams(self.net, u)
+        scale = float(np.max(np.abs(grams), initial=0.0))
+        delta = LIFT * float(np.linalg.eigvalsh(0.5 * (c + c.T))[-1])
+        terms = []
+        for vector, variance in zip(null.T, variances):
+            if not np.max(np.abs(grams @ vector), initial=0.0) > UNREACHED * scale:
+                continue
+            lifts = [c + q * delta * np.outer(vector, vector) for q in (1, 2, 3)]
+            h = [vector @ self._expectations_at(lift, v).eta_b / (variance + q * delta)
+                 for q, lift in zip((1, 2, 3), lifts)]
+            error = None
+            if errors:
+                quadrature = np.max([np.abs(vector) @ self._eta_b_error_at(lift, v)
+                                     for lift in lifts], axis=0)
+                error = np.abs(h[0] - 2 * h[1] + h[2]) + 7 * quadrature / (variance + delta)
+            terms.append((vector, 3 * h[0] - 3 * h[1] + h[2], error))
+        return terms
 
     def _direct_expectations(self, moments, c):
         """The :class:`Expectations` from the joint engine's moments (``b[i, k] = E[d_i
@@ -188,7 +274,10 @@ class StructuredSystem(EngineTarget):
         ``h`` the teacher part ``-A_nu^T T`` of ``dr_b``, ``g`` the corrector on ``Q``.
         """
         K, M = self.net.K, self.net.M
-        a = pseudo_inverse(expectations.covariance) @ expectations.eta_b         # (K + M, K)
+        vectors, values, _, _ = spectral_split(expectations.covariance)
+        a = vectors @ ((vectors.T @ expectations.eta_b) / values[:, None])       # (K + M, K)
+        if expectations.null_part is not None:
+            a = a + expectations.null_part
         s = self.per_block
         basis = np.eye(s)
         iu = np.triu_indices(K)
@@ -270,30 +359,38 @@ class StructuredSystem(EngineTarget):
     def quadrature_error(self, u):
         """A bound on the quadrature error of ``f + g`` and of ``eg`` at ``u``: ``(rhs, eg)``.
 
-        The evaluator's error ``dB`` of ``eta B`` moves ``A`` by ``C^+ dB``, so a block's drift
-        by at most ``rho_b (2 |X_b| + |t_b|) |C^+| |dB|`` (spectral norms), plus ``rho_b``
-        times the corrector's error; 0 where everything is closed form.
+        The evaluator's error ``dB`` of ``eta B`` moves ``A`` by ``C_kept^+ dB``, so a block's
+        drift (``-(X_b A + A^T X_b^T)``, ``-A^T [r_b; t_b]``) by at most ``rho_b 3 sum_k |G_b
+        v_k| |v_k.dB| / e_k`` over the kept eigenvectors (``G_b`` the block's gram), plus
+        ``rho_b 3 sum_v |G_b v| |error_v|`` over the near-null ones
+        (:meth:`null_terms`), plus ``rho_b`` times the corrector's error; 0 where everything
+        is closed form and ``C`` has no near-null direction that a block reaches.
         """
-        net, K, M = self.net, self.net.K, self.net.M
+        net, K = self.net, self.net.K
         u = np.asarray(u, dtype=float)
         c = self.inputs.field_covariance(net, u)
-        v = u[self.n - K:] if net.trained_second_layer else np.array(net.second_layer, float)
+        v = self._second_layer(u)
         if self.direct is not None:
             bounds = self._direct_expectations(self.direct.moments_at(c, v)[1], c)
-            eg_error, error_b = bounds.eg, np.abs(bounds.eta_b)
-            error_g, error_v = np.abs(bounds.corrector), np.abs(bounds.v_drift)
+            eg_error, error_g, error_v = bounds.eg, np.abs(bounds.corrector), \
+                np.abs(bounds.v_drift)
         else:
             error = self.evaluator.quadrature_error_at(augmented_covariance(c, K), v)
-            eg_error, error_b = float(error[2 * self._aug_n]), error[self._r_rows]
+            eg_error = float(error[2 * self._aug_n])
             error_g, error_v = error[self._aug_n + self._q_rows], error[self._v_rows]
-        if not (np.any(error_b) or np.any(error_g) or np.any(error_v)):
+        error_b = self._eta_b_error_at(c, v)
+        terms = self.null_terms(u, c, v, errors=True)
+        if not (np.any(error_b) or np.any(error_g) or np.any(error_v) or terms):
             return np.zeros(self.n), eg_error
-        d_b = np.linalg.norm(error_b, 2)
-        d_g = float(np.max(error_g))
-        inverse = np.linalg.norm(pseudo_inverse(c), 2)
         grams = self.inputs.block_grams(net, u)
-        sizes = np.linalg.norm(grams, 2, axis=(1, 2))
-        bound = self.inputs.eigenvalues * (3 * sizes * inverse * d_b + d_g)
+        vectors, values, _, _ = spectral_split(c)
+        moved = np.linalg.norm(np.abs(vectors).T @ error_b, axis=1) / values
+        reach = np.linalg.norm(grams @ vectors, axis=1)                       # (L, kept)
+        amplified = reach @ moved
+        for vector, _, term_error in terms:
+            amplified = amplified + np.linalg.norm(grams @ vector, axis=1) * \
+                np.linalg.norm(term_error)
+        bound = self.inputs.eigenvalues * (3 * amplified + float(np.max(error_g, initial=0.0)))
         out = np.zeros(self.n)
         out[:len(bound) * self.per_block] = np.repeat(bound, self.per_block)
         if net.trained_second_layer:
