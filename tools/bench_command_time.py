@@ -5,10 +5,14 @@ round runs the baseline, then the command, then the command drawing its own figu
 of the rounds and, for items 1 and 2, the median and range of the rounds' own ratios:
 
 1. the baseline: ``python -c "import numpy, scipy.integrate"``;
-2. the command, warm (its compiled modules already cached): ``hierarchy solve CONFIG``,
-   which draws its figure in the second process it starts
-   (:mod:`hierarchy.core.figure_process`), and the same command drawing it in its own
-   process (``HIERARCHY_FIGURE_PROCESS=0``);
+2. the command, warm (its compiled modules already cached, and this package's bytecode
+   compiled, as ``pip install`` and a first import do: :func:`compile_package`):
+   ``hierarchy solve CONFIG``, which draws its figure in the second process it starts
+   (:mod:`hierarchy.core.figure_process`); the same command drawing it in its own process
+   (``HIERARCHY_FIGURE_PROCESS=0``); and, after those rounds, the same command compiling
+   this package from source (its ``__pycache__`` folders removed and
+   ``PYTHONDONTWRITEBYTECODE=1``, as on a machine that forbids bytecode: some sandboxes do;
+   numpy's and scipy's bytecode stays);
 3. the command's parts, in one process: the imports (``hierarchy.cli.main`` and the
    config's family) with the config (load, validate), the derivation (the field's system and
    the start), the integration with its certification and result files (``run_solve``), and
@@ -162,6 +166,35 @@ def table_costs(python, folder):
     return rows
 
 
+def compile_package():
+    """Compile this package's modules to bytecode in their ``__pycache__`` folders.
+
+    ``pip install`` does this for an installed package; an editable install writes it on the
+    first import, unless ``PYTHONDONTWRITEBYTECODE`` forbids it (then every command compiles
+    the package from source, and the baseline's numpy and scipy, compiled at install, would
+    not be compared like with like)."""
+    import compileall
+    compileall.compile_dir(str(REPO / "hierarchy"), quiet=1)
+
+
+def remove_bytecode():
+    """Remove this package's ``__pycache__`` folders (build products; :func:`compile_package`
+    writes them again)."""
+    import shutil
+    for folder in (REPO / "hierarchy").rglob("__pycache__"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def from_source(command, repeat):
+    """``repeat`` runs of ``command`` with this package compiled from source in each, then its
+    bytecode compiled again: ``[(wall, cpu)]``."""
+    remove_bytecode()
+    try:
+        return [run_once(command, PYTHONDONTWRITEBYTECODE="1") for _ in range(repeat)]
+    finally:
+        compile_package()
+
+
 def children_cpu():
     """CPU seconds (user + system) of this process's finished children so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -229,6 +262,10 @@ def print_command(config, times):
     print(f"  the figure drawn in the command's own process (HIERARCHY_FIGURE_PROCESS=0): "
           f"{alone:.2f} s, ratio {alone / bare:.2f}; CPU {alone_cpu:.2f} s, ratio "
           f"{alone_cpu / bare_cpu:.2f}")
+    source, source_cpu = best(times["from source"])
+    print(f"  this package compiled from source in every run (no bytecode; after the rounds, "
+          f"best of {len(times['from source'])}): {source:.2f} s, "
+          f"ratio {source / bare:.2f}; CPU {source_cpu:.2f} s, ratio {source_cpu / bare_cpu:.2f}")
     for name, what in (("command", "the command"), ("in process", "the figure in its process")):
         ratios = paired_ratios(times[name], times["bare"])
         print(f"  {what} / the baseline of its round, round by round: median "
@@ -253,11 +290,13 @@ def main():
         out = str(Path(folder) / "out")
         solve = [python, "-m", "hierarchy", "solve", args.config, "--out", out, "--quiet"]
         subprocess.run(solve, capture_output=True)  # warm the kernel cache
+        compile_package()
         print(load())
         times = timed_rounds({"bare": ([python, "-c", "import numpy, scipy.integrate"], {}),
                               "command": (solve, {}),
                               "in process": (solve, {"HIERARCHY_FIGURE_PROCESS": "0"})},
                              args.repeat)
+        times["from source"] = from_source(solve, args.repeat)
         if args.command_only:
             print(load())
             print_command(args.config, times)
@@ -274,11 +313,6 @@ def main():
     print("parts in one process: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()))
     print(f"sympy imported: {'yes' if imported['warm'] else 'no'} with the derivation cache "
           f"(a second run), {'yes' if imported['cold'] else 'no'} without it")
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        # numpy and scipy come with their bytecode compiled at install; an editable install of
-        # this package writes its own on first import, unless this variable forbids it
-        print("PYTHONDONTWRITEBYTECODE is set: this package's modules were compiled from source "
-              "in every command above (the baseline's numpy and scipy were not)")
     # a miss derives with sympy: its import lands where the first miss is (the config's
     # validation predicts the table's size), so the saving is over both parts
     warm = parts["imports CPU"] + parts["derivation CPU"]

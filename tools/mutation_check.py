@@ -1292,6 +1292,16 @@ MUTATIONS = (
              ["tests/test_network_structured_singular.py::test_the_field_is_smooth_where_an_eigenvalue_crosses_a_cut_off",
               "tests/test_network_structured_singular.py::test_the_regression_and_the_lifts_agree_where_both_apply"],
              "the lifted term's stated error dropped"),
+    # ---- round 17: the command's end
+    mutation("end-process-kills-live-threads", "hierarchy/cli/main.py",
+             "    if any(t is not threading.current_thread() and not t.daemon and t.is_alive()",
+             "    if False and any(t is not threading.current_thread() and not t.daemon",
+             ["tests/test_cli_process_end.py::test_a_live_thread_is_joined_by_the_usual_exit"],
+             "os._exit with a non-daemon thread still running (a Dask worker killed)"),
+    mutation("end-process-skips-atexit", "hierarchy/cli/main.py",
+             "        atexit._run_exitfuncs()\n", "        pass\n",
+             ["tests/test_cli_process_end.py::test_the_output_is_flushed_the_atexit_handlers_run_and_the_status_kept"],
+             "os._exit without running the atexit handlers"),
 )
 
 
