@@ -144,6 +144,8 @@ CLAIMS = (
             r"own process \(HIERARCHY_FIGURE_PROCESS=0\): [0-9.]+ s, ratio ([0-9.]+)"),
            ("CPU ratio, figure in the command's process",
             r"own process \(HIERARCHY_FIGURE_PROCESS=0\): .*; CPU [0-9.]+ s, ratio ([0-9.]+)"),
+           ("wall ratio, this package compiled from source",
+            r"compiled from source in every run .*: [0-9.]+ s, ratio ([0-9.]+)"),
            ("part: imports + config CPU (s)", r"imports CPU ([0-9.]+) s"),
            ("part: derivation CPU (s)", r"derivation CPU ([0-9.]+) s"),
            ("part: integration CPU (s)", r"integration CPU ([0-9.]+) s"),
