@@ -1302,6 +1302,13 @@ MUTATIONS = (
              "        atexit._run_exitfuncs()\n", "        pass\n",
              ["tests/test_cli_process_end.py::test_the_output_is_flushed_the_atexit_handlers_run_and_the_status_kept"],
              "os._exit without running the atexit handlers"),
+    mutation("relu-psd-clip-in-absolute-units", "hierarchy/models/network/closed_forms.py",
+             "    values, vectors = np.linalg.eigh(c / outer)", "    outer = 1.0 + 0.0 * outer\n"
+             "    values, vectors = np.linalg.eigh(c / outer)",
+             ["tests/test_network_small_student.py::test_the_clipping_keeps_a_tiny_fields_"
+              "correlations"],
+             "the relu closed forms' PSD clip in absolute units (a tiny student's correlations "
+             "scrambled)"),
 )
 
 
