@@ -1309,6 +1309,11 @@ MUTATIONS = (
               "correlations"],
              "the relu closed forms' PSD clip in absolute units (a tiny student's correlations "
              "scrambled)"),
+    mutation("factor-kinked-field-against-row-scale", "templates/_gauss_levels.c.j2",
+             "floor_f = pass ? 1e-13 * C[f * d + f] : tol;", "floor_f = tol;",
+             ["tests/test_network_dead_unit.py"],
+             "a kinked field of tiny variance ended by the row's largest variance (a dead relu "
+             "unit made a constant)"),
 )
 
 

@@ -7,8 +7,9 @@ jointly Gaussian local fields. The engine evaluates it in C
 
 - **the factor**: a pivoted Cholesky factor ``z = L xi``, ``xi ~ N(0, I_r)``, ``r = rank C``,
   kinked fields pivoted first; a field whose conditional variance vanishes (a singular ``C``,
-  e.g. a start at ``Q = 0`` or a student equal to a teacher) ends at an earlier level, a
-  field of zero variance is the constant ``h_f(0)``;
+  e.g. a start at ``Q = 0`` or a student equal to a teacher: at most ``1e-13`` of the row's
+  largest variance, or of its own for a kinked field, whose step does not depend on its
+  scale) ends at an earlier level, a field of zero variance is the constant ``h_f(0)``;
 - **nested one-dimensional rules**, one level per ``xi_j``: a level where no kinked field
   ends integrates ``phi(xi)`` times the rest by the trapezoid rule on ``[-U, U]`` (``U = 9``:
   the tail beyond is below ``1e-18``), which converges geometrically for functions analytic in
