@@ -1314,6 +1314,16 @@ MUTATIONS = (
              ["tests/test_network_dead_unit.py"],
              "a kinked field of tiny variance ended by the row's largest variance (a dead relu "
              "unit made a constant)"),
+    mutation("relu-angle-determinant-rounded", "hierarchy/models/network/closed_forms.py",
+             "    return (p1 - p2) + (e1 - e2)", "    return caa * cbb - cab * cab",
+             ["tests/test_network_relu_ties.py::test_the_angle_is_that_of_the_given_numbers_near_a_tie"],
+             "the relu forms' determinant of two rounded products (eps / t of the angle lost)"),
+    mutation("relu-angle-from-rounded-rho-compiled", "templates/network_field.pyx.j2",
+             "    return atan2(sqrt(det if det > 0.0 else 0.0), cab)",
+             "    return atan2(sqrt(1.0 - (cab / sqrt(caa * cbb)) ** 2), cab / sqrt(caa * cbb))",
+             ["tests/test_network_relu_ties.py::test_the_compiled_forms_agree_with_numpy_near_a_"
+              "tie"],
+             "the compiled relu forms' angle from a rounded rho (arccos), as before"),
 )
 
 
