@@ -16,6 +16,8 @@ from hierarchy.config.loader import load_config
 from hierarchy.core.registry import family
 from hierarchy.models.network import structured
 
+from field_paths import second_difference
+
 CONFIG = """
 [model]
 family = "network"
@@ -72,17 +74,6 @@ def smallest_relative_eigenvalue(system, s):
     return values[0] / values[-1]
 
 
-def second_difference(system, s, h):
-    """``f(s - h) - 2 f(s) + f(s + h)`` and the bound its stated errors allow
-    (``e(s - h) + 2 e(s) + e(s + h)``)."""
-    values, errors = [], []
-    for x in (s - h, s, s + h):
-        u = state(system, x)
-        values.append(system.rhs(u))
-        errors.append(system.quadrature_error(u)[0])
-    return values[0] - 2 * values[1] + values[2], errors[0] + 2 * errors[1] + errors[2]
-
-
 def crossing(system, relative):
     """The ``s`` where the smallest eigenvalue of ``C`` is ``relative`` of the largest."""
     ratio = smallest_relative_eigenvalue(system, 1e-3) / 1e-6  # e ~ s^2
@@ -100,8 +91,8 @@ def test_the_field_is_smooth_where_an_eigenvalue_crosses_a_cut_off(system, relat
     h = 0.05 * s
     assert smallest_relative_eigenvalue(system, s - h) < relative < \
         smallest_relative_eigenvalue(system, s + h)
-    jump, allowed = second_difference(system, s, h)
-    curvature, _ = second_difference(system, s / 2, h)
+    jump, allowed = second_difference(system, state, s, h)
+    curvature, _ = second_difference(system, state, s / 2, h)
     bound = allowed + 2 * np.abs(curvature)
     assert np.all(np.abs(jump) <= bound), np.max(np.abs(jump) / bound)
 
