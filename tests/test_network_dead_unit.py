@@ -89,3 +89,26 @@ def test_a_dead_relu_unit_does_not_jump_at_the_factors_cut_off(tmp_path, text):
     curvature, _ = second_difference(system, state, s / 4, h / 4)
     bound = allowed + 2 * np.abs(curvature) * 16   # h^2 scaling from h / 4 to h
     assert np.all(np.abs(jump) <= bound), np.max(np.abs(jump) / bound)
+
+
+def test_a_dead_relu_unit_in_a_mixture_is_not_a_near_null_direction(tmp_path):
+    """The regression of the means' fields on the students' is split in the students' own
+    units (:func:`~hierarchy.models.network.joint_field.split_regression`): a dead unit is
+    not nearly dependent on the live one. Split in absolute units, its direction took the
+    mean derivative below ``1e-8`` of the largest variance, with a shift of ``1e-3`` of the
+    largest standard deviation, which moves a tiny relu field's steps by O(1): honest (the
+    stated error was ``5e-3``) but useless. The field is smooth there and within its
+    target."""
+    system = make(tmp_path, MIXTURE)
+    students = lambda s: system.net.law.components(system.net, state(system, s))[0] \
+        .covariance[:2, :2]
+    # the dead unit's variance is s^2 students(1)[1, 1], the live one's students(0)[0, 0]
+    s = float(np.sqrt(1e-8 * students(0.0)[0, 0] / students(1.0)[1, 1]))
+    h = 0.15 * s
+    jump, allowed = second_difference(system, state, s, h)
+    curvature, _ = second_difference(system, state, 2 * s, h)
+    bound = allowed + 2 * np.abs(curvature)
+    assert np.all(np.abs(jump) <= bound), np.max(np.abs(jump) / bound)
+    # and accurate: split in absolute units, the mean derivative's stated error (honest, a
+    # shift of 1e-3 standard deviations across a tiny relu field's kink) was 5e-3
+    assert np.max(system.quadrature_error(state(system, s))[0]) <= system.evaluator.target

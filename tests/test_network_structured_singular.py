@@ -128,3 +128,62 @@ def test_a_student_at_zero_has_no_lifted_term(tmp_path):
     assert structured.spectral_split(c)[2].shape[1] >= 1
     assert system.null_terms(u, c, system._second_layer(u)) == []
     assert np.all(system.quadrature_error(u)[0] == 0.0)
+
+
+DEAD_UNIT = """
+[model]
+family = "network"
+data = "teacher"
+loss = "logistic"
+[model.student]
+width = 2
+activation = "relu"
+[model.teacher]
+width = 2
+activation = "erf"
+[model.inputs]
+covariance = "power-law"
+blocks = 2
+"""
+
+
+def dead_unit_state(system, s):
+    """Student 1 alive in both blocks, student 2 ``s d_b`` in block ``b`` (a dead unit
+    decaying under a ridge); the teachers along coordinates 0 and 1."""
+    teachers = np.eye(6)[:2]
+    live = (np.array([0.7, 0.4, 0.5, 0.2, 0.0, 0.0]), np.array([-0.2, 0.6, 0.3, -0.4, 0.5, 0.0]))
+    dead = (np.array([0.3, 0.5, 0.6, 0.0, 0.0, 0.548]), np.array([-0.4, 0.2, 0.0, 0.5, 0.3, 0.6]))
+    grams = []
+    for b in range(2):
+        w = np.vstack([live[b], s * dead[b]])
+        grams.append((w @ w.T, w @ teachers.T))
+    values = []
+    for label in system.labels:
+        name, block = label.split("@")
+        q, r = grams[int(block) - 1]
+        i, k = (int(x) - 1 for x in name[1:].split("."))
+        values.append((q if name[0] == "Q" else r)[i, k])
+    return np.array(values)
+
+
+def test_a_dead_relu_unit_is_not_a_near_null_direction(tmp_path):
+    """A relu student of tiny norm is not nearly dependent on the others: judged in absolute
+    units it was lifted by ``1e-4`` of the largest variance, which changes a relu field's
+    steps by O(1), and the field jumped by ``6e-3`` (under a stated ``3e-13``) where its
+    variance crossed ``1e-8`` of the largest. In the fields' own units nothing switches:
+    the second difference across that point is within the stated errors and the curvature."""
+    system = family("network").system(load_config(write(tmp_path, DEAD_UNIT)))
+    c = lambda s: system.inputs.field_covariance(system.net, dead_unit_state(system, s))
+    values = np.linalg.eigvalsh(c(1.0))
+    s = float(np.sqrt(1e-8 * values[-1] / c(1.0)[1, 1]))   # the old switch: Q_22 ~ 1e-8 top
+    h = 0.15 * s
+    jump, allowed = second_difference(system, dead_unit_state, s, h)
+    curvature, _ = second_difference(system, dead_unit_state, 2 * s, h)
+    bound = allowed + 2 * np.abs(curvature)
+    assert np.all(np.abs(jump) <= bound), np.max(np.abs(jump) / bound)
+
+
+def write(tmp_path, text):
+    path = tmp_path / "dead_unit.toml"
+    path.write_text(text)
+    return path

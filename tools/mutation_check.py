@@ -1324,6 +1324,18 @@ MUTATIONS = (
              ["tests/test_network_relu_ties.py::test_the_compiled_forms_agree_with_numpy_near_a_"
               "tie"],
              "the compiled relu forms' angle from a rounded rho (arccos), as before"),
+    mutation("structured-split-in-absolute-units", "hierarchy/models/network/structured.py",
+             "    scale = np.sqrt(np.where(diagonal > 0, diagonal, 1.0))\n    values, vectors",
+             "    scale = np.ones_like(diagonal)\n    values, vectors",
+             ["tests/test_network_structured_singular.py::test_a_dead_relu_unit_is_not_a_near_"
+              "null_direction"],
+             "the structured split in absolute units (a dead relu unit lifted, off by 6e-3)"),
+    mutation("mixture-split-in-absolute-units", "hierarchy/models/network/joint_field.py",
+             "    scale = np.sqrt(np.where(diagonal > 0, diagonal, 1.0))\n    variances, vectors",
+             "    scale = np.ones_like(diagonal)\n    variances, vectors",
+             ["tests/test_network_dead_unit.py::test_a_dead_relu_unit_in_a_mixture_is_not_a_"
+              "near_null_direction"],
+             "the mixture's regression split in absolute units (a dead relu unit shifted)"),
 )
 
 

@@ -47,29 +47,41 @@ SHIFT = 1e-3
 
 
 def split_regression(comp, K):
-    """The regression of ``nu`` on ``lambda`` split at the (near) null space of ``C_lambda``.
+    """The regression of ``nu`` on ``lambda`` split at the (near) null space of ``C_lambda``,
+    in the fields' own units.
+
+    The eigenvectors ``v`` are those of the students' correlation matrix ``R = S^-1 C_lambda
+    S^-1`` (``S`` their standard deviations, 1 where a variance is not positive), so that a
+    student of tiny norm beside students of norm 1 is not a near-null direction: only nearly
+    dependent students are (shifted by ``SHIFT`` of the largest standard deviation, a relu
+    student of tiny variance would change its steps by O(1)).
 
     Returns
     -------
     slope : numpy.ndarray, shape (S, K)
         ``B`` with ``E[nu | lambda] = mu_nu + B (lambda - mu_lambda)`` on the eigenvectors of
-        ``C_lambda`` above :data:`NULL_VARIANCE` of its largest eigenvalue.
+        ``R`` above :data:`NULL_VARIANCE` of its largest eigenvalue.
     null : numpy.ndarray, shape (K, r)
-        The other eigenvectors ``v``, whose term is ``E[d/dv d] (v . C_lambda,nu)``
-        (the module docstring), those with a nonzero ``v . C_lambda,nu`` only.
+        The directions ``S v`` in which :func:`mean_derivative` shifts the students' mean for
+        the other eigenvectors (those with a nonzero weight only); their term is
+        ``E[d/dt d(lambda + t S v)] (S^-1 v . C_lambda,nu)`` (the module docstring).
     weights : numpy.ndarray, shape (r, S)
-        ``v . C_lambda,nu`` of each.
+        ``S^-1 v . C_lambda,nu`` of each.
     step : float
-        The step of :func:`mean_derivative` (:data:`SHIFT` standard deviations).
+        The step of :func:`mean_derivative` in ``t`` (:data:`SHIFT` of the largest standard
+        deviation of ``R``'s eigen-directions).
     """
     c = comp.covariance
-    variances, vectors = np.linalg.eigh(c[:K, :K])
+    diagonal = np.diag(c)[:K]
+    scale = np.sqrt(np.where(diagonal > 0, diagonal, 1.0))
+    variances, vectors = np.linalg.eigh(c[:K, :K] / np.outer(scale, scale))
     top = max(float(variances.max(initial=0.0)), 0.0)
     kept = variances > NULL_VARIANCE * top
-    slope = c[K:, :K] @ (vectors[:, kept] / variances[kept]) @ vectors[:, kept].T
-    null = vectors[:, ~kept]
-    weights = null.T @ c[:K, K:]
+    whitened = vectors / scale[:, None]                     # S^-1 v
+    slope = c[K:, :K] @ (whitened[:, kept] / variances[kept]) @ whitened[:, kept].T
+    weights = whitened[:, ~kept].T @ c[:K, K:]
     moving = np.any(weights != 0.0, axis=1)
+    null = (vectors * scale[:, None])[:, ~kept]             # S v
     return slope, null[:, moving], weights[moving], SHIFT * (np.sqrt(top) if top > 0 else 1.0)
 
 

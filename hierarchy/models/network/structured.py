@@ -37,8 +37,9 @@ pseudo-inverse cut-off (``1e-12`` of the largest eigenvalue) dropped it below an
 the evaluator's rounding by ``1/e`` above: where two students' fields nearly coincide in
 ``C`` but not block by block, the field jumped by ``5e-5`` at the cut-off and was noisy at
 ``1e-4`` above it, under a stated error of 0 (closed forms). Now an eigenvector whose
-eigenvalue is at most :data:`NULL_VARIANCE` of the largest takes ``v.B / e`` from ``B`` at
-``C`` lifted along ``v`` (:meth:`StructuredSystem.null_terms`): ``h(x) = v.B(C + x v v^T) /
+eigenvalue is at most :data:`NULL_VARIANCE` of the largest, both in the fields' own units
+(the correlation matrix: a field of tiny variance is not nearly dependent), takes ``v.B / e``
+from ``B`` at ``C`` lifted along ``v`` (:meth:`StructuredSystem.null_terms`): ``h(x) = v.B(C + x v v^T) /
 (e + x)`` at ``x = delta, 2 delta, 3 delta`` (``delta`` = :data:`LIFT` of the largest
 eigenvalue), extrapolated to ``x = 0`` by the quadratic through them, with their second
 difference (plus their quadrature errors) as its stated error. Stein's lemma holds at every
@@ -84,23 +85,34 @@ def augmented_covariance(c, K):
 
 
 def spectral_split(c):
-    """``(vectors, values, null, variances)``: the eigenvectors of ``C`` above
-    :data:`NULL_VARIANCE` of its largest eigenvalue ``(n, k)`` and their eigenvalues, and the
-    others ``(n, r)`` with their eigenvalues clipped at 0 (NaN eigenvectors for a ``C`` that
-    is not finite: a rejected trial step, which the integrator must see).
+    """``C``'s eigendecomposition in the fields' own units, split at :data:`NULL_VARIANCE`.
 
-    ``C^+ B`` is ``vectors @ ((vectors^T B) / values)``, in that order: the explicit inverse
-    has entries ``1 / e``, and its product with ``B`` rounds every entry of ``A`` by
-    ``eps / e`` (``1e-8`` at ``e = 5e-8``, which the blocks' ``[r_b; t_b]`` did not cancel);
-    in the eigenbasis that rounding stays along ``v``, where the blocks weigh it by ``X_b v``.
+    The eigenvectors are those of the correlation matrix ``R = S^-1 C S^-1`` (``S`` the
+    fields' standard deviations, 1 where a variance is not positive), so that a field of
+    tiny variance beside fields of variance 1 (a dead unit decaying under a ridge) is not a
+    near-null direction: only fields that are nearly *dependent* are. (Split in absolute
+    units, such a field was lifted by ``1e-4`` of the largest variance, which for a relu
+    student changes its correlations by O(1): the field was off by ``6e-3`` under a stated
+    ``3e-13``.) Returns ``(vectors, values, null, variances, scale)``: the columns of
+    ``vectors`` and ``null`` are ``S^-1 v`` for the kept and the near-null eigenvectors ``v``
+    of ``R``, ``values`` and ``variances`` (clipped at 0) their eigenvalues, ``scale`` is
+    ``S``; ``C^+ B = vectors @ ((vectors^T B) / values)`` on the kept part, in that order:
+    the explicit inverse rounded every entry of ``A`` by ``eps / e`` (``1e-8`` at
+    ``e = 5e-8``), which the blocks' ``[r_b; t_b]`` did not cancel; in the eigenbasis that
+    rounding stays along ``v``, where the blocks weigh it by ``X_b v``. NaN eigenvectors for
+    a ``C`` that is not finite (a rejected trial step, which the integrator must see).
     """
+    n = len(c)
     if not np.all(np.isfinite(c)):
-        n = len(c)
-        return np.full((n, 1), np.nan), np.ones(1), np.zeros((n, 0)), np.zeros(0)
-    values, vectors = np.linalg.eigh(0.5 * (c + c.T))
+        return np.full((n, 1), np.nan), np.ones(1), np.zeros((n, 0)), np.zeros(0), np.ones(n)
+    diagonal = np.diag(c)
+    scale = np.sqrt(np.where(diagonal > 0, diagonal, 1.0))
+    values, vectors = np.linalg.eigh(0.5 * (c + c.T) / np.outer(scale, scale))
     top = max(float(values[-1]), 0.0)
     kept = values > NULL_VARIANCE * top
-    return vectors[:, kept], values[kept], vectors[:, ~kept], np.maximum(values[~kept], 0.0)
+    vectors = vectors / scale[:, None]
+    return vectors[:, kept], values[kept], vectors[:, ~kept], np.maximum(values[~kept], 0.0), \
+        scale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,22 +240,29 @@ class StructuredSystem(EngineTarget):
         """``A``'s terms along the near-null eigenvectors of ``C`` (the module docstring):
         ``[(v, value (K,), error (K,) or None)]``, ``A = C_kept^+ eta_B + sum v value^T``.
 
-        ``value`` extrapolates ``h(x) = v.eta_B(C + x v v^T) / (e + x)`` from ``x = delta,
-        2 delta, 3 delta`` to 0 (``3 h_1 - 3 h_2 + h_3``); ``errors``: also its bound, the
-        second difference ``|h_1 - 2 h_2 + h_3|`` plus ``7`` times the lifts' quadrature errors
-        over ``e + delta``. An eigenvector that no block reaches (:data:`UNREACHED`) has none.
+        In the fields' own units (:func:`spectral_split`: ``v`` an eigenvector of the
+        correlation matrix, ``e`` its eigenvalue, ``S`` the standard deviations), ``value``
+        extrapolates ``h(x) = (S^-1 v).eta_B(C + x (S v)(S v)^T) / (e + x)`` from ``x = delta,
+        2 delta, 3 delta`` (``delta`` = :data:`LIFT` of the largest eigenvalue) to 0
+        (``3 h_1 - 3 h_2 + h_3``), and the term is ``S^-1 v value^T``; ``errors``: also its
+        bound, the second difference ``|h_1 - 2 h_2 + h_3|`` plus ``7`` times the lifts'
+        quadrature errors over ``e + delta``. An eigenvector that no block reaches
+        (:data:`UNREACHED`) has none.
         """
-        _, _, null, variances = spectral_split(c)
+        _, values, null, variances, scale = spectral_split(c)
         if null.shape[1] == 0:
             return []
         grams = self.inputs.block_grams(self.net, u)
-        scale = float(np.max(np.abs(grams), initial=0.0))
-        delta = LIFT * float(np.linalg.eigvalsh(0.5 * (c + c.T))[-1])
+        size = float(np.max(np.abs(grams), initial=0.0))
+        delta = LIFT * float(np.max(values, initial=0.0))
+        if not delta > 0:
+            return []
         terms = []
         for vector, variance in zip(null.T, variances):
-            if not np.max(np.abs(grams @ vector), initial=0.0) > UNREACHED * scale:
+            if not np.max(np.abs(grams @ vector), initial=0.0) > UNREACHED * size:
                 continue
-            lifts = [c + q * delta * np.outer(vector, vector) for q in (1, 2, 3)]
+            lifted = scale ** 2 * vector   # S v: the lift along v in the fields' units
+            lifts = [c + q * delta * np.outer(lifted, lifted) for q in (1, 2, 3)]
             h = [vector @ self._expectations_at(lift, v).eta_b / (variance + q * delta)
                  for q, lift in zip((1, 2, 3), lifts)]
             error = None
@@ -274,7 +293,7 @@ class StructuredSystem(EngineTarget):
         ``h`` the teacher part ``-A_nu^T T`` of ``dr_b``, ``g`` the corrector on ``Q``.
         """
         K, M = self.net.K, self.net.M
-        vectors, values, _, _ = spectral_split(expectations.covariance)
+        vectors, values, _, _, _ = spectral_split(expectations.covariance)
         a = vectors @ ((vectors.T @ expectations.eta_b) / values[:, None])       # (K + M, K)
         if expectations.null_part is not None:
             a = a + expectations.null_part
@@ -383,7 +402,7 @@ class StructuredSystem(EngineTarget):
         if not (np.any(error_b) or np.any(error_g) or np.any(error_v) or terms):
             return np.zeros(self.n), eg_error
         grams = self.inputs.block_grams(net, u)
-        vectors, values, _, _ = spectral_split(c)
+        vectors, values, _, _, _ = spectral_split(c)
         moved = np.linalg.norm(np.abs(vectors).T @ error_b, axis=1) / values
         reach = np.linalg.norm(grams @ vectors, axis=1)                       # (L, kept)
         amplified = reach @ moved
