@@ -1267,7 +1267,8 @@ MUTATIONS = (
               "tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
              "Richardson's combination with the wrong sign"),
     mutation("mixture-null-weights-transposed", "hierarchy/models/network/joint_field.py",
-             "    weights = null.T @ c[:K, K:]", "    weights = -(null.T @ c[:K, K:])",
+             "    weights = whitened[:, ~kept].T @ c[:K, K:]",
+             "    weights = -(whitened[:, ~kept].T @ c[:K, K:])",
              ["tests/test_network_mixture_regression.py::test_the_regression_and_the_mean_derivative_agree_where_both_apply"],
              "the null directions' weights v . C_lambda,nu with the wrong sign"),
     # ---- round 17: the structured field where C is nearly singular
