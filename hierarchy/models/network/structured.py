@@ -182,6 +182,7 @@ class StructuredSystem(EngineTarget):
         self._v_rows = np.array([self._aug_index[f"v{i + 1}"] for i in range(K)]
                                 if net.trained_second_layer else [], dtype=np.int64)
         self.factor = 1.0
+        self._last_split = None
 
     @property
     def engine(self):
@@ -236,6 +237,14 @@ class StructuredSystem(EngineTarget):
         error = self.evaluator.quadrature_error_at(augmented_covariance(c, K), v)[self._r_rows]
         return np.concatenate([error[:, M:], error[:, :M]], axis=1).T
 
+    def split(self, c):
+        """:func:`spectral_split` of ``c``; the last one is kept (a call's field, its block map
+        and its stated error share one eigendecomposition)."""
+        key = (np.asarray(c, dtype=float).tobytes(), NULL_VARIANCE)
+        if self._last_split is None or self._last_split[0] != key:
+            self._last_split = (key, spectral_split(c))
+        return self._last_split[1]
+
     def null_terms(self, u, c, v, errors=False):
         """``A``'s terms along the near-null eigenvectors of ``C`` (the module docstring):
         ``[(v, value (K,), error (K,) or None)]``, ``A = C_kept^+ eta_B + sum v value^T``.
@@ -249,7 +258,7 @@ class StructuredSystem(EngineTarget):
         quadrature errors over ``e + delta``. An eigenvector that no block reaches
         (:data:`UNREACHED`) has none.
         """
-        _, values, null, variances, scale = spectral_split(c)
+        _, values, null, variances, scale = self.split(c)
         if null.shape[1] == 0:
             return []
         grams = self.inputs.block_grams(self.net, u)
@@ -293,7 +302,7 @@ class StructuredSystem(EngineTarget):
         ``h`` the teacher part ``-A_nu^T T`` of ``dr_b``, ``g`` the corrector on ``Q``.
         """
         K, M = self.net.K, self.net.M
-        vectors, values, _, _, _ = spectral_split(expectations.covariance)
+        vectors, values, _, _, _ = self.split(expectations.covariance)
         a = vectors @ ((vectors.T @ expectations.eta_b) / values[:, None])       # (K + M, K)
         if expectations.null_part is not None:
             a = a + expectations.null_part
@@ -402,7 +411,7 @@ class StructuredSystem(EngineTarget):
         if not (np.any(error_b) or np.any(error_g) or np.any(error_v) or terms):
             return np.zeros(self.n), eg_error
         grams = self.inputs.block_grams(net, u)
-        vectors, values, _, _, _ = spectral_split(c)
+        vectors, values, _, _, _ = self.split(c)
         moved = np.linalg.norm(np.abs(vectors).T @ error_b, axis=1) / values
         reach = np.linalg.norm(grams @ vectors, axis=1)                       # (L, kept)
         amplified = reach @ moved
