@@ -15,28 +15,12 @@ import pytest
 from hierarchy.config.loader import load_config
 from hierarchy.core.registry import family
 from hierarchy.models.network import joint_field
-from hierarchy.models.network.field import second_layer_of
 
-CONFIG = """
-[model]
-family = "network"
-data = "mixture"
-loss = "cross-entropy"
-ridge = 0.01
-[model.student]
-width = 3
-activation = "linear"
-second_layer = "fixed"
-[model.mixture]
-means = [[1.0, 0.0], [0.0, 1.0], [-0.7, -0.7]]
-weights = [0.3, 0.3, 0.4]
-labels = [1.0, 2.0, 3.0]
-snr = 4.0
-convention = "seed"
-[solve]
-rtol = 1e-5
-atol = 1e-7
-"""
+from test_network_fixed_points import CROSS_ENTROPY
+
+#: the cross-entropy mixture of three linear students whose fixed point has them dependent
+#: (its start and horizon are not used: the states here are built from weight vectors)
+CONFIG = CROSS_ENTROPY
 
 #: two students in general position, the third their combination (the fixed point's shape:
 #: ``w3`` in the span of ``w1, w2``); coordinates 0 and 1 are the means' plane
