@@ -13,8 +13,7 @@ observables of degree <= 2 that move:
 
 Each count is given twice: for the estimator as it is (``vouched``: an irregular ladder is not
 credited with acceleration, :func:`hierarchy.core.extrapolation.irregular`) and, measured in
-the same run, without that rule (``unvouched``: every ladder counts as regular), the
-estimator of the previous release.
+the same run, without those rules (``unvouched``: every ladder counts as regular).
 
     python tools/extrapolation_honesty.py            # 17 cases, about two minutes
     python tools/extrapolation_honesty.py --quick    # 4 cases

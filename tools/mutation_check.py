@@ -1017,10 +1017,29 @@ MUTATIONS = (
               "acceleration"],
              "an oscillating ladder's accidental plateau certified, 10^5 times off its claim"),
     mutation("irregular-ignores-sign-changes", "hierarchy/core/extrapolation.py",
-             "                  & (np.all(ratios > 0, axis=0) | np.all(ratios < 0, axis=0))\n",
+             "                  & (np.all(last > 0, axis=0) | np.all(last < 0, axis=0))\n",
              "", ["tests/test_extrapolation.py::test_a_steady_rate_is_regular_and_an_"
                   "oscillating_ladder_is_not"],
              "a ladder whose differences change sign counted as converging steadily"),
+    mutation("slowing-rate-counted-steady", "hierarchy/core/extrapolation.py",
+             "    return ~steady | slowing | period_two\n", "    return ~steady | period_two\n",
+             ["tests/test_extrapolation.py::test_rates_still_growing_or_of_period_two_are_"
+              "irregular",
+              "tests/test_extrapolation.py::test_a_rate_growing_towards_the_radius_is_not_"
+              "credited_with_acceleration"],
+             "a rate still growing towards the radius certified, 34 times off its claim"),
+    mutation("settled-rate-counted-slowing", "hierarchy/core/extrapolation.py",
+             "        slowing = (np.all(growth > 0, axis=0) & (growth[-1] >= 0.5 * growth[-2])\n",
+             "        slowing = (np.all(growth > 0, axis=0)\n",
+             ["tests/test_extrapolation.py::test_rates_still_growing_or_of_period_two_are_"
+              "irregular"],
+             "a rate that grew and settled refused its acceleration (the default config's "
+             "horizon cut to t = 0.023)"),
+    mutation("period-two-rate-counted-steady", "hierarchy/core/extrapolation.py",
+             "    return ~steady | slowing | period_two\n", "    return ~steady | slowing\n",
+             ["tests/test_extrapolation.py::test_rates_still_growing_or_of_period_two_are_"
+              "irregular"],
+             "a rate of period two certified, up to 100 times off its claim"),
     mutation('unread-keys-unchecked', 'hierarchy/config/loader.py',
              '    check_unread_keys(document, config, family.read_only_when, defaults)\n    return config',
              '    return config',

@@ -70,9 +70,9 @@ def took(name):
 
 
 CLAIMS = (
-    Claim("extrapolation-honesty", "at the default tolerance 1e-4: 26 of 1,359 certified points "
-          "over 10x their claims with the irregular-ladder rule, 232 of 1,566 without; over "
-          "ten times the tolerance 4 against 118",
+    Claim("extrapolation-honesty", "at the default tolerance 1e-4: 0 of 1,310 certified points "
+          "over 10x their claims with the irregular-ladder rules, 232 of 1,566 without; over "
+          "ten times the tolerance 0 against 118; at 1e-3 and 1e-2: 0 of 1,600 and 0 of 1,971",
           tool("extrapolation_honesty.py"),
           (("vouched certified at 1e-4", r"TOTAL +vouched +([0-9]+)"),
            ("vouched over 10x at 1e-4", r"TOTAL +vouched +[0-9]+ +([0-9]+)"),
@@ -80,7 +80,13 @@ CLAIMS = (
            ("unvouched certified at 1e-4", r"TOTAL +unvouched +([0-9]+)"),
            ("unvouched over 10x at 1e-4", r"TOTAL +unvouched +[0-9]+ +([0-9]+)"),
            ("unvouched over 10 tol at 1e-4",
-            r"TOTAL +unvouched +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+)"))),
+            r"TOTAL +unvouched +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+)"),
+           ("vouched certified at 1e-3", r"TOTAL +vouched +(?:[0-9]+ +){4}\| +([0-9]+)"),
+           ("vouched over 10x at 1e-3", r"TOTAL +vouched +(?:[0-9]+ +){4}\| +[0-9]+ +([0-9]+)"),
+           ("vouched certified at 1e-2",
+            r"TOTAL +vouched +(?:[0-9]+ +){4}\| +(?:[0-9]+ +){4}\| +([0-9]+)"),
+           ("vouched over 10x at 1e-2",
+            r"TOTAL +vouched +(?:[0-9]+ +){4}\| +(?:[0-9]+ +){4}\| +[0-9]+ +([0-9]+)"))),
     Claim("main-study", "about 20 s cold, 8-12 s warm (quiet cores); 27-32 s warm, shared cores",
           hierarchy("--quiet", "study", "--out", "{out}"), wall=True),
     Claim("bench-gmm", "binary SGD 200 runs 43-85 s, 3.8x-5.6x faster than one at a time; "

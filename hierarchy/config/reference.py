@@ -58,7 +58,8 @@ KEY_HELP = {
     "solve.min_degree": ("Lowest degree of the extrapolation (at least 4 degrees are needed for an "
                          "error estimate, and 5 for it to credit the extrapolation with any "
                          "acceleration: a ladder whose last three ratios of differences are not "
-                         "steady gets an error of at least its last step).",
+                         "steady, or whose rate is still growing or has a period of two (6 "
+                         "degrees to see it), gets an error of at least its last step).",
                          "integer in 2..`hierarchy.degree`"),
     "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
                         "estimate is <= `tolerance` times the observable's largest magnitude so "
