@@ -1356,6 +1356,17 @@ MUTATIONS = (
              ["tests/test_network_dead_unit.py::test_a_dead_relu_unit_in_a_mixture_is_not_a_"
               "near_null_direction"],
              "the mixture's regression split in absolute units (a dead relu unit shifted)"),
+    mutation("kinked-ties-unstated-engine", "hierarchy/models/network/engine.py",
+             "        if sum(kinked) >= 2:  # nearly equal kinked fields: what the factor's merge drops\n",
+             "        if False:\n",
+             ["tests/test_network_kinked_ties.py::test_near_equal_relu_students_state_what_the_"
+              "merge_drops"],
+             "two nearly equal relu students merged by the factor, 1.1e-8 off under a stated 4e-10"),
+    mutation("kinked-ties-unstated-joint", "hierarchy/models/network/joint.py",
+             "        if sum(kinked) >= 2:\n", "        if False:\n",
+             ["tests/test_network_kinked_ties.py::test_near_equal_relu_students_state_what_the_"
+              "merge_drops"],
+             "the joint engine's merge of nearly equal relu students, 2.5e-10 off under 1.3e-11"),
 )
 
 

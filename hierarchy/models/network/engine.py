@@ -9,7 +9,8 @@ jointly Gaussian local fields. The engine evaluates it in C
   kinked fields pivoted first; a field whose conditional variance vanishes (a singular ``C``,
   e.g. a start at ``Q = 0`` or a student equal to a teacher: at most ``1e-13`` of the row's
   largest variance, or of its own for a kinked field, whose step does not depend on its
-  scale) ends at an earlier level, a field of zero variance is the constant ``h_f(0)``;
+  scale) ends at an earlier level, a field of zero variance is the constant ``h_f(0)``; what
+  merging two nearly equal kinked fields drops is stated (:mod:`.kinked_ties`);
 - **nested one-dimensional rules**, one level per ``xi_j``: a level where no kinked field
   ends integrates ``phi(xi)`` times the rest by the trapezoid rule on ``[-U, U]`` (``U = 9``:
   the tail beyond is below ``1e-18``), which converges geometrically for functions analytic in
@@ -71,6 +72,7 @@ import numpy as np
 
 from hierarchy.core.row_threads import run_rows, thread_count
 from hierarchy.jit.fallback import CompiledModules
+from hierarchy.models.network.kinked_ties import tie_errors
 
 #: trapezoid points on ``[-U, U]`` of a level without a kink, by order
 SMOOTH_POINTS = (25, 33, 49, 65, 97, 129, 193, 257)
@@ -418,9 +420,21 @@ class Engine:
             re-solve: 1, where a row that ran to its highest order gives the order below).
         """
         c = np.ascontiguousarray(c, dtype=float)
-        rows, d = c.shape[0], c.shape[-1]
         targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
-                                                       (rows,)))
+                                                       (c.shape[0],)))
+        values, errors, orders = self._rows(ids, c, targets, below_top)
+        kinked = [bool(self.kinked[i]) for i in ids]
+        if sum(kinked) >= 2:  # nearly equal kinked fields: what the factor's merge drops
+            errors = tie_errors(
+                lambda rows, c_rows: self._rows(ids, c_rows, targets[rows], below_top)[:2],
+                c, kinked, values, errors)
+        self.rows_short += int(np.count_nonzero(~(errors <= targets)))
+        return values, errors, orders
+
+    def _rows(self, ids, c, targets, below_top):
+        """:meth:`expectation`'s rows as the compiled module gives them."""
+        c = np.ascontiguousarray(c, dtype=float)
+        rows, d = c.shape[0], c.shape[-1]
         smooth, legendre, starts, lx, lw = rule_tables()  # every order, int32, contiguous
         top = len(SMOOTH_POINTS) - 1
         function_ids = np.array(ids, dtype=np.int32)
@@ -435,7 +449,6 @@ class Engine:
                 values[start:stop], errors[start:stop], orders[start:stop], below_top)
 
         self._spread(tuple(ids), d, rows, run)
-        self.rows_short += int(np.count_nonzero(~(errors <= targets)))
         return values, errors, orders
 
     def _spread(self, key, d, rows, run):
