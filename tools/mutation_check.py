@@ -1357,16 +1357,27 @@ MUTATIONS = (
               "near_null_direction"],
              "the mixture's regression split in absolute units (a dead relu unit shifted)"),
     mutation("kinked-ties-unstated-engine", "hierarchy/models/network/engine.py",
-             "        if sum(kinked) >= 2:  # nearly equal kinked fields: what the factor's merge drops\n",
+             "        if len(ids) >= 2:  # what the factor's merges of nearly dependent fields drop\n",
              "        if False:\n",
-             ["tests/test_network_kinked_ties.py::test_near_equal_relu_students_state_what_the_"
+             ["tests/test_network_merged_fields.py::test_near_equal_relu_students_state_what_the_"
               "merge_drops"],
              "two nearly equal relu students merged by the factor, 1.1e-8 off under a stated 4e-10"),
     mutation("kinked-ties-unstated-joint", "hierarchy/models/network/joint.py",
-             "        if sum(kinked) >= 2:\n", "        if False:\n",
-             ["tests/test_network_kinked_ties.py::test_near_equal_relu_students_state_what_the_"
+             "        if len(kinked) >= 2:\n", "        if False:\n",
+             ["tests/test_network_merged_fields.py::test_near_equal_relu_students_state_what_the_"
               "merge_drops"],
              "the joint engine's merge of nearly equal relu students, 2.5e-10 off under 1.3e-11"),
+    mutation("smooth-merge-unstated", "hierarchy/models/network/merged_fields.py",
+             "    for steps in (True, False):\n", "    for steps in (True,):\n",
+             ["tests/test_network_merged_fields.py::test_a_shrinking_student_beside_a_steep_"
+              "one_states_what_the_merge_drops"],
+             "a shrinking tanh student beside a steep one merged, 1.2e-11 off under 2e-13"),
+    mutation("kinked-merge-measured-linearly", "hierarchy/models/network/merged_fields.py",
+             "            scale = np.sqrt(r) / (np.sqrt(r + LIFT) - np.sqrt(r))\n",
+             "            scale = r / LIFT\n",
+             ["tests/test_network_merged_fields.py::test_near_equal_relu_students_state_what_"
+              "the_merge_drops"],
+             "a kinked merge's dropped part scaled as a smooth one's (O(v), not O(sqrt v))"),
 )
 
 

@@ -10,7 +10,7 @@ jointly Gaussian local fields. The engine evaluates it in C
   e.g. a start at ``Q = 0`` or a student equal to a teacher: at most ``1e-13`` of the row's
   largest variance, or of its own for a kinked field, whose step does not depend on its
   scale) ends at an earlier level, a field of zero variance is the constant ``h_f(0)``; what
-  merging two nearly equal kinked fields drops is stated (:mod:`.kinked_ties`);
+  such a merge of a nearly dependent field drops is stated (:mod:`.merged_fields`);
 - **nested one-dimensional rules**, one level per ``xi_j``: a level where no kinked field
   ends integrates ``phi(xi)`` times the rest by the trapezoid rule on ``[-U, U]`` (``U = 9``:
   the tail beyond is below ``1e-18``), which converges geometrically for functions analytic in
@@ -72,7 +72,7 @@ import numpy as np
 
 from hierarchy.core.row_threads import run_rows, thread_count
 from hierarchy.jit.fallback import CompiledModules
-from hierarchy.models.network.kinked_ties import tie_errors
+from hierarchy.models.network.merged_fields import merge_errors
 
 #: trapezoid points on ``[-U, U]`` of a level without a kink, by order
 SMOOTH_POINTS = (25, 33, 49, 65, 97, 129, 193, 257)
@@ -423,11 +423,10 @@ class Engine:
         targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
                                                        (c.shape[0],)))
         values, errors, orders = self._rows(ids, c, targets, below_top)
-        kinked = [bool(self.kinked[i]) for i in ids]
-        if sum(kinked) >= 2:  # nearly equal kinked fields: what the factor's merge drops
-            errors = tie_errors(
+        if len(ids) >= 2:  # what the factor's merges of nearly dependent fields drop
+            errors = merge_errors(
                 lambda rows, c_rows: self._rows(ids, c_rows, targets[rows], below_top)[:2],
-                c, kinked, values, errors)
+                c, [bool(self.kinked[i]) for i in ids], values, errors)
         self.rows_short += int(np.count_nonzero(~(errors <= targets)))
         return values, errors, orders
 

@@ -55,7 +55,7 @@ from hierarchy.core.row_threads import thread_count
 from hierarchy.models.network import activations, table_cache
 from hierarchy.models.network import engine as single_engine
 from hierarchy.models.network.activations import VECTOR_LOSSES
-from hierarchy.models.network.kinked_ties import tie_errors
+from hierarchy.models.network.merged_fields import merge_errors
 from hierarchy.models.network.gradients import derivative, symbolic_derivatives
 from hierarchy.models.network.row_memo import RowMemo
 
@@ -497,13 +497,13 @@ class JointEngine:
     def _integrate(self, means, covariances, parameters, targets, below_top=0):
         """:meth:`expectation` of rows the memo does not hold (the module per row; the orders
         as the module returns them, :data:`CAPPED` added at a row's highest order), the
-        errors of rows with nearly equal kinked fields raised by what the factor's merge
-        drops (:mod:`.kinked_ties`)."""
+        errors of rows with nearly dependent fields raised by what the factor's merges
+        drop (:mod:`.merged_fields`)."""
         values, errors, orders = self._integrate_rows(means, covariances, parameters, targets,
                                                       below_top)
         kinked = [bool(kinks) for kinks in self.spec.kinks]
-        if sum(kinked) >= 2:
-            errors = tie_errors(
+        if len(kinked) >= 2:
+            errors = merge_errors(
                 lambda rows, c_rows: self._integrate_rows(
                     means[rows], c_rows, parameters[rows], targets[rows], below_top)[:2],
                 covariances, kinked, values, errors)
