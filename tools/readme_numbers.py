@@ -279,6 +279,13 @@ CLAIMS = (
            ("honesty rows missed, trapezoid", r"the trapezoid alone: ([0-9]+) of"),
            ("honesty rows missed, width 0.7", r"GAUSS_TURN_WIDTH 0\.7: ([0-9]+) of")),
           slow=True),
+    Claim("bench-merge-check", "the merge check (merged_fields) costs under 1% of a tanh "
+                               "K = M = 3 call",
+          tool("bench_merge_check.py"),
+          (("with the check (ms)", r"with the check: ([0-9.]+) ms"),
+           ("without (ms)", r"without: ([0-9.]+) ms"),
+           ("the check itself (ms)", r"the check itself: ([0-9.]+) ms"),
+           ("the check, % of the call", r"ms a call, ([0-9.]+)% of the call"))),
     Claim("network-structured-logistic", "structured_logistic.toml (logistic on a power law, "
                                          "joint engine): certified, field error 7.5e-11, "
                                          "154 s wall at load 3 with the coarse re-solve",
