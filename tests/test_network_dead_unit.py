@@ -17,7 +17,7 @@ import pytest
 from hierarchy.config.loader import load_config
 from hierarchy.core.registry import family
 
-from field_paths import second_difference
+from field_paths import second_difference, students_state
 
 TEACHER = """
 [model]
@@ -67,18 +67,9 @@ def make(tmp_path, text):
 
 
 def state(system, s):
-    """Students ``LIVE`` and ``s DEAD``; ``R`` against the teacher ``e_0`` (teacher data) or
-    the means' directions ``e_0, e_1`` (mixture); ``v`` as configured."""
+    """Students ``LIVE`` and ``s DEAD`` (:func:`field_paths.students_state`)."""
     live, dead = STUDENTS[system.net.data]
-    w = np.array([live, s * dead])
-    q = w @ w.T
-    r = w[:, :system.net.M] if system.net.data == "teacher" else w[:, :2]
-    values = {f"v{i + 1}": x for i, x in enumerate(system.net.second_layer)}
-    for label in system.labels:
-        if label[0] in "QR":
-            i, k = (int(x) - 1 for x in label[1:].split("."))
-            values[label] = (q if label[0] == "Q" else r)[i, k]
-    return np.array([values[label] for label in system.labels])
+    return students_state(system, [live, s * dead])
 
 
 @pytest.mark.parametrize("text", [TEACHER, MIXTURE], ids=["expectation-engine", "joint-engine"])

@@ -16,6 +16,7 @@ import pytest
 from hierarchy.models.network import engine, joint
 from hierarchy.models.network.merged_fields import MERGE_CUTOFF, merged_residuals
 
+from field_paths import students_state
 from test_network_dead_unit import MIXTURE, TEACHER, make
 
 #: per case, the first student; the second is ``w_1 + s e_last``
@@ -27,15 +28,7 @@ def twins(system, s):
     w1 = FIRST[system.net.data]
     z = np.zeros_like(w1)
     z[-1] = 1.0
-    w = np.array([w1, w1 + s * z])
-    q = w @ w.T
-    r = w[:, :system.net.M] if system.net.data == "teacher" else w[:, :2]
-    values = {f"v{i + 1}": x for i, x in enumerate(system.net.second_layer)}
-    for label in system.labels:
-        if label[0] in "QR":
-            i, k = (int(x) - 1 for x in label[1:].split("."))
-            values[label] = (q if label[0] == "Q" else r)[i, k]
-    return np.array([values[label] for label in system.labels])
+    return students_state(system, [w1, w1 + s * z])
 
 
 def field(system, s):
@@ -84,13 +77,8 @@ def shrinking(system, s):
     """A steep tanh student ``6 (0.3, -0.5, 0.7, 0)`` (``Q_11 = 30``) and ``s (0.6, 0.8, 0, 0)``,
     the teacher ``e_0``: the second student's variance conditional on the others is
     ``0.424 s^2``, merged below ``s = 1.54 sqrt(1e-13 Q_11)``."""
-    w = np.array([6 * np.array([0.3, -0.5, 0.7, 0.0]), s * np.array([0.6, 0.8, 0.0, 0.0])])
-    q, r = w @ w.T, w[:, :1]
-    values = {}
-    for label in system.labels:
-        i, k = (int(x) - 1 for x in label[1:].split("."))
-        values[label] = (q if label[0] == "Q" else r)[i, k]
-    return np.array([values[label] for label in system.labels])
+    return students_state(system, [6 * np.array([0.3, -0.5, 0.7, 0.0]),
+                                   s * np.array([0.6, 0.8, 0.0, 0.0])])
 
 
 def test_a_shrinking_student_beside_a_steep_one_states_what_the_merge_drops(tmp_path):
