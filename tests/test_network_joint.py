@@ -347,7 +347,8 @@ def module_values(engine, means, covs, params, threads):
     engine.module.expectations(rows, means.reshape(-1), covs.reshape(-1), params.reshape(-1),
                                np.full(rows * outputs, 1e-6), len(joint.SMOOTH_POINTS) - 1,
                                smooth, legendre, starts, len(lx), lx, lw, values, errors,
-                               np.zeros(rows, dtype=np.int32), threads)
+                               np.zeros(rows, dtype=np.int32), np.zeros(rows * engine.spec.d),
+                               threads)
     return values, errors
 
 

@@ -12,9 +12,11 @@ the truth at smaller ``s``, and the merged values must lie within their stated e
 """
 import numpy as np
 import pytest
+import sympy
 
 from hierarchy.models.network import engine, joint
-from hierarchy.models.network.merged_fields import MERGE_CUTOFF, merged_residuals
+from hierarchy.models.network import activations
+from hierarchy.models.network.merged_fields import MERGE_CUTOFF
 
 from field_paths import students_state
 from test_network_dead_unit import MIXTURE, TEACHER, make
@@ -55,7 +57,7 @@ def test_near_equal_relu_students_state_what_the_merge_drops(tmp_path, monkeypat
     # an exact tie is merged exactly: nothing is added to its stated error
     _, at_tie = field(system, 0.0)
     for module in (engine, joint):
-        monkeypatch.setattr(module, "merge_errors", lambda _evaluate, _c, _k, _v, errors: errors)
+        monkeypatch.setattr(module, "merge_errors", lambda _evaluate, _c, _k, _m, _v, errors: errors)
     _, plain = field(make(tmp_path, text), 0.0)
     np.testing.assert_array_equal(at_tie, plain)
 
@@ -107,11 +109,28 @@ def _det(m):
                for j in range(len(m)))
 
 
-def test_merged_residuals_follow_the_determinant_ratio():
-    """Two nearly equal kinked fields and a smooth one: the merged kinked field drops its
-    variance conditional on both others, ``det C / det C_(-f)``, in units of its own
-    variance (exact rational arithmetic on the same floats; the factor's own rounding is a
-    few ulps)."""
+@pytest.fixture(scope="module")
+def relu_tanh():
+    """An engine of ``relu`` (kinked, id 0) and ``tanh`` (smooth, id 1)."""
+    x = activations.X
+    functions = (sympy.Max(x, 0), sympy.tanh(x))
+    built = engine.engine_for(functions)
+    if built is None:
+        pytest.skip("no C compiler")
+    return built
+
+
+def reported(relu_tanh, ids, c):
+    """What the compiled factor reports it merged, NaN where it kept the field."""
+    merged = relu_tanh._rows(ids, c, np.full(len(c), 1e-6), 0)[3]
+    return np.where(merged >= 0, merged, np.nan)
+
+
+def test_merged_residuals_follow_the_determinant_ratio(relu_tanh):
+    """Two nearly equal kinked fields and a smooth one: the compiled factor reports that the
+    merged kinked field drops its variance conditional on both others,
+    ``det C / det C_(-f)``, in units of its own variance (exact rational arithmetic on the
+    same floats; the factor's own rounding is a few ulps)."""
     from fractions import Fraction
 
     rng = np.random.default_rng(3)
@@ -121,7 +140,7 @@ def test_merged_residuals_follow_the_determinant_ratio():
         b = a + 10.0 ** rng.uniform(-9, -5) * rng.standard_normal(3)
         w = np.array([a, 10.0 ** rng.uniform(-3, 3) * b, rng.standard_normal(3)])
         c = (w @ w.T)[None]
-        r = merged_residuals(c, [True, True, False])[0]
+        r = reported(relu_tanh, (0, 0, 1), c)[0]
         exact = [[Fraction(float(x)) for x in row] for row in c[0]]
         for f in (0, 1):
             rest = [row[:f] + row[f + 1:] for k, row in enumerate(exact) if k != f]
@@ -137,7 +156,7 @@ def test_merged_residuals_follow_the_determinant_ratio():
     assert merged_cases >= 20
 
 
-def test_a_smooth_field_is_merged_against_the_rows_largest_variance():
+def test_a_smooth_field_is_merged_against_the_rows_largest_variance(relu_tanh):
     """Two smooth fields: the smaller one's residual is ``det / C_11`` in units of the larger
     variance ``C_11``; kept above the cut-off even when tiny against its own variance."""
     rng = np.random.default_rng(4)
@@ -147,7 +166,7 @@ def test_a_smooth_field_is_merged_against_the_rows_largest_variance():
         b = 10.0 ** rng.uniform(-9, -5) * rng.standard_normal(3)
         c = (np.array([np.sqrt(big) * a / np.linalg.norm(a), b]) @
              np.array([np.sqrt(big) * a / np.linalg.norm(a), b]).T)[None]
-        r = merged_residuals(c, [False, False])[0]
+        r = reported(relu_tanh, (1, 1), c)[0]
         formula = (c[0, 0, 0] * c[0, 1, 1] - c[0, 0, 1] ** 2) / c[0, 0, 0] ** 2
         if formula > 2 * MERGE_CUTOFF:
             assert np.all(np.isnan(r))

@@ -1,6 +1,6 @@
 """What the merge check costs: a tanh ``K = M = 3`` field call with and without it.
 
-Every engine pattern of two fields or more is checked for fields the compiled factor merges
+Every engine pattern's rows are checked for fields the compiled factor reports it merged
 (:mod:`hierarchy.models.network.merged_fields`), and a row with such a merge is evaluated
 once more. At a state without merges (a random one, as here) the check is the whole cost.
 Both variants run in the same process, alternating call by call, at states a little apart
@@ -53,7 +53,7 @@ def main(argv=None):
         spent[-1] += time.perf_counter() - start
         return out
 
-    def unchecked(_evaluate, _c, _kinked, _values, errors):
+    def unchecked(_evaluate, _c, _kinked, _merged, _values, errors):
         return errors
 
     system.rhs(u)  # compile and warm

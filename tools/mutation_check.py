@@ -1357,13 +1357,17 @@ MUTATIONS = (
               "near_null_direction"],
              "the mixture's regression split in absolute units (a dead relu unit shifted)"),
     mutation("kinked-ties-unstated-engine", "hierarchy/models/network/engine.py",
-             "        if len(ids) >= 2:  # what the factor's merges of nearly dependent fields drop\n",
-             "        if False:\n",
+             "            c, [bool(self.kinked[i]) for i in ids], merged, values, errors)\n",
+             "            c, [bool(self.kinked[i]) for i in ids], -np.ones_like(merged), values,"
+             " errors)\n",
              ["tests/test_network_merged_fields.py::test_near_equal_relu_students_state_what_the_"
               "merge_drops"],
              "two nearly equal relu students merged by the factor, 1.1e-8 off under a stated 4e-10"),
     mutation("kinked-ties-unstated-joint", "hierarchy/models/network/joint.py",
-             "        if len(kinked) >= 2:\n", "        if False:\n",
+             "            covariances, [bool(kinks) for kinks in self.spec.kinks], merged, values,"
+             " errors)\n",
+             "            covariances, [bool(kinks) for kinks in self.spec.kinks],"
+             " -np.ones_like(merged), values, errors)\n",
              ["tests/test_network_merged_fields.py::test_near_equal_relu_students_state_what_the_"
               "merge_drops"],
              "the joint engine's merge of nearly equal relu students, 2.5e-10 off under 1.3e-11"),
@@ -1378,6 +1382,12 @@ MUTATIONS = (
              ["tests/test_network_merged_fields.py::test_near_equal_relu_students_state_what_"
               "the_merge_drops"],
              "a kinked merge's dropped part scaled as a smooth one's (O(v), not O(sqrt v))"),
+    mutation("merged-residual-in-absolute-units", "templates/_gauss_levels.c.j2",
+             "(kinked[f] ? C[f * d + f] : scale)", "scale",
+             ["tests/test_network_merged_fields.py::test_merged_residuals_follow_the_"
+              "determinant_ratio"],
+             "the factor reports a kinked field's merged residual in the row's largest "
+             "variance, not its own"),
 )
 
 

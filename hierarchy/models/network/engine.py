@@ -422,16 +422,16 @@ class Engine:
         c = np.ascontiguousarray(c, dtype=float)
         targets = np.ascontiguousarray(np.broadcast_to(np.asarray(targets, dtype=float),
                                                        (c.shape[0],)))
-        values, errors, orders = self._rows(ids, c, targets, below_top)
-        if len(ids) >= 2:  # what the factor's merges of nearly dependent fields drop
-            errors = merge_errors(
-                lambda rows, c_rows: self._rows(ids, c_rows, targets[rows], below_top)[:2],
-                c, [bool(self.kinked[i]) for i in ids], values, errors)
+        values, errors, orders, merged = self._rows(ids, c, targets, below_top)
+        errors = merge_errors(  # what the factor's merges of nearly dependent fields drop
+            lambda rows, c_rows: self._rows(ids, c_rows, targets[rows], below_top)[:2],
+            c, [bool(self.kinked[i]) for i in ids], merged, values, errors)
         self.rows_short += int(np.count_nonzero(~(errors <= targets)))
         return values, errors, orders
 
     def _rows(self, ids, c, targets, below_top):
-        """:meth:`expectation`'s rows as the compiled module gives them."""
+        """:meth:`expectation`'s rows as the compiled module gives them, with what its factor
+        merged (``(rows, d)``, :func:`~.merged_fields.merge_errors`)."""
         c = np.ascontiguousarray(c, dtype=float)
         rows, d = c.shape[0], c.shape[-1]
         smooth, legendre, starts, lx, lw = rule_tables()  # every order, int32, contiguous
@@ -440,15 +440,17 @@ class Engine:
         kinked = np.array([self.kinked[i] for i in ids], dtype=np.int32)
         values, errors = np.zeros(rows), np.zeros(rows)
         orders = np.zeros(rows, dtype=np.int32)
+        merged = np.zeros((rows, d))
 
         def run(start, stop):  # the compiled loop releases the GIL: rows run in parallel
             self.module.expectations(
                 stop - start, d, function_ids, kinked, c[start:stop].reshape(-1),
                 targets[start:stop], top, smooth, legendre, starts, len(lx), lx, lw,
-                values[start:stop], errors[start:stop], orders[start:stop], below_top)
+                values[start:stop], errors[start:stop], orders[start:stop],
+                merged[start:stop].reshape(-1), below_top)
 
         self._spread(tuple(ids), d, rows, run)
-        return values, errors, orders
+        return values, errors, orders, merged
 
     def _spread(self, key, d, rows, run):
         """``run(start, stop)`` over the rows: on threads when the pattern ``key`` has

@@ -499,14 +499,12 @@ class JointEngine:
         as the module returns them, :data:`CAPPED` added at a row's highest order), the
         errors of rows with nearly dependent fields raised by what the factor's merges
         drop (:mod:`.merged_fields`)."""
-        values, errors, orders = self._integrate_rows(means, covariances, parameters, targets,
-                                                      below_top)
-        kinked = [bool(kinks) for kinks in self.spec.kinks]
-        if len(kinked) >= 2:
-            errors = merge_errors(
-                lambda rows, c_rows: self._integrate_rows(
-                    means[rows], c_rows, parameters[rows], targets[rows], below_top)[:2],
-                covariances, kinked, values, errors)
+        values, errors, orders, merged = self._integrate_rows(means, covariances, parameters,
+                                                              targets, below_top)
+        errors = merge_errors(
+            lambda rows, c_rows: self._integrate_rows(
+                means[rows], c_rows, parameters[rows], targets[rows], below_top)[:2],
+            covariances, [bool(kinks) for kinks in self.spec.kinks], merged, values, errors)
         return values, errors, orders
 
     def _integrate_rows(self, means, covariances, parameters, targets, below_top=0):
@@ -518,31 +516,34 @@ class JointEngine:
         steep = np.max(covariances[:, turned, turned], axis=1) >= TURN_VARIANCE
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
         orders = np.zeros(rows, dtype=np.int32)
+        merged = np.zeros((rows, self.spec.d))
         for module, rows_of in ((self.module, steep), (self.plain, ~steep)):
             if np.any(rows_of):
-                values[rows_of], errors[rows_of], orders[rows_of] = self._run(
+                values[rows_of], errors[rows_of], orders[rows_of], merged[rows_of] = self._run(
                     module, means[rows_of], covariances[rows_of], parameters[rows_of],
                     targets[rows_of], below_top)
-        return values, errors, orders
+        return values, errors, orders, merged
 
     def _run(self, module, means, covariances, parameters, targets, below_top=0):
-        """``module``'s ``(values, errors, orders)`` of every row (contiguous arrays)."""
+        """``module``'s ``(values, errors, orders, merged)`` of every row (contiguous arrays;
+        ``merged``: what its factor merged, :func:`~.merged_fields.merge_errors`)."""
         means, covariances, parameters, targets = (np.ascontiguousarray(a) for a in
                                                    (means, covariances, parameters, targets))
         rows, outputs = targets.shape
         smooth, legendre, starts, lx, lw = rule_tables()
         values, errors = np.zeros((rows, outputs)), np.zeros((rows, outputs))
         orders = np.zeros(rows, dtype=np.int32)
+        merged = np.zeros((rows, self.spec.d))
         top = len(SMOOTH_POINTS) - 1
         threads = self.threads()
         start = time.perf_counter()
         module.expectations(rows, means.reshape(-1), covariances.reshape(-1),
                             parameters.reshape(-1), targets.reshape(-1), top, smooth, legendre,
                             starts, len(lx), lx, lw, values.reshape(-1), errors.reshape(-1),
-                            orders, threads, below_top)
+                            orders, merged.reshape(-1), threads, below_top)
         self.row_seconds = (time.perf_counter() - start) * threads / max(rows, 1)
         errors = np.where(np.isfinite(errors) & np.isfinite(values), errors, np.inf)
-        return values, errors, orders
+        return values, errors, orders, merged
 
     def integrand(self, z, parameters):
         """``F(z)`` at one point (the printed C; tests compare it with numpy)."""

@@ -17,8 +17,9 @@ combination of those fields, and the conditional variance ``v`` is dropped.
   variance moved an output by ``1.1e-8`` under a stated ``4e-10``.
 
 The cut-off cannot go much lower (the factor's residuals are known to a few ulps of the
-variance, and a kinked row is ``sqrt``-singular at a tie), so the dropped part is stated. A
-row with such a merge is evaluated again with the merged fields' variances raised by
+variance, and a kinked row is ``sqrt``-singular at a tie), so the dropped part is stated. The
+factor reports each merged field's residual (``merged``, in the cut-off's units), so no
+second copy of its pivots is kept here. A row with such a merge is evaluated again with the merged fields' variances raised by
 :data:`LIFT` (of their own variance for kinked fields, of the row's largest for smooth ones:
 an independent part, which the factor keeps as a level of its own). With ``r`` the row's
 largest merged residual in those units, the dropped part is ``b r`` (smooth) or
@@ -45,55 +46,7 @@ ROUNDING = 16 * np.finfo(float).eps
 SAFETY = 2.0
 
 
-def merged_residuals(c, kinked):
-    """The residuals of the fields the factor merges, per row, in the cut-off's units.
-
-    Parameters
-    ----------
-    c : numpy.ndarray, shape (rows, d, d)
-        Covariances.
-    kinked : sequence of bool, length d
-        Which fields are kinked.
-
-    Returns
-    -------
-    numpy.ndarray, shape (rows, d)
-        ``A_ff / C_ff`` for a merged kinked field, ``A_ff / max_g C_gg`` for a merged smooth
-        one (``A_ff`` its variance conditional on the fields pivoted before it, clipped to
-        ``[0, MERGE_CUTOFF]``); NaN for the fields the factor keeps and those of zero
-        variance (exact constants). The pivots follow the compiled factor: kinked fields
-        first, the largest conditional variance above its floor first.
-    """
-    a = np.array(c, dtype=float, copy=True)
-    rows, d = a.shape[0], a.shape[-1]
-    own = np.diagonal(a, axis1=1, axis2=2).copy()
-    largest = own.max(axis=1, initial=0.0)
-    kinked = np.asarray(kinked, dtype=bool)
-    floor = np.where(kinked, MERGE_CUTOFF * own, MERGE_CUTOFF * largest[:, None])
-    done = np.zeros((rows, d), dtype=bool)
-    at = np.arange(rows)
-    for _ in range(d):
-        residual = np.diagonal(a, axis1=1, axis2=2)
-        open_ = ~done & (residual > floor)
-        # kinked fields pivot first: a smooth one only where no kinked one is open
-        open_ &= kinked | ~np.any(open_ & kinked, axis=1, keepdims=True)
-        active = open_.any(axis=1)
-        if not active.any():
-            break
-        pivot = np.argmax(np.where(open_, residual, -np.inf), axis=1)
-        height = np.sqrt(np.where(active, residual[at, pivot], 1.0))
-        column = np.where(active[:, None], a[at, :, pivot] / height[:, None], 0.0)
-        done[at[active], pivot[active]] = True
-        column = np.where(done, 0.0, column)
-        a -= column[:, :, None] * column[:, None, :]
-    residual = np.diagonal(a, axis1=1, axis2=2)
-    unit = np.where(kinked, own, largest[:, None])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.clip(residual / unit, 0.0, MERGE_CUTOFF)
-    return np.where(~done & (own > 0), ratio, np.nan)
-
-
-def merge_errors(evaluate, c, kinked, values, errors):
+def merge_errors(evaluate, c, kinked, merged, values, errors):
     """The stated errors of rows ``values`` (``errors``) at covariances ``c``, raised by what
     the factor's merges drop (module docstring).
 
@@ -104,6 +57,9 @@ def merge_errors(evaluate, c, kinked, values, errors):
         the covariances ``c_rows``.
     c : numpy.ndarray, shape (rows, d, d)
     kinked : sequence of bool, length d
+    merged : numpy.ndarray, shape (rows, d)
+        What the compiled factor reported (``gauss_factor``'s ``merged``): the residual of
+        each field it merged, in the cut-off's units, -1 for a field it kept.
     values, errors : numpy.ndarray, shape (rows,) or (rows, outputs)
 
     Returns
@@ -111,11 +67,10 @@ def merge_errors(evaluate, c, kinked, values, errors):
     numpy.ndarray, the shape of ``errors``
     """
     kinked = np.asarray(kinked, dtype=bool)
-    residuals = merged_residuals(c, kinked)
     errors = np.array(errors, dtype=float, copy=True)
     for steps in (True, False):
         kind = kinked if steps else ~kinked
-        of_kind = np.where(kind & np.isfinite(residuals), residuals, -1.0)
+        of_kind = np.where(kind, merged, -1.0)
         rows = np.flatnonzero(of_kind.max(axis=1, initial=-1.0) > ROUNDING)
         if rows.size == 0:
             continue
