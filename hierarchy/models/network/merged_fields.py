@@ -19,9 +19,10 @@ combination of those fields, and the conditional variance ``v`` is dropped.
 The cut-off cannot go much lower (the factor's residuals are known to a few ulps of the
 variance, and a kinked row is ``sqrt``-singular at a tie), so the dropped part is stated. The
 factor reports each merged field's residual (``merged``, in the cut-off's units), so no
-second copy of its pivots is kept here. A row with such a merge is evaluated again with the merged fields' variances raised by
-:data:`LIFT` (of their own variance for kinked fields, of the row's largest for smooth ones:
-an independent part, which the factor keeps as a level of its own). With ``r`` the row's
+second copy of its pivots is kept here. A row with such a merge is evaluated again with the
+merged fields' variances raised by :data:`LIFT` (of their own variance for kinked fields, of
+the row's largest for smooth ones: an independent part, which the factor keeps as a level of
+its own). With ``r`` the row's
 largest merged residual in those units, the dropped part is ``b r`` (smooth) or
 ``b sqrt(r)`` (kinked), the change is ``b LIFT`` or ``b (sqrt(r + LIFT) - sqrt(r))``, and
 ``b r`` or ``b sqrt(r)`` so measured, times :data:`SAFETY`, is added to the row's stated
