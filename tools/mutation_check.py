@@ -1388,6 +1388,27 @@ MUTATIONS = (
               "determinant_ratio"],
              "the factor reports a kinked field's merged residual in the row's largest "
              "variance, not its own"),
+    # ---- the check of an extrapolation against the one without the two newest degrees
+    mutation("extrapolation-no-older-estimate-check", "hierarchy/core/extrapolation.py",
+             "LEFT_OUT = (2,)", "LEFT_OUT = ()",
+             ["tests/test_extrapolation.py::test_a_rate_of_period_three_is_caught_by_the_"
+              "estimate_without_the_two_newest_terms",
+              "tests/test_study_extrapolation.py::test_no_certified_point_of_the_long_study_is_"
+              "ten_times_off_its_claim"],
+             "a rate of period three certified 137 times off its claim"),
+    mutation("extrapolation-older-estimate-uncapped", "hierarchy/core/extrapolation.py",
+             "distance = np.fmin(np.abs(estimate - older), step)",
+             "distance = np.abs(estimate - older)",
+             ["tests/test_extrapolation.py::test_the_check_without_the_two_newest_terms_never_"
+              "exceeds_the_last_step"],
+             "an older estimate cruder than the last degree sets the error"),
+    mutation("extrapolation-older-estimate-from-five-terms", "hierarchy/core/extrapolation.py",
+             "MIN_OLDER_TERMS = 7", "MIN_OLDER_TERMS = 4",
+             ["tests/test_extrapolation.py::test_the_check_without_the_two_newest_terms_never_"
+              "exceeds_the_last_step",
+              "tests/test_long_horizons.py::test_the_empty_config_is_valid"],
+             "the default config's degrees 2..8 checked against a five-term estimate: beyond "
+             "its horizon from t = 0.035"),
 )
 
 

@@ -70,11 +70,18 @@ def took(name):
 
 
 CLAIMS = (
-    Claim("extrapolation-honesty", "at the default tolerance 1e-4: 0 of 1,310 certified points "
-          "over 10x their claims with the irregular-ladder rules, 232 of 1,566 without; over "
-          "ten times the tolerance 0 against 118; at 1e-3 and 1e-2: 0 of 1,600 and 0 of 1,971",
+    Claim("extrapolation-honesty", "at the default tolerance 1e-4: 0 of 1,296 certified points "
+          "over 10x their claims, 3 of 1,331 without the check against the estimate without "
+          "the two newest degrees, 235 of 1,589 without any rule; over ten times the tolerance "
+          "0 against 118; at 1e-3 and 1e-2: 0 of 1,585 and 0 of 1,944; worst true/claimed 2.5 "
+          "(137 without the check)",
           tool("extrapolation_honesty.py"),
           (("vouched certified at 1e-4", r"TOTAL +vouched +([0-9]+)"),
+           ("no-check certified at 1e-4", r"TOTAL +no-check +([0-9]+)"),
+           ("no-check over 10x at 1e-4", r"TOTAL +no-check +[0-9]+ +([0-9]+)"),
+           ("worst true/claimed", r"claimed error of a certified point.*: vouched ([0-9.e+-]+)"),
+           ("worst true/claimed, no-check", r"claimed error of a certified point.*no-check "
+                                            r"([0-9.e+-]+)"),
            ("vouched over 10x at 1e-4", r"TOTAL +vouched +[0-9]+ +([0-9]+)"),
            ("vouched over 10 tol at 1e-4", r"TOTAL +vouched +[0-9]+ +[0-9]+ +[0-9]+ +([0-9]+)"),
            ("unvouched certified at 1e-4", r"TOTAL +unvouched +([0-9]+)"),

@@ -59,7 +59,9 @@ KEY_HELP = {
                          "error estimate, and 5 for it to credit the extrapolation with any "
                          "acceleration: a ladder whose last three ratios of differences are not "
                          "steady, or whose rate is still growing or has a period of two (6 "
-                         "degrees to see it), gets an error of at least its last step).",
+                         "degrees to see it), gets an error of at least its last step; from 9 "
+                         "degrees on the error is also at least the distance to the estimate "
+                         "without the two newest degrees, at most the last step).",
                          "integer in 2..`hierarchy.degree`"),
     "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
                         "estimate is <= `tolerance` times the observable's largest magnitude so "
