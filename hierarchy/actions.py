@@ -9,7 +9,9 @@ figures and errors either way; the CLI adds only the printing and the exit statu
 - :func:`sgd`: the family's ``run_sgd``, then ``sgd.png`` and the table of an ensemble;
 - :func:`fixed_points`: the family's points, ``fixed_points.json`` and ``fixed_points.png``,
   and ``observables.png`` redrawn with the points marked when a solve is in the folder;
-- :func:`equations`: the family's derived equations (``show --config``).
+- :func:`equations`: the family's derived equations (``show --config``);
+- :func:`network_form`: a hand-built mixture config as the ``network`` config of the same
+  model (``show --config --as-network``, ``Model.as_network``).
 """
 
 import pathlib
@@ -25,9 +27,11 @@ from hierarchy.core.summary_table import settings_title
 #: keyword arguments (:class:`hierarchy.api.Model`)
 SPELLINGS = {
     "cli": {"resume": "`hierarchy {command} --resume`", "overwrite": "--overwrite",
-            "out": "--out", "format": "--format", "resume_switch": "--resume"},
+            "out": "--out", "format": "--format", "resume_switch": "--resume",
+            "as_network": "--as-network"},
     "api": {"resume": "`Model.{command}(out, resume=True)`", "overwrite": "overwrite=True",
-            "out": "out", "format": "format", "resume_switch": "resume=True"},
+            "out": "out", "format": "format", "resume_switch": "resume=True",
+            "as_network": "Model.as_network()"},
 }
 
 
@@ -139,3 +143,23 @@ def equations(config, format="text", spelling="cli"):
         raise HierarchyError(f"{name} {format!r}: model.family = {family.name!r} shows its "
                              f"equations as {' or '.join(family.show_formats)}", field=name)
     return family.show(config) if format == "text" else family.show(config, format=format)
+
+
+def network_form(config, spelling="cli"):
+    """The ``network`` config document of a hand-built mixture config (``gmm-binary``,
+    ``gmm-xor``, ``gmm-multiclass``): the same model, whose field at finite ``snr`` is the
+    compiled joint engine's, certified where a cluster has at most four student fields
+    (:func:`hierarchy.models.network.presets.preset_config`).
+
+    Raises
+    ------
+    HierarchyError
+        Another family (naming ``--as-network``, or ``Model.as_network()``: :data:`SPELLINGS`).
+    """
+    from hierarchy.models.network import presets  # noqa: PLC0415  (lazy: sympy-free, small)
+    family = config["model"]["family"]
+    if family not in presets.PRESETS:
+        name = SPELLINGS[spelling]["as_network"]
+        raise HierarchyError(f"{name}: model.family = {family!r} has no network form; allowed: "
+                             f"{' | '.join(presets.PRESETS)}", field=name)
+    return presets.preset_config(family, config)

@@ -186,6 +186,12 @@ class Model:
         family's ``show_formats``."""
         return actions.equations(self._config, format, spelling="api")
 
+    def as_network(self):
+        """The ``network`` model of a hand-built mixture (``gmm-binary``, ``gmm-xor``,
+        ``gmm-multiclass``; ``hierarchy show --config CONFIG --as-network``): its solve at
+        finite ``snr`` is certified where a cluster has at most four student fields."""
+        return Model(actions.network_form(self._config, spelling="api"))
+
     def _merged(self, **tables):
         tables = {name: values for name, values in plain_tables(tables).items() if values}
         if not tables:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hierarchy.config.documents import toml_text
 from hierarchy.core import row_threads
 from hierarchy.models.network import kernel, sgd
 from hierarchy.models.network.field import TableField
@@ -304,23 +305,6 @@ def checks(summary):
     if error.get("coarse_trajectory") is not None:
         text += f"; coarse re-solve moved the states by {error['coarse_trajectory']:.2g}"
     return text
-
-
-def toml_text(config):
-    lines = []
-
-    def table(name, values):
-        simple = {k: v for k, v in values.items() if not isinstance(v, dict)}
-        lines.append(f"[{name}]")
-        for key, value in simple.items():
-            lines.append(f"{key} = {json.dumps(value)}")
-        for key, value in values.items():
-            if isinstance(value, dict):
-                table(f"{name}.{key}", value)
-
-    for name, values in config.items():
-        table(name, values)
-    return "\n".join(lines) + "\n"
 
 
 def bench_engine(limit, repeat, only=""):

@@ -1409,6 +1409,12 @@ MUTATIONS = (
               "tests/test_long_horizons.py::test_the_empty_config_is_valid"],
              "the default config's degrees 2..8 checked against a five-term estimate: beyond "
              "its horizon from t = 0.035"),
+    # ---- the network form of a hand-built mixture (show --as-network): the TOML it prints
+    mutation("toml-keys-never-quoted", "hierarchy/config/documents.py",
+             'return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_value(key)',
+             "return key",
+             ["tests/test_as_network.py::test_toml_text_writes_infinities_and_dotted_keys"],
+             "a statistics key Q1.1 written bare: TOML reads it as a dotted table"),
 )
 
 

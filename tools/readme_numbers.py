@@ -94,6 +94,12 @@ CLAIMS = (
             r"TOTAL +vouched +(?:[0-9]+ +){4}\| +(?:[0-9]+ +){4}\| +([0-9]+)"),
            ("vouched over 10x at 1e-2",
             r"TOTAL +vouched +(?:[0-9]+ +){4}\| +(?:[0-9]+ +){4}\| +[0-9]+ +([0-9]+)"))),
+    Claim("as-network", "gmm_binary.toml at snr = 10: hand-built 0.93 s, exit 3; its network "
+          "form certified in 1.6 s", tool("bench_as_network.py"),
+          (("hand-built (s)", r"hand-built gmm-binary, snr = 10: ([0-9.]+) s"),
+           ("hand-built exit", r"hand-built gmm-binary.*exit ([0-9]+)"),
+           ("network form (s)", r"its network form: ([0-9.]+) s"),
+           ("network form exit", r"its network form: .*exit ([0-9]+)"))),
     Claim("main-study", "about 20 s cold, 8-12 s warm (quiet cores); 27-32 s warm, shared cores",
           hierarchy("--quiet", "study", "--out", "{out}"), wall=True),
     Claim("bench-gmm", "binary SGD 200 runs 43-85 s, 3.8x-5.6x faster than one at a time; "

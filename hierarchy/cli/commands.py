@@ -16,6 +16,7 @@ from hierarchy.cli.parser import (
 )
 from hierarchy.cli.status import EXIT_BEYOND_HORIZON, EXIT_INCOMPLETE, EXIT_OK, report
 from hierarchy.config import loader
+from hierarchy.config.documents import toml_text
 from hierarchy.core import registry
 from hierarchy.core.errors import HierarchyError
 
@@ -95,9 +96,16 @@ def with_flag_names(error):
 
 def show(args, progress):
     """``hierarchy show``: print the truncated equations (or a config's, with ``--config``)."""
+    if args.as_network and args.config is None:
+        raise HierarchyError("--as-network needs --config CONFIG.toml (a gmm-binary, gmm-xor or "
+                             "gmm-multiclass config)", field="--as-network")
     if args.config is not None:
         check_no_model_flags(args)
-        print(actions.equations(loader.load_config(args.config), args.format))
+        config = loader.load_config(args.config)
+        if args.as_network:
+            print(toml_text(actions.network_form(config)), end="")
+            return
+        print(actions.equations(config, args.format))
         return
     from hierarchy.models.attention import display, operators  # noqa: PLC0415  (lazy)
     field = operators.build_field(**field_arguments(args), all_words=args.all_words)

@@ -123,6 +123,11 @@ def build_parser(handlers=None):
     show.add_argument("--config", metavar="CONFIG.toml", default=None,
                       help="print the equations of the model of a config (any family) instead "
                       "of the model flags' (which are refused beside it: it would ignore them)")
+    show.add_argument("--as-network", action="store_true",
+                      help="with --config of a hand-built mixture (gmm-binary, gmm-xor, "
+                      "gmm-multiclass): print the network config of the same model as TOML "
+                      "(its solve at finite snr is certified where a cluster has at most four "
+                      "student fields)")
 
     generate = add("generate",
                    help="generate and compile a solver; print its module and path")

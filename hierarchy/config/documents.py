@@ -1,12 +1,16 @@
-"""Config documents: reading a TOML file safely, merging nested tables, checking key names.
+"""Config documents: reading a TOML file safely, writing one, merging nested tables, checking
+key names.
 
 Every failure is a one-line :class:`~hierarchy.core.errors.HierarchyError` naming the file or
 the field, never a traceback.
 """
 
 import copy
+import json
+import math
 import os
 import pathlib
+import re
 import stat
 import tomllib
 
@@ -16,6 +20,47 @@ from hierarchy.core.errors import HierarchyError
 #: deepest nesting of arrays and tables a config may hold (its deepest key is
 #: [model.mixture] arrays of arrays: 4); tomllib recurses once per level and fails near 1000
 MAX_NESTING = 32
+
+
+def toml_value(value):
+    """A default value written as TOML (``"LSODA"``, ``true``, ``[0, 1]``, ``1e-08``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):  # JSON's escapes are TOML's, which escapes DEL too
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else
+                                                         ("inf" if value > 0 else "-inf"))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def toml_key(key):
+    """A key written as TOML: bare where it may be (``rtol``), else quoted (``"Q1.1"``)."""
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_value(key)
+
+
+def toml_text(document):
+    """A config document (nested dicts of TOML values) as TOML text: each table's plain keys
+    under its ``[name]`` header, then its sub-tables as ``[name.key]`` (what
+    :func:`read_toml` reads back to the same document)."""
+    lines = []
+
+    def table(name, values):
+        lines.append(f"[{name}]")
+        lines.extend(f"{toml_key(key)} = {toml_value(value)}" for key, value in values.items()
+                     if not isinstance(value, dict))
+        lines.append("")
+        for key, value in values.items():
+            if isinstance(value, dict):
+                table(f"{name}.{toml_key(key)}", value)
+
+    for name, values in document.items():
+        table(toml_key(name), values)
+    return "\n".join(lines)
 
 
 def read_toml(path):

@@ -10,6 +10,7 @@ ones the code uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--c
 """
 import math
 
+from hierarchy.config.documents import toml_value
 from hierarchy.config.loader import DEFAULTS, defaults_for
 from hierarchy.config.shared import (MAX_ATOL, MAX_POINTS, MAX_RTOL, MAX_T_FINAL, MIN_ATOL, MIN_RTOL,
                                      MIN_T_FINAL)
@@ -140,23 +141,6 @@ def missing_help(defaults=None, key_help=None):
     flat = flatten_defaults(defaults)
     key_help = KEY_HELP if key_help is None else key_help
     return [k for k in flat if k not in key_help], [k for k in key_help if k not in flat]
-
-
-def toml_value(value):
-    """A default value written as TOML (``"LSODA"``, ``true``, ``[0, 1]``, ``1e-08``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else
-                                                         ("inf" if value > 0 else "-inf"))
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
 
 
 def render_config_reference(defaults=None, key_help=None):

@@ -28,10 +28,12 @@ TIGHTEST_RTOL = MIN_RTOL
 MAX_PROMOTIONS = 2
 #: why a solve of a field averaged over fixed quasi-Monte-Carlo points is never certified
 #: (the finite-``lambda`` Gaussian mixtures): the re-solve checks the integrator, not the
-#: points' error, which nothing states
+#: points' error, which nothing states; and where a certified solve of the same model is had
 FIXED_POINT_ESTIMATES = ("the field's expectations are quasi-Monte-Carlo averages over fixed "
                          "points (their error is neither stated nor bounded), which no re-solve "
-                         "checks")
+                         "checks; `hierarchy show --config CONFIG --as-network` writes the same "
+                         "model as a network config, whose field is certified where a cluster "
+                         "has at most four student fields")
 
 
 def integrator_tolerances(settings, level=0):
