@@ -8,7 +8,6 @@ two into the markdown of ``docs/config.md``, so the defaults printed there are a
 ones the code uses. ``python tools/gen_config_docs.py`` rewrites the file; ``--check`` (and
 ``tests/test_docs.py``) fail when it no longer matches.
 """
-import math
 
 from hierarchy.config.documents import toml_value
 from hierarchy.config.loader import DEFAULTS, defaults_for
