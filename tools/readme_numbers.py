@@ -100,6 +100,14 @@ CLAIMS = (
            ("hand-built exit", r"hand-built gmm-binary.*exit ([0-9]+)"),
            ("network form (s)", r"its network form: ([0-9.]+) s"),
            ("network form exit", r"its network form: .*exit ([0-9]+)"))),
+    Claim("sparse-grid", "the 10-class preset's moments on a level-5 sparse grid (71,785 nodes, "
+          "0.5-0.6 s a call): 1.7e-9 at t = 0, 2.1e-8 at t = 10, 6.6e-6 at t = 50; target 1e-9",
+          tool("bench_sparse_grid.py"),
+          (("level 5 at t = 0", r"t = 0:(?:.*\n)*?  level 5:.*difference ([0-9.e+-]+)"),
+           ("level 5 at t = 10", r"t = 10:(?:.*\n)*?  level 5:.*difference ([0-9.e+-]+)"),
+           ("level 5 at t = 50", r"t = 50:(?:.*\n)*?  level 5:.*difference ([0-9.e+-]+)"),
+           ("level 5 ms a call at t = 50", r"t = 50:(?:.*\n)*?  level 5: +[0-9,]+ nodes, +"
+                                            r"([0-9.]+) ms"))),
     Claim("main-study", "about 20 s cold, 8-12 s warm (quiet cores); 27-32 s warm, shared cores",
           hierarchy("--quiet", "study", "--out", "{out}"), wall=True),
     Claim("bench-gmm", "binary SGD 200 runs 43-85 s, 3.8x-5.6x faster than one at a time; "
