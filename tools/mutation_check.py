@@ -1415,6 +1415,21 @@ MUTATIONS = (
              "return key",
              ["tests/test_as_network.py::test_toml_text_writes_infinities_and_dotted_keys"],
              "a statistics key Q1.1 written bare: TOML reads it as a dotted table"),
+    # ---- an extrapolation's claim never below an earlier output time's
+    mutation("extrapolation-claims-may-dip", "hierarchy/core/extrapolation.py",
+             "    return estimate, _not_below_earlier(error)", "    return estimate, error",
+             ["tests/test_extrapolation.py::test_a_claim_that_dips_at_one_time_is_raised_to_"
+              "the_earlier_claims"],
+             "q12 of the Figure 1 model on degrees 2..8 certified 31 times off its claim at "
+             "t = 0.75"),
+    mutation("extrapolation-claims-raised-by-infinities", "hierarchy/core/extrapolation.py",
+             "floor = np.maximum.accumulate(np.where(finite, error, 0.0), axis=0)",
+             "floor = np.maximum.accumulate(np.where(np.isnan(error), np.inf, error), axis=0)",
+             ["tests/test_extrapolation.py::test_points_reached_by_fewer_than_four_degrees_give_"
+              "the_last_value_unvouched",
+              "tests/test_extrapolation.py::test_raising_claims_to_the_earlier_ones_never_moves_"
+              "the_validity_horizon"],
+             "a time too few degrees reached makes every later claim infinite"),
 )
 
 

@@ -61,7 +61,9 @@ KEY_HELP = {
                          "steady, or whose rate is still growing or has a period of two (6 "
                          "degrees to see it), gets an error of at least its last step; from 9 "
                          "degrees on the error is also at least the distance to the estimate "
-                         "without the two newest degrees, at most the last step).",
+                         "without the two newest degrees, at most the last step; at every "
+                         "degree count the error at an output time is at least the error at "
+                         "any earlier one).",
                          "integer in 2..`hierarchy.degree`"),
     "solve.tolerance": ("Relative tolerance of the validity horizon: a time is valid while the error "
                         "estimate is <= `tolerance` times the observable's largest magnitude so "
