@@ -1430,6 +1430,11 @@ MUTATIONS = (
               "tests/test_extrapolation.py::test_raising_claims_to_the_earlier_ones_never_moves_"
               "the_validity_horizon"],
              "a time too few degrees reached makes every later claim infinite"),
+    mutation("extrapolation-settled-short-ladder-claims-zero", "hierarchy/core/extrapolation.py",
+             "_input_floor(last[-1], last, rtol), np.inf)", "0.0, np.inf)",
+             ["tests/test_extrapolation.py::test_three_equal_degrees_are_settled_even_below_"
+              "four_degrees"],
+             "a settled word of three degrees claimed exact: rounding errors over a claim of 0"),
 )
 
 

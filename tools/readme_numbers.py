@@ -105,6 +105,11 @@ CLAIMS = (
           (("vouched certified at 1e-4", r"TOTAL +vouched +([0-9]+)"),
            ("vouched over 10x at 1e-4", r"TOTAL +vouched +[0-9]+ +([0-9]+)"),
            ("worst true/claimed", r"claimed error of a certified point.*: vouched ([0-9.e+-]+)"))),
+    Claim("extrapolation-honesty-degree-4", "degrees 2..4: 0 of 113 over 10x at 1e-4 (60 when a "
+          "settled word's claim was exactly 0)",
+          tool("extrapolation_honesty.py", "--degree", "4"),
+          (("vouched certified at 1e-4", r"TOTAL +vouched +([0-9]+)"),
+           ("vouched over 10x at 1e-4", r"TOTAL +vouched +[0-9]+ +([0-9]+)"))),
     Claim("as-network", "gmm_binary.toml at snr = 10: hand-built 0.93 s, exit 3; its network "
           "form certified in 1.6 s", tool("bench_as_network.py"),
           (("hand-built (s)", r"hand-built gmm-binary, snr = 10: ([0-9.]+) s"),

@@ -222,11 +222,15 @@ def _transform(seq, method, rtol):
     error = np.where(settled, 0.0, error)
     if seq.shape[0] < MIN_TERMS:
         error = np.where(settled, 0.0, np.inf)
-    # no limit is known better than its inputs (relative error rtol), nor than a few ulps of
-    # the largest term the table combined
+    return estimate, np.fmax(error, _input_floor(estimate, seq, rtol))
+
+
+def _input_floor(estimate, seq, rtol):
+    """No limit is known better than its inputs (relative error ``rtol``), nor than a few
+    ulps of the largest term the table combined (a settled sequence too: its claim is never
+    exactly 0)."""
     eps = 32.0 * np.finfo(float).eps
-    floor = max(rtol, eps) * np.abs(estimate) + eps * np.max(np.abs(seq), axis=0)
-    return estimate, np.fmax(error, floor)
+    return max(rtol, eps) * np.abs(estimate) + eps * np.max(np.abs(seq), axis=0)
 
 
 def wynn_epsilon(seq, rtol=0.0):
@@ -474,7 +478,8 @@ def extrapolate_across_degrees(mu_by_degree, method="best", rtol=1e-10, safety=2
             flat_estimate[points] = flat_mu[s0 + n - 1, points]
             if n >= 3:  # unless it stopped changing (a fixed teacher's word), as _transform
                 last = flat_mu[s0 + n - 3:s0 + n, points]
-                flat_error[points] = np.where(np.all(last == last[-1], axis=0), 0.0, np.inf)
+                flat_error[points] = np.where(np.all(last == last[-1], axis=0),
+                                              _input_floor(last[-1], last, rtol), np.inf)
             continue
         # the tables hold O(n²) entries per point: bound their memory by blocks of points
         block = max(1, TABLE_BYTES // (TABLE_COPIES * 8 * n * n))
