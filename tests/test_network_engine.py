@@ -5,6 +5,7 @@ kinks), Monte Carlo with its standard error in three and four, over random covar
 by hypothesis, singular ones included; every stated error bound is checked at every point."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -691,7 +692,9 @@ def test_the_trapezoid_alone_misses_draw_406_twofold(trapezoid):
 
 def test_the_honesty_tool_counts_misses_on_its_draws(capsys):
     """``tools/engine_honesty.py`` (the docs' miss counts) on its first 40 draws: none of them
-    misses (the first miss is draw 406), and the line says how many rows it checked."""
+    misses (the first miss is draw 406), and the line says how many rows it checked and the
+    largest ratio of true to stated error of any row (it once printed that of the misses
+    only: 0.00 where none missed)."""
     import importlib.util
     from pathlib import Path
     path = Path(__file__).resolve().parent.parent / "tools" / "engine_honesty.py"
@@ -702,7 +705,9 @@ def test_the_honesty_tool_counts_misses_on_its_draws(capsys):
         pytest.skip("no C compiler")
     tool.main(["--draws", "40"])
     out = capsys.readouterr().out
-    assert "0 of 120 rows (40 draws x 3 targets)" in out and "largest ratio 0.00" in out
+    assert "0 of 120 rows (40 draws x 3 targets)" in out
+    largest = float(re.search(r"largest ratio of any row ([0-9.]+)", out).group(1))
+    assert 0.0 < largest <= 1.0
 
 
 @pytest.mark.parametrize("moment", ["HermiteMoment", "QmcMoment"])
