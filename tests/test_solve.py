@@ -240,7 +240,9 @@ def test_solve_prints_final_values_and_truncation_check_table(capsys, tmp_path, 
     assert sorted(rows) == sorted(summary["final"]) == ["1", "1.1", "1.2", "2", "2.2"]
     verdicts = set()
     for label, cells in rows.items():
-        final, absolute, relative, verdict, answer, error, until = cells[1:]
+        name, final, absolute, relative, verdict, answer, error, until = cells[1:]
+        assert name == summary["moments"][label] == {"1": "t₁", "2": "t₂", "1.1": "q₁₁",
+                                                     "1.2": "q₁₂", "2.2": "q₂₂"}[label]
         assert float(final) == pytest.approx(summary["final"][label], rel=1e-5, abs=1e-12)
         assert float(absolute) == pytest.approx(check["differences"][label], rel=1e-2, abs=1e-14)
         expected = check["relative_differences"][label]

@@ -1435,6 +1435,11 @@ MUTATIONS = (
              ["tests/test_extrapolation.py::test_three_equal_degrees_are_settled_even_below_"
               "four_degrees"],
              "a settled word of three degrees claimed exact: rounding errors over a claim of 0"),
+    # ---- the trace moments' memo of half-products
+    mutation("trace-memo-cleared-when-full", "hierarchy/models/attention/moments.py",
+             "            memo.popitem(last=False)", "            memo.clear()",
+             ["tests/test_trace_moments.py::test_the_least_recently_used_half_products_go_first"],
+             "the old memo: cleared when full, three d x d products a long untied word"),
 )
 
 

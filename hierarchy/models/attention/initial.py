@@ -70,19 +70,20 @@ def initial_matrices(config, d=None, seed=None):
     return Ws
 
 
-def initial_moments(field, config):
+def initial_moments(field, config, progress=None):
     """Initial moment vector of a field, aligned with ``field.labels``.
 
     Uses ``config["init"]["source"]``: ``"gaussian"`` (moments of
     :func:`initial_matrices`), ``"moments"`` (the JSON file ``init.moments``) or
     ``"limit"`` (the exact ``d → ∞`` moments of the Gaussian initialization, by free
     probability: :func:`hierarchy.models.attention.limit_moments.limit_moments` with ``c_k = d_k/d``). The
-    result is checked with :func:`check_moments`.
+    result is checked with :func:`check_moments`. ``progress(done, total)`` follows the
+    words of a ``"gaussian"`` start (:func:`~.moments.trace_moments`).
     """
     init = config.get("init", {})
     source = init.get("source", "gaussian")
     if source == "gaussian":
-        mu = moments_of(field, initial_matrices(config))
+        mu = moments_of(field, initial_matrices(config), progress=progress)
     elif source == "moments":
         mu = moments_from_file(field, init.get("moments", ""))
     elif source == "limit":

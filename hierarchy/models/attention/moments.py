@@ -17,12 +17,25 @@ The BLAS thread count of the products is chosen by measurement (``threads="auto"
 and with all of them, and later calls of that shape use the faster.
 """
 
+import collections
+import time
+
 import numpy as np
 
 from hierarchy.core.blas_threads import blas_threads, shared_chooser
 from hierarchy.models.attention.variants import VARIANTS
 
-_MEMO_LIMIT = 512  # half-products kept at once (each d_a × d_b)
+#: half-products kept at once: as many as fit in :data:`MEMO_BYTES`, at least
+#: :data:`MEMO_LEAST` and at most :data:`MEMO_MOST`; the least recently used goes first.
+#: A word of 2h letters costs one product more than its two halves' shared prefixes, so
+#: the second halves, which sorted words visit in no order, are what the memo must hold:
+#: untied ``K = 2`` at degree 8, ``d = 400``, spent 700 s on its 130,829 words with 512
+#: half-products cleared when full (three ``d × d`` products a word)
+MEMO_BYTES = 1 << 30
+MEMO_LEAST = 512
+MEMO_MOST = 1 << 16
+#: least seconds between two calls of a ``progress`` callback of :func:`trace_moments`
+PROGRESS_SECONDS = 1.0
 
 
 def factor_matrices(parameterization, mats):
@@ -120,7 +133,7 @@ def word_moments(letter_mats, words):
     return _traces(lambda x: letter_mats[x], [tuple(w) for w in words]) / d
 
 
-def moments_of(field, mats, threads="auto"):
+def moments_of(field, mats, threads="auto", progress=None):
     """Moments of every word of a field, aligned with ``field.labels``.
 
     Parameters
@@ -130,11 +143,14 @@ def moments_of(field, mats, threads="auto"):
         The model's matrices, see :func:`factor_matrices`.
     threads : "auto", int, None or hierarchy.core.blas_threads.AdaptiveThreads
         BLAS threads, see :func:`trace_moments`.
+    progress : callable, optional
+        ``progress(done, total)`` words, see :func:`trace_moments`.
     """
-    return trace_moments(field.parameterization, field.words, mats, threads=threads)
+    return trace_moments(field.parameterization, field.words, mats, threads=threads,
+                         progress=progress)
 
 
-def trace_moments(parameterization, words, mats, threads="auto"):
+def trace_moments(parameterization, words, mats, threads="auto", progress=None):
     """Moments of the given words through Gram blocks (see the module docstring).
 
     Parameters
@@ -147,18 +163,21 @@ def trace_moments(parameterization, words, mats, threads="auto"):
         ``"auto"``: the thread count measured fastest for calls of this shape (words count
         and matrix shapes) in this process; an int forces it; None leaves the BLAS as it is
         (e.g. under a caller's own limit); a chooser object decides instead.
+    progress : callable, optional
+        Called as ``progress(done, total)`` (words) at most every :data:`PROGRESS_SECONDS`
+        and once at the end: the initial moments of a large field take minutes.
     """
     factors, letters = factor_matrices(parameterization, mats)
     if isinstance(threads, str) and threads == "auto":
         shapes = tuple(f.shape for f in factors)
         threads = shared_chooser(("moments", parameterization, len(words), shapes))
     if callable(threads):
-        return threads(_gram_moments, factors, letters, words)
+        return threads(_gram_moments, factors, letters, words, progress)
     with blas_threads(threads):
-        return _gram_moments(factors, letters, words)
+        return _gram_moments(factors, letters, words, progress)
 
 
-def _gram_moments(factors, letters, words):
+def _gram_moments(factors, letters, words, progress=None):
     d = factors[0].shape[0]
     grams = {}
 
@@ -169,25 +188,40 @@ def _gram_moments(factors, letters, words):
 
     sequences = [tuple((letters[w[i]][1], letters[w[(i + 1) % len(w)]][0])
                        for i in range(len(w))) for w in words]
-    return _traces(block, sequences) / d
+    return _traces(block, sequences, progress) / d
 
 
-def _traces(block, sequences):
-    """``Tr`` of the product of blocks along each sequence, sharing half-products."""
-    memo = {}
+def _traces(block, sequences, progress=None):
+    """``Tr`` of the product of blocks along each sequence, sharing half-products.
+
+    ``progress(done, total)`` is called at most every :data:`PROGRESS_SECONDS` while the
+    traces run (and once at the end), when given.
+    """
+    memo = collections.OrderedDict()
+    capacity = None
 
     def product(seq):
+        nonlocal capacity
         if len(seq) == 1:
             return block(seq[0])
-        if seq not in memo:
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            memo[seq] = product(seq[:-1]) @ block(seq[-1])
-        return memo[seq]
+        if seq in memo:
+            memo.move_to_end(seq)
+            return memo[seq]
+        value = product(seq[:-1]) @ block(seq[-1])
+        if capacity is None:
+            capacity = int(np.clip(MEMO_BYTES // max(value.nbytes, 1), MEMO_LEAST, MEMO_MOST))
+        if len(memo) >= capacity:
+            memo.popitem(last=False)
+        memo[seq] = value
+        return value
 
     order = sorted(range(len(sequences)), key=lambda i: sequences[i])
     out = np.empty(len(sequences))
-    for i in order:
+    last = time.perf_counter()
+    for done, i in enumerate(order):
+        if progress is not None and time.perf_counter() - last >= PROGRESS_SECONDS:
+            progress(done, len(order))
+            last = time.perf_counter()
         seq = sequences[i]
         h = (len(seq) + 1) // 2
         P = product(seq[:h])
@@ -195,5 +229,7 @@ def _traces(block, sequences):
             out[i] = np.trace(P)
         else:
             out[i] = np.einsum("ij,ji->", P, product(seq[h:]))
+    if progress is not None:
+        progress(len(order), len(order))
     return out
 

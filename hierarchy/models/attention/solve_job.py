@@ -64,7 +64,7 @@ from hierarchy.models.attention.coefficients import coefficients_from_config
 from hierarchy.models.attention.compiled import build
 from hierarchy.models.attention.initial import initial_matrices, initial_moments
 from hierarchy.models.attention.ladder import extrapolated_ladder
-from hierarchy.models.attention.plotting import save_observables_figure
+from hierarchy.models.attention.plotting import math_label, save_observables_figure
 from hierarchy.models.attention.variants import TIME_VARIABLE, VARIANTS
 from hierarchy.ode.integrate import SolveInterrupted
 
@@ -387,6 +387,19 @@ def _continuation_arguments(config, field, labels, t_eval):
 MANY_WORDS = 20_000  # above this the initial moments take seconds: say so before
 
 
+def _words_done(progress):
+    """A ``progress(done, total)`` callback of :func:`~.moments.trace_moments` that shows the
+    words done, the time so far and the time left at that pace on ``progress``."""
+    start = time.perf_counter()
+
+    def report(done, total):
+        spent = time.perf_counter() - start
+        left = f", about {spent * (total - done) / done:.0f} s left" if 0 < done < total else ""
+        progress.update(f"initial moments: {done:,} of {total:,} words, {spent:.0f} s{left}",
+                        force=done == total)
+    return report
+
+
 def check_run_fits(config, n_words):
     """Refuse a run whose trajectories (degree M, the ladder, the answer) exceed the memory.
 
@@ -468,10 +481,12 @@ class SolveRun:
         self.solver = build(**build_arguments(config))
         self.field = self.solver.field
         check_run_fits(config, len(self.solver.labels))
-        if len(self.solver.labels) > MANY_WORDS:
+        many = len(self.solver.labels) > MANY_WORDS
+        if many:
             progress.line(f"initial moments of {len(self.solver.labels)} words "
                           f"({config['init']['source']})...")
-        self.mu0 = initial_moments(self.field, config)
+        self.mu0 = initial_moments(self.field, config,
+                                   progress=_words_done(progress) if many else None)
         self.coefficients = _coefficients_for(self.field, config)
         self.t_eval = np.linspace(0.0, float(settings["t_final"]), int(settings["points"]))
         self.horizon = horizon_labels(self.solver, config)
@@ -642,6 +657,9 @@ def solve_summary(solver, result, interrupted=None):
         "ran_away_at_once": bool(not result.success and interrupted is None
                                  and result.t.size <= 1),
         "final": {label: float(result[label][-1]) for label in observables} if result.t.size else {},
+        # the figures' names of the observables (README "Words and labels"): the files and the
+        # table key them by label, the panels by these
+        "moments": {label: math_label(label, solver.parameterization) for label in observables},
     }
 
 
@@ -716,15 +734,17 @@ def format_summary(summary):
         if summary.get("status", 0) != 0 and summary.get("extrapolate"):
             lines.append(f"(the degree-M zero closure stopped: {summary.get('message')}; with "
                          "extrapolation that is not a failure, the answer's validity decides)")
+    names = summary.get("moments") or {}
     width = max([len("observable")] + [len(label) for label in final])
-    header = f"{'observable':<{width}}  {'final':>13}"
+    name_width = max([len("moment")] + [len(names.get(label, "")) for label in final])
+    header = f"{'observable':<{width}}  {'moment':<{name_width}}  {'final':>13}"
     if check:
         header += f"  {'|Δ| vs M-1':>11}  {'relative':>9}  {'within 1%':>9}"
     if answer:
         header += f"  {'answer':>13}  {'± error':>9}  {'valid until':>11}"
     lines.append(header)
     for label, value in final.items():
-        row = f"{label:<{width}}  {_number(value):>13}"
+        row = f"{label:<{width}}  {names.get(label, ''):<{name_width}}  {_number(value):>13}"
         if check:
             relative = check["relative_differences"].get(label)
             ok = "yes" if relative is not None and relative <= TRUNCATION_WARNING else "NO"
