@@ -292,8 +292,8 @@ def test_lsoda_beyond_its_dense_work_arrays_switches_to_bdf_loudly(monkeypatch):
     assert solver_module.method_that_fits("RK45", 10**6, memory) == "RK45"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert solver_module.method_that_fits("LSODA", 130_829, memory) == "BDF"
-        assert solver_module.method_that_fits("LSODA", 130_829, memory) == "BDF"
+        assert solver_module.method_that_fits("LSODA", 130_829, memory) == "RK45"
+        assert solver_module.method_that_fits("LSODA", 130_829, memory) == "RK45"
     assert len(caught) == 1 and "sparse Jacobian" in str(caught[0].message)
 
 
@@ -306,3 +306,31 @@ def test_solve_refuses_more_points_than_the_ladder_can_hold(monkeypatch):
         check_run_fits(config, 130_829)
     assert info.value.field == "solve.points"
     check_run_fits(load_config(None, {}), 130)
+
+
+def test_a_field_too_large_for_lsoda_is_solved_explicitly_and_agrees(monkeypatch):
+    """Where LSODA's dense arrays cannot fit, the solve integrates with RK45 (BDF with the
+    sparse Jacobian had not taken a step on the untied K = 2 default after 8 minutes): on an
+    untied degree-5 field made 'too large' it gives LSODA's answer within the tolerances."""
+    import warnings
+
+    import numpy as np
+
+    import hierarchy
+    from hierarchy.models.attention import compiled as solver_module
+    from hierarchy.models.attention.limit_moments import limit_moments
+
+    solver = hierarchy.build("untied", 2, [1], 5)
+    mu0 = limit_moments(solver.field, [1.0, 1.0], [1.0, 1.0])
+    coefficients = {name: 1.0 for name in solver.coefficient_names}
+    times = np.linspace(0.0, 0.02, 5)
+    kept = solver.solve(mu0, (0.0, 0.02), coefficients, t_eval=times, rtol=1e-10, atol=1e-12)
+    monkeypatch.setattr(solver_module, "LSODA_MEMORY_SHARE", 0.0)
+    monkeypatch.setattr(solver_module, "WARNED_SIZES", set())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        large = solver.solve(mu0, (0.0, 0.02), coefficients, t_eval=times, rtol=1e-10,
+                             atol=1e-12)
+    assert kept.method == "LSODA" and large.method == "RK45"
+    scale = np.max(np.abs(kept.mu))
+    np.testing.assert_allclose(large.mu, kept.mu, rtol=0, atol=1e-7 * scale)

@@ -8,8 +8,15 @@ full. The memo now keeps the least recently used out and holds up to 1 GiB of pr
 words (the degree-8 words from ``--first`` on, ``--count`` of them, most of the field's words
 are of length 8) in one run, checks that they agree, and prints the ratio.
 
-Run: ``python tools/bench_moments.py [--count 8000] [--first 16000] [--d 400]`` (about a
-minute at the defaults; the machine's load is printed beside the timings).
+With ``--solve`` it also times the same field's solve to ``t = 0.04`` (the default horizon)
+from its exact ``d -> infinity`` start (``init.source = "limit"``, computed in a second),
+with the large-field method (:data:`~hierarchy.models.attention.compiled.
+LARGE_FIELD_METHOD`, explicit). BDF with the analytic sparse Jacobian, the large-field
+method before, is not timed: from this start it ran past the 10 minutes this script was
+given, and from the Gaussian start of ``hierarchy solve`` past 8 minutes without a step.
+
+Run: ``python tools/bench_moments.py [--count 8000] [--first 16000] [--d 400] [--solve]``
+(about a minute at the defaults; the machine's load is printed beside the timings).
 """
 
 import argparse
@@ -65,6 +72,8 @@ def main():
     parser.add_argument("--count", type=int, default=8000, help="words timed")
     parser.add_argument("--first", type=int, default=16000, help="the first word timed")
     parser.add_argument("--d", type=int, default=400, help="the dimension")
+    parser.add_argument("--solve", action="store_true",
+                        help="also time the field's solve with the large-field method")
     args = parser.parse_args()
     field = hierarchy.build("untied", 2, [1], 8).field
     words = field.words[args.first:args.first + args.count]
@@ -84,6 +93,24 @@ def main():
     print(f"the field's {len(field.words):,} words at this pace: about "
           f"{t_new * len(field.words) / len(words):.0f} s (old memo "
           f"{t_old * len(field.words) / len(words):.0f} s)")
+    if args.solve:
+        solve_times(field)
+
+
+def solve_times(field):
+    """The field's solve from its limit start with the large-field method."""
+    from hierarchy.models.attention.compiled import LARGE_FIELD_METHOD
+    from hierarchy.models.attention.limit_moments import limit_moments
+    solver = hierarchy.build("untied", 2, [1], 8)
+    mu0 = limit_moments(field, [1.0, 1.0], [1.0, 1.0])
+    coefficients = {name: 1.0 for name in solver.coefficient_names}
+    for method in (LARGE_FIELD_METHOD,):
+        start = time.perf_counter()
+        run = solver.solve(mu0, (0.0, 0.04), coefficients, t_eval=np.linspace(0, 0.04, 11),
+                           method=method, rtol=1e-8, atol=1e-10)
+        print(f"solve to t = 0.04 from the limit start, {method}: "
+              f"{time.perf_counter() - start:.2f} s, {run.nfev} evaluations, status "
+              f"{int(run.status)}")
 
 
 if __name__ == "__main__":
