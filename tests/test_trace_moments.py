@@ -1,5 +1,9 @@
 """The finite-d trace moments (hierarchy.models.attention.moments): the half-product memo and
 the progress of a long computation."""
+import functools
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -57,26 +61,13 @@ def _products(field, mats, monkeypatch, capacity, traces=None):
 
 
 def _cleared_when_full(capacity):
-    """The memo as it was: every half-product dropped when ``capacity`` were held."""
-    def traces(block, sequences, progress=None):
-        memo = {}
-
-        def product(seq):
-            if len(seq) == 1:
-                return block(seq[0])
-            if seq not in memo:
-                if len(memo) >= capacity:
-                    memo.clear()
-                memo[seq] = product(seq[:-1]) @ block(seq[-1])
-            return memo[seq]
-        out = []
-        for seq in sorted(sequences):
-            h = (len(seq) + 1) // 2
-            first = product(seq[:h])
-            out.append(np.trace(first) if h == len(seq)
-                       else np.einsum("ij,ji->", first, product(seq[h:])))
-        return np.array(out)
-    return traces
+    """The memo as it was (``tools/bench_moments.py``'s baseline): every half-product
+    dropped when ``capacity`` were held."""
+    path = Path(__file__).resolve().parent.parent / "tools" / "bench_moments.py"
+    spec = importlib.util.spec_from_file_location("bench_moments", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return functools.partial(bench.cleared_when_full, capacity=capacity)
 
 
 def test_the_least_recently_used_half_products_go_first(monkeypatch):
