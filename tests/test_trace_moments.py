@@ -74,7 +74,7 @@ def test_the_least_recently_used_half_products_go_first(monkeypatch):
     """Sorted words reuse their first halves, but their second halves come in no order, so
     a full memo must keep the short products every second half is built on. Untied degree
     6 (5,044 words), a memo of 100: fewer products than the memo cleared when full (the old
-    rule: untied K = 2 at degree 8, d = 400, spent 700 s on its initial moments), and with
+    rule: untied K = 2 at degree 8, d = 400, took about 7 minutes on its initial moments), and with
     room for every half-product, about one a distinct half."""
     field, mats = _untied_case(degree=6)
     kept = _products(field, mats, monkeypatch, 100)

@@ -2,8 +2,8 @@
 
 ``hierarchy solve`` of an untied ``K = 2`` model at the default degree 8 and ``d = 400`` has
 130,829 words, and their finite-``d`` trace moments (:func:`hierarchy.models.attention.
-moments.trace_moments`) took 700 s with the old memo: 512 half-products, all dropped when
-full. The memo now keeps the least recently used out and holds up to 1 GiB of products
+moments.trace_moments`) took about 7 minutes (12 on shared cores) with the old memo: 512
+half-products, all dropped when full. The memo now keeps the least recently used out and holds up to 1 GiB of products
 (:data:`~hierarchy.models.attention.moments.MEMO_BYTES`). This script times both on the same
 words (the degree-8 words from ``--first`` on, ``--count`` of them, most of the field's words
 are of length 8) in one run, checks that they agree, and prints the ratio.
